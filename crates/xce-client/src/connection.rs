@@ -1,0 +1,244 @@
+//! The Send bridge over capnp-rpc.
+//!
+//! capnp-rpc is `!Send`: its connection and capabilities must stay on one thread. Every
+//! [`Connection`] therefore owns a dedicated thread running a current-thread runtime and a
+//! `LocalSet` that holds the RPC system; callers on any runtime send it closures over an mpsc
+//! channel and get each answer back on a oneshot of its own. Because every call has its own
+//! reply channel, a late reply from a connection that was given up can never be taken as the
+//! answer to a newer call.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
+use futures::FutureExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use xce_proto::xce_capnp::controller;
+
+/// A future that runs on a connection's own thread.
+pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
+
+type Task = Box<dyn FnOnce(controller::Client) -> LocalFuture<()> + Send>;
+
+/// Why a call did not produce a reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    #[error("connect to {addr}: {reason}")]
+    Connect { addr: String, reason: String },
+    #[error("connect to {addr}: no answer within {after:?}")]
+    ConnectTimeout { addr: String, after: Duration },
+    #[error("call to {addr}: no reply within {after:?}")]
+    Timeout { addr: String, after: Duration },
+    #[error("call to {addr}: connection lost: {reason}")]
+    Disconnected { addr: String, reason: String },
+    #[error("call to {addr}: {reason}")]
+    Rpc { addr: String, reason: String },
+}
+
+/// Connection settings.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectOptions {
+    /// Upper bound on TCP connect plus RPC bootstrap.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            connect_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A live capnp-rpc connection to one controller, usable from `Send` code. Cloning shares the
+/// connection; the thread and socket close when the last clone is dropped.
+#[derive(Clone)]
+pub struct Connection {
+    tasks: mpsc::UnboundedSender<Task>,
+    closed: Arc<AtomicBool>,
+    addr: Arc<str>,
+    /// Process-unique id; tells a reconnect apart from the connection it replaced.
+    id: u64,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Connection#{}({})", self.id, self.addr)
+    }
+}
+
+impl Connection {
+    /// Connects to `addr` (`host:port`) and bootstraps the controller capability.
+    pub async fn connect(addr: &str, opts: ConnectOptions) -> Result<Connection, TransportError> {
+        let (tasks, task_rx) = mpsc::unbounded_channel::<Task>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        let thread_addr = addr.to_string();
+        let thread_closed = closed.clone();
+        std::thread::Builder::new()
+            .name(format!("capnp {addr}"))
+            .spawn(move || connection_thread(thread_addr, opts, task_rx, ready_tx, thread_closed))
+            .map_err(|e| TransportError::Connect {
+                addr: addr.to_string(),
+                reason: format!("spawn connection thread: {e}"),
+            })?;
+        let connected = ready_rx.await.unwrap_or_else(|_| {
+            Err(TransportError::Connect {
+                addr: addr.to_string(),
+                reason: "connection thread ended".into(),
+            })
+        });
+        connected?;
+        Ok(Connection {
+            tasks,
+            closed,
+            addr: addr.into(),
+            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// The address this connection was opened to.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Process-unique id of this connection.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the peer has gone away (the RPC system ended).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire) || self.tasks.is_closed()
+    }
+
+    /// Runs `call` against the controller capability on the connection's thread and returns
+    /// its result, or a transport error if no reply arrives within `timeout`.
+    pub async fn call<T, F>(&self, timeout: Duration, call: F) -> Result<T, TransportError>
+    where
+        T: Send + 'static,
+        F: FnOnce(controller::Client) -> LocalFuture<Result<T, capnp::Error>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let task: Task = Box::new(move |client| {
+            async move {
+                let _ = tx.send(call(client).await);
+            }
+            .boxed_local()
+        });
+        if self.tasks.send(task).is_err() {
+            return Err(self.disconnected("connection thread ended"));
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Err(_) => Err(TransportError::Timeout {
+                addr: self.addr.to_string(),
+                after: timeout,
+            }),
+            Ok(Err(_)) => Err(self.disconnected("connection thread ended")),
+            Ok(Ok(Ok(value))) => Ok(value),
+            Ok(Ok(Err(e))) => Err(self.rpc_error(e)),
+        }
+    }
+
+    fn disconnected(&self, reason: &str) -> TransportError {
+        TransportError::Disconnected {
+            addr: self.addr.to_string(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn rpc_error(&self, e: capnp::Error) -> TransportError {
+        if e.kind == capnp::ErrorKind::Disconnected {
+            self.closed.store(true, Ordering::Release);
+            self.disconnected(&e.extra)
+        } else {
+            TransportError::Rpc {
+                addr: self.addr.to_string(),
+                reason: e.to_string(),
+            }
+        }
+    }
+}
+
+fn connection_thread(
+    addr: String,
+    opts: ConnectOptions,
+    mut tasks: mpsc::UnboundedReceiver<Task>,
+    ready: oneshot::Sender<Result<(), TransportError>>,
+    closed: Arc<AtomicBool>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(TransportError::Connect {
+                addr,
+                reason: format!("start runtime: {e}"),
+            }));
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let client = match open(&addr, opts, closed.clone()).await {
+            Ok(client) => client,
+            Err(e) => {
+                closed.store(true, Ordering::Release);
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        if ready.send(Ok(())).is_err() {
+            return;
+        }
+        while let Some(task) = tasks.recv().await {
+            tokio::task::spawn_local(task(client.clone()));
+        }
+    });
+    // Dropping the LocalSet and runtime here closes the socket and fails any call in flight.
+}
+
+async fn open(
+    addr: &str,
+    opts: ConnectOptions,
+    closed: Arc<AtomicBool>,
+) -> Result<controller::Client, TransportError> {
+    let stream = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| TransportError::ConnectTimeout {
+            addr: addr.to_string(),
+            after: opts.connect_timeout,
+        })?
+        .map_err(|e| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: format!("set TCP_NODELAY: {e}"),
+        })?;
+    let (reader, writer) = stream.into_split();
+    let network = twoparty::VatNetwork::new(
+        reader.compat(),
+        writer.compat_write(),
+        rpc_twoparty_capnp::Side::Client,
+        Default::default(),
+    );
+    let mut rpc = RpcSystem::new(Box::new(network), None);
+    let client: controller::Client = rpc.bootstrap(rpc_twoparty_capnp::Side::Server);
+    tokio::task::spawn_local(async move {
+        let _ = rpc.await;
+        closed.store(true, Ordering::Release);
+    });
+    Ok(client)
+}

@@ -1,0 +1,18 @@
+//! The client library every xce daemon and the CLI use: the candidate-list parser, the domain
+//! types and their wire and JSON forms, typed operations over capnp-rpc usable from `Send`
+//! code, and the failover loop that hides controller failover from callers.
+
+pub mod backoff;
+pub mod candidates;
+pub mod classify;
+pub mod client;
+pub mod connection;
+pub mod json;
+pub mod ops;
+pub mod types;
+pub mod wire;
+
+pub use candidates::{parse_candidates, Candidate, CandidateError, MAX_CANDIDATES};
+pub use client::{Client, ClientConfig, ClientError};
+pub use connection::{ConnectOptions, Connection, TransportError};
+pub use xce_proto::Status;

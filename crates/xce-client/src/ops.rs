@@ -1,0 +1,249 @@
+//! Typed controller operations. Each op knows how to send itself over a capnp connection and
+//! read its reply; the failover engine in [`crate::client`] decides where and how often.
+//! An op is `Clone` because a failover re-sends the same op (with the same request token).
+
+use futures::FutureExt;
+use xce_proto::xce_capnp::controller;
+use xce_proto::Status;
+
+use crate::connection::LocalFuture;
+use crate::types::{
+    ClusterInfo, Job, JobAction, JobFilter, JobId, JobSpec, Queue, QueueAction, RequestToken,
+};
+use crate::wire::{self, ReplyHeader};
+
+/// A reply: the header, and the value when the status carries one (`ok`, or `dupJob` with the
+/// original result).
+#[derive(Debug, Clone)]
+pub struct Reply<T> {
+    pub header: ReplyHeader,
+    pub value: Option<T>,
+}
+
+/// Whether an op changes state; decides how `dupJob` on a re-send is classified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    Read,
+    Write,
+}
+
+/// One reply-bearing controller operation.
+pub trait Op: Clone + Send + Sync + 'static {
+    type Output: Send + 'static;
+    /// Read or write.
+    const KIND: OpKind;
+    /// Name for logs.
+    const NAME: &'static str;
+    /// Sends the op on `client` (on the connection's thread) and reads the reply.
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Self::Output>, capnp::Error>>;
+}
+
+fn carries_value(h: &ReplyHeader) -> bool {
+    matches!(h.status, Status::Ok | Status::DupJob)
+}
+
+/// Submit a job. Output: its id (the original id on a replayed token).
+#[derive(Debug, Clone)]
+pub struct Submit {
+    pub token: RequestToken,
+    pub spec: JobSpec,
+}
+
+impl Op for Submit {
+    type Output = JobId;
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "submit";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<JobId>, capnp::Error>> {
+        async move {
+            let mut req = client.submit_request();
+            wire::write_token(req.get().init_token(), self.token);
+            wire::write_spec(req.get().init_spec(), &self.spec);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = carries_value(&header).then(|| r.get_job_id());
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// List jobs matching a filter.
+#[derive(Debug, Clone, Default)]
+pub struct ListJobs {
+    pub filter: JobFilter,
+}
+
+impl Op for ListJobs {
+    type Output = Vec<Job>;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "listJobs";
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Vec<Job>>, capnp::Error>> {
+        async move {
+            let mut req = client.list_jobs_request();
+            wire::write_filter(req.get().init_filter(), &self.filter);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = if carries_value(&header) {
+                Some(
+                    r.get_jobs()?
+                        .iter()
+                        .map(wire::read_job)
+                        .collect::<Result<_, _>>()?,
+                )
+            } else {
+                None
+            };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// One job by id.
+#[derive(Debug, Clone)]
+pub struct GetJob {
+    pub id: JobId,
+}
+
+impl Op for GetJob {
+    type Output = Job;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "jobInfo";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Job>, capnp::Error>> {
+        async move {
+            let mut req = client.job_info_request();
+            req.get().set_job_id(self.id);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = if carries_value(&header) {
+                Some(wire::read_job(r.get_job()?)?)
+            } else {
+                None
+            };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// Kill (and later suspend, resume, requeue) a job.
+#[derive(Debug, Clone)]
+pub struct ControlJob {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub action: JobAction,
+}
+
+impl Op for ControlJob {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "jobControl";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.job_control_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.id);
+            req.get().set_action(self.action.into());
+            let resp = req.send().promise.await?;
+            let header = wire::read_header(resp.get()?.get_header()?)?;
+            let value = carries_value(&header).then_some(());
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// All queues with their job counts.
+#[derive(Debug, Clone, Default)]
+pub struct ListQueues;
+
+impl Op for ListQueues {
+    type Output = Vec<Queue>;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "listQueues";
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Vec<Queue>>, capnp::Error>> {
+        async move {
+            let resp = client.list_queues_request().send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = if carries_value(&header) {
+                Some(
+                    r.get_queues()?
+                        .iter()
+                        .map(wire::read_queue)
+                        .collect::<Result<_, _>>()?,
+                )
+            } else {
+                None
+            };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// Open, close, activate or inactivate a queue.
+#[derive(Debug, Clone)]
+pub struct ControlQueue {
+    pub token: RequestToken,
+    pub name: String,
+    pub action: QueueAction,
+}
+
+impl Op for ControlQueue {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "queueControl";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.queue_control_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_name(self.name.as_str());
+            req.get().set_action(self.action.into());
+            let resp = req.send().promise.await?;
+            let header = wire::read_header(resp.get()?.get_header()?)?;
+            let value = carries_value(&header).then_some(());
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// The cluster as the primary sees it.
+#[derive(Debug, Clone, Default)]
+pub struct GetCluster;
+
+impl Op for GetCluster {
+    type Output = ClusterInfo;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "clusterInfo";
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<ClusterInfo>, capnp::Error>> {
+        async move {
+            let resp = client.cluster_info_request().send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = if carries_value(&header) {
+                Some(wire::read_cluster(r.get_cluster()?)?)
+            } else {
+                None
+            };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}

@@ -1,0 +1,380 @@
+//! Conversions between the domain types and their Cap'n Proto form, used by both sides of
+//! every connection (the client's operations and the controller's service).
+
+use capnp::Error;
+use xce_proto::xce_capnp as w;
+use xce_proto::Status;
+
+use crate::types::{
+    ClusterInfo, Job, JobAction, JobFilter, JobSpec, JobState, Member, MemberRole, Queue,
+    QueueAction, RequestToken,
+};
+
+/// The common header of every reply, Rust side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyHeader {
+    pub status: Status,
+    pub message: String,
+    /// The primary's client address, when the answering node knows it.
+    pub redirect: Option<(String, u16)>,
+}
+
+impl ReplyHeader {
+    /// A plain `ok` header.
+    pub fn ok() -> Self {
+        Self::status(Status::Ok, "")
+    }
+
+    /// A header with a status and a human message.
+    pub fn status(status: Status, message: impl Into<String>) -> Self {
+        ReplyHeader {
+            status,
+            message: message.into(),
+            redirect: None,
+        }
+    }
+}
+
+fn text(r: capnp::text::Reader<'_>) -> Result<String, Error> {
+    Ok(r.to_str()?.to_string())
+}
+
+fn opt_text(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn opt_ms(ms: u64) -> Option<u64> {
+    (ms != 0).then_some(ms)
+}
+
+/// Writes a reply header.
+pub fn write_header(mut b: w::reply_header::Builder<'_>, h: &ReplyHeader) {
+    b.set_status(h.status.into());
+    b.set_message(h.message.as_str());
+    if let Some((host, port)) = &h.redirect {
+        b.set_redirect_host(host.as_str());
+        b.set_redirect_port(*port);
+    }
+}
+
+/// Reads a reply header; an unknown status from a newer peer reads as `internal`.
+pub fn read_header(r: w::reply_header::Reader<'_>) -> Result<ReplyHeader, Error> {
+    let status = r.get_status().map(Status::from).unwrap_or(Status::Internal);
+    let host = text(r.get_redirect_host()?)?;
+    let port = r.get_redirect_port();
+    Ok(ReplyHeader {
+        status,
+        message: text(r.get_message()?)?,
+        redirect: (!host.is_empty() && port != 0).then_some((host, port)),
+    })
+}
+
+/// Writes a request token.
+pub fn write_token(mut b: w::token::Builder<'_>, t: RequestToken) {
+    b.set_hi((t.0 >> 64) as u64);
+    b.set_lo(t.0 as u64);
+}
+
+/// Reads a request token.
+pub fn read_token(r: w::token::Reader<'_>) -> RequestToken {
+    RequestToken((u128::from(r.get_hi()) << 64) | u128::from(r.get_lo()))
+}
+
+/// Writes a job spec.
+pub fn write_spec(mut b: w::job_spec::Builder<'_>, s: &JobSpec) {
+    b.set_name(s.name.as_str());
+    b.set_user(s.user.as_str());
+    b.set_queue(s.queue.as_str());
+    let mut cmd = b.reborrow().init_command(s.command.len() as u32);
+    for (i, arg) in s.command.iter().enumerate() {
+        cmd.set(i as u32, arg.as_str());
+    }
+    let mut env = b.reborrow().init_env(s.env.len() as u32);
+    for (i, (k, v)) in s.env.iter().enumerate() {
+        let mut e = env.reborrow().get(i as u32);
+        e.set_name(k.as_str());
+        e.set_value(v.as_str());
+    }
+    b.set_cwd(s.cwd.as_str());
+    b.set_cpus(s.cpus);
+    b.set_mem_mb(s.mem_mb);
+    b.set_priority(s.priority);
+}
+
+/// Reads a job spec.
+pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, Error> {
+    let command = r
+        .get_command()?
+        .iter()
+        .map(|t| text(t?))
+        .collect::<Result<_, _>>()?;
+    let env = r
+        .get_env()?
+        .iter()
+        .map(|e| Ok((text(e.get_name()?)?, text(e.get_value()?)?)))
+        .collect::<Result<_, Error>>()?;
+    Ok(JobSpec {
+        name: text(r.get_name()?)?,
+        user: text(r.get_user()?)?,
+        queue: text(r.get_queue()?)?,
+        command,
+        env,
+        cwd: text(r.get_cwd()?)?,
+        cpus: r.get_cpus(),
+        mem_mb: r.get_mem_mb(),
+        priority: r.get_priority(),
+    })
+}
+
+impl From<JobState> for w::JobState {
+    fn from(s: JobState) -> Self {
+        match s {
+            JobState::Pending => w::JobState::Pending,
+            JobState::Dispatched => w::JobState::Dispatched,
+            JobState::Running => w::JobState::Running,
+            JobState::Suspended => w::JobState::Suspended,
+            JobState::Done => w::JobState::Done,
+            JobState::Exited => w::JobState::Exited,
+        }
+    }
+}
+
+impl From<w::JobState> for JobState {
+    fn from(s: w::JobState) -> Self {
+        match s {
+            w::JobState::Pending => JobState::Pending,
+            w::JobState::Dispatched => JobState::Dispatched,
+            w::JobState::Running => JobState::Running,
+            w::JobState::Suspended => JobState::Suspended,
+            w::JobState::Done => JobState::Done,
+            w::JobState::Exited => JobState::Exited,
+        }
+    }
+}
+
+/// Writes a job.
+pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
+    b.set_id(j.id);
+    write_spec(b.reborrow().init_spec(), &j.spec);
+    b.set_state(j.state.into());
+    b.set_pend_reason(j.pend_reason.as_deref().unwrap_or(""));
+    b.set_reason(j.reason.as_deref().unwrap_or(""));
+    b.set_host(j.host.as_deref().unwrap_or(""));
+    b.set_attempt(j.attempt);
+    if let Some(code) = j.exit_code {
+        b.set_has_exit_code(true);
+        b.set_exit_code(code);
+    }
+    if let Some(sig) = j.signal {
+        b.set_has_signal(true);
+        b.set_signal(sig);
+    }
+    b.set_submit_time_ms(j.submit_time_ms);
+    b.set_start_time_ms(j.start_time_ms.unwrap_or(0));
+    b.set_end_time_ms(j.end_time_ms.unwrap_or(0));
+}
+
+/// Reads a job.
+pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
+    Ok(Job {
+        id: r.get_id(),
+        spec: read_spec(r.get_spec()?)?,
+        state: r.get_state()?.into(),
+        pend_reason: opt_text(text(r.get_pend_reason()?)?),
+        reason: opt_text(text(r.get_reason()?)?),
+        host: opt_text(text(r.get_host()?)?),
+        attempt: r.get_attempt(),
+        exit_code: r.get_has_exit_code().then(|| r.get_exit_code()),
+        signal: r.get_has_signal().then(|| r.get_signal()),
+        submit_time_ms: r.get_submit_time_ms(),
+        start_time_ms: opt_ms(r.get_start_time_ms()),
+        end_time_ms: opt_ms(r.get_end_time_ms()),
+    })
+}
+
+/// Writes a job filter.
+pub fn write_filter(mut b: w::job_filter::Builder<'_>, f: &JobFilter) {
+    b.set_queue(f.queue.as_deref().unwrap_or(""));
+    let mut states = b.init_states(f.states.len() as u32);
+    for (i, s) in f.states.iter().enumerate() {
+        states.set(i as u32, (*s).into());
+    }
+}
+
+/// Reads a job filter.
+pub fn read_filter(r: w::job_filter::Reader<'_>) -> Result<JobFilter, Error> {
+    let states = r
+        .get_states()?
+        .iter()
+        .map(|s| s.map(JobState::from).map_err(Error::from))
+        .collect::<Result<_, _>>()?;
+    Ok(JobFilter {
+        queue: opt_text(text(r.get_queue()?)?),
+        states,
+    })
+}
+
+impl From<JobAction> for w::JobAction {
+    fn from(a: JobAction) -> Self {
+        match a {
+            JobAction::Kill => w::JobAction::Kill,
+            JobAction::Suspend => w::JobAction::Suspend,
+            JobAction::Resume => w::JobAction::Resume,
+            JobAction::Requeue => w::JobAction::Requeue,
+        }
+    }
+}
+
+impl From<w::JobAction> for JobAction {
+    fn from(a: w::JobAction) -> Self {
+        match a {
+            w::JobAction::Kill => JobAction::Kill,
+            w::JobAction::Suspend => JobAction::Suspend,
+            w::JobAction::Resume => JobAction::Resume,
+            w::JobAction::Requeue => JobAction::Requeue,
+        }
+    }
+}
+
+impl From<QueueAction> for w::QueueAction {
+    fn from(a: QueueAction) -> Self {
+        match a {
+            QueueAction::Open => w::QueueAction::Open,
+            QueueAction::Close => w::QueueAction::Close,
+            QueueAction::Activate => w::QueueAction::Activate,
+            QueueAction::Inactivate => w::QueueAction::Inactivate,
+        }
+    }
+}
+
+impl From<w::QueueAction> for QueueAction {
+    fn from(a: w::QueueAction) -> Self {
+        match a {
+            w::QueueAction::Open => QueueAction::Open,
+            w::QueueAction::Close => QueueAction::Close,
+            w::QueueAction::Activate => QueueAction::Activate,
+            w::QueueAction::Inactivate => QueueAction::Inactivate,
+        }
+    }
+}
+
+/// Writes a queue.
+pub fn write_queue(mut b: w::queue::Builder<'_>, q: &Queue) {
+    b.set_name(q.name.as_str());
+    b.set_priority(q.priority);
+    b.set_open(q.open);
+    b.set_active(q.active);
+    b.set_pending(q.pending);
+    b.set_running(q.running);
+}
+
+/// Reads a queue.
+pub fn read_queue(r: w::queue::Reader<'_>) -> Result<Queue, Error> {
+    Ok(Queue {
+        name: text(r.get_name()?)?,
+        priority: r.get_priority(),
+        open: r.get_open(),
+        active: r.get_active(),
+        pending: r.get_pending(),
+        running: r.get_running(),
+    })
+}
+
+/// Writes a cluster report.
+pub fn write_cluster(mut b: w::cluster_info::Builder<'_>, c: &ClusterInfo) {
+    b.set_primary(c.primary.as_deref().unwrap_or(""));
+    b.set_term(c.term);
+    let mut members = b.init_members(c.members.len() as u32);
+    for (i, m) in c.members.iter().enumerate() {
+        let mut mb = members.reborrow().get(i as u32);
+        mb.set_name(m.name.as_str());
+        mb.set_addr(m.addr.as_str());
+        mb.set_role(match m.role {
+            MemberRole::Primary => w::MemberRole::Primary,
+            MemberRole::Standby => w::MemberRole::Standby,
+            MemberRole::Unreachable => w::MemberRole::Unreachable,
+        });
+    }
+}
+
+/// Reads a cluster report.
+pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error> {
+    let members = r
+        .get_members()?
+        .iter()
+        .map(|m| {
+            Ok(Member {
+                name: text(m.get_name()?)?,
+                addr: text(m.get_addr()?)?,
+                role: match m.get_role()? {
+                    w::MemberRole::Primary => MemberRole::Primary,
+                    w::MemberRole::Standby => MemberRole::Standby,
+                    w::MemberRole::Unreachable => MemberRole::Unreachable,
+                },
+            })
+        })
+        .collect::<Result<_, Error>>()?;
+    Ok(ClusterInfo {
+        primary: opt_text(text(r.get_primary()?)?),
+        term: r.get_term(),
+        members,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_job() -> Job {
+        Job {
+            id: 42,
+            spec: JobSpec {
+                name: "sim-7".into(),
+                user: "alice".into(),
+                queue: "normal".into(),
+                command: vec!["sh".into(), "-c".into(), "echo hi".into()],
+                env: vec![("A".into(), "1".into())],
+                cwd: "/home/alice".into(),
+                cpus: 2,
+                mem_mb: 512,
+                priority: 5,
+            },
+            state: JobState::Exited,
+            pend_reason: None,
+            reason: Some("killed".into()),
+            host: Some("w1".into()),
+            attempt: 1,
+            exit_code: Some(0),
+            signal: None,
+            submit_time_ms: 1,
+            start_time_ms: Some(2),
+            end_time_ms: None,
+        }
+    }
+
+    #[test]
+    fn job_round_trips_through_capnp() {
+        let job = sample_job();
+        let mut msg = capnp::message::Builder::new_default();
+        write_job(msg.init_root(), &job);
+        let back = read_job(msg.get_root_as_reader().unwrap()).unwrap();
+        assert_eq!(back, job);
+    }
+
+    #[test]
+    fn header_round_trips_and_keeps_the_redirect() {
+        let mut h = ReplyHeader::status(Status::Redirect, "standby");
+        h.redirect = Some(("127.0.0.1".into(), 7102));
+        let mut msg = capnp::message::Builder::new_default();
+        write_header(msg.init_root(), &h);
+        assert_eq!(read_header(msg.get_root_as_reader().unwrap()).unwrap(), h);
+    }
+
+    #[test]
+    fn token_round_trips() {
+        let t = RequestToken(u128::MAX - 12345);
+        let mut msg = capnp::message::Builder::new_default();
+        write_token(msg.init_root(), t);
+        assert_eq!(read_token(msg.get_root_as_reader().unwrap()), t);
+    }
+}

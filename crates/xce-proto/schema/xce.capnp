@@ -1,0 +1,154 @@
+@0xcd6570f4bf2dc83c;
+# The xce wire protocol: one listening port per controller serves the client-facing
+# `Controller` interface (bootstrap capability) and, through `Controller.raft`, the
+# controller-to-controller `Raft` interface.
+#
+# Compatibility: fields and methods are only ever appended with new ordinals.
+
+# The one status taxonomy of DESIGN §3. Every reply carries it in its `ReplyHeader`.
+enum Status {
+  ok @0;
+  redirect @1;   # I am a standby; the primary is at redirectHost:redirectPort.
+  standby @2;    # I am a standby and do not know the primary's client address.
+  noMaster @3;   # No primary is elected right now.
+  notReady @4;   # I am primary but have not passed my readiness barrier yet.
+  dupJob @5;     # That request token was already applied; the reply holds the original result.
+  auth @6;
+  perm @7;
+  invalid @8;    # Bad request; `message` names the field.
+  noEnt @9;      # No such job, queue or host.
+  conflict @10;  # State changed under the caller.
+  internal @11;  # Bug or storage failure.
+}
+
+# Common header of every reply.
+struct ReplyHeader {
+  status @0 :Status;
+  message @1 :Text;
+  # The primary's client address, set with `redirect` (and whenever the answering node knows it).
+  redirectHost @2 :Text;
+  redirectPort @3 :UInt16;
+}
+
+# Client-generated 128-bit request token that makes every write idempotent.
+struct Token {
+  hi @0 :UInt64;
+  lo @1 :UInt64;
+}
+
+struct EnvVar {
+  name @0 :Text;
+  value @1 :Text;
+}
+
+enum JobState {
+  pending @0;
+  dispatched @1;
+  running @2;
+  suspended @3;
+  done @4;
+  exited @5;
+}
+
+# What a user asks for. Signed resource fields so that a negative request reaches the
+# controller's validation (and gets `invalid` naming the field) instead of wrapping around.
+struct JobSpec {
+  name @0 :Text;
+  user @1 :Text;
+  queue @2 :Text;       # Empty means the default queue.
+  command @3 :List(Text);
+  env @4 :List(EnvVar);
+  cwd @5 :Text;
+  cpus @6 :Int32;
+  memMb @7 :Int64;
+  priority @8 :Int32;
+}
+
+# A job as the controller knows it. Optional values: empty text and the `has*` flags mean null;
+# times are milliseconds since the Unix epoch, 0 meaning "not yet".
+struct Job {
+  id @0 :UInt64;
+  spec @1 :JobSpec;
+  state @2 :JobState;
+  pendReason @3 :Text;
+  reason @4 :Text;
+  host @5 :Text;
+  attempt @6 :UInt32;
+  hasExitCode @7 :Bool;
+  exitCode @8 :Int32;
+  hasSignal @9 :Bool;
+  signal @10 :Int32;
+  submitTimeMs @11 :UInt64;
+  startTimeMs @12 :UInt64;
+  endTimeMs @13 :UInt64;
+}
+
+enum JobAction {
+  kill @0;
+  suspend @1;
+  resume @2;
+  requeue @3;
+}
+
+struct Queue {
+  name @0 :Text;
+  priority @1 :Int32;
+  open @2 :Bool;
+  active @3 :Bool;
+  pending @4 :UInt32;
+  running @5 :UInt32;
+}
+
+enum QueueAction {
+  open @0;
+  close @1;
+  activate @2;
+  inactivate @3;
+}
+
+enum MemberRole {
+  primary @0;
+  standby @1;
+  unreachable @2;
+}
+
+struct Member {
+  name @0 :Text;
+  addr @1 :Text;
+  role @2 :MemberRole;
+}
+
+struct ClusterInfo {
+  primary @0 :Text;   # Empty when no primary is known.
+  term @1 :UInt64;
+  members @2 :List(Member);
+}
+
+# Filter for `listJobs`; empty fields mean "any".
+struct JobFilter {
+  queue @0 :Text;
+  states @1 :List(JobState);
+}
+
+# The client-facing interface, and the bootstrap capability of every controller port.
+interface Controller {
+  submit @0 (token :Token, spec :JobSpec) -> (header :ReplyHeader, jobId :UInt64);
+  listJobs @1 (filter :JobFilter) -> (header :ReplyHeader, jobs :List(Job));
+  jobInfo @2 (jobId :UInt64) -> (header :ReplyHeader, job :Job);
+  jobControl @3 (token :Token, jobId :UInt64, action :JobAction) -> (header :ReplyHeader);
+  listQueues @4 () -> (header :ReplyHeader, queues :List(Queue));
+  queueControl @5 (token :Token, name :Text, action :QueueAction) -> (header :ReplyHeader);
+  clusterInfo @6 () -> (header :ReplyHeader, cluster :ClusterInfo);
+
+  # The controller-to-controller Raft interface of this node.
+  raft @7 () -> (raft :Raft);
+}
+
+# Carries openraft's messages between controllers. The payloads are openraft's own serde
+# types, encoded by the controller's `network::codec`; snapshot bytes travel raw in `chunk` so
+# that snapshots stream in bounded pieces.
+interface Raft {
+  appendEntries @0 (request :Data) -> (reply :Data);
+  vote @1 (request :Data) -> (reply :Data);
+  installSnapshot @2 (request :Data, chunk :Data) -> (reply :Data);
+}
