@@ -1,0 +1,643 @@
+//! The replicated cluster state and its pure transition function.
+//!
+//! Sans-I/O: no sockets, clocks or files. Every replica applies the same commands in log order
+//! and reaches the same state; the time a command carries was stamped by the primary that
+//! proposed it, so replicas never read their own clocks here.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::{
+    Job, JobAction, JobFilter, JobId, JobSpec, JobState, Queue, QueueAction, RequestToken,
+};
+use xce_proto::Status;
+
+/// The queue every cluster has; a submit that names no queue lands here.
+pub const DEFAULT_QUEUE: &str = "normal";
+
+/// Priority of the default queue when no configuration overrides it.
+pub const DEFAULT_QUEUE_PRIORITY: i32 = 30;
+
+/// How many applied request tokens are remembered for deduplication. A client re-sends within
+/// seconds; this window covers far more than any failover at full submit speed.
+pub const TOKEN_WINDOW: usize = 200_000;
+
+/// Pending reason recorded at submit: nothing places jobs until a scheduler exists.
+pub const PEND_NO_SCHEDULER: &str = "no scheduler";
+
+/// A queue definition, as given in the controller configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueDef {
+    pub name: String,
+    pub priority: i32,
+}
+
+/// One state change, as stored in the Raft log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    Submit {
+        token: RequestToken,
+        spec: JobSpec,
+    },
+    ControlJob {
+        token: RequestToken,
+        id: JobId,
+        action: JobAction,
+    },
+    ControlQueue {
+        token: RequestToken,
+        name: String,
+        action: QueueAction,
+    },
+    /// Proposed by every new primary: once applied, the primary has committed an entry of its
+    /// own term and applied everything before it (the readiness barrier). It also brings the
+    /// configured queues into the replicated state.
+    Barrier {
+        term: u64,
+        queues: Vec<QueueDef>,
+    },
+}
+
+impl Command {
+    fn token(&self) -> Option<RequestToken> {
+        match self {
+            Command::Submit { token, .. }
+            | Command::ControlJob { token, .. }
+            | Command::ControlQueue { token, .. } => Some(*token),
+            Command::Barrier { .. } => None,
+        }
+    }
+}
+
+/// The result of applying one command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// A job was created.
+    Submitted(JobId),
+    /// The change was made.
+    Done,
+    /// Nothing changed; the status and message say why.
+    Rejected { status: Status, message: String },
+    /// The token was applied before; this is the original outcome.
+    Duplicate(Box<Outcome>),
+}
+
+impl Outcome {
+    fn rejected(status: Status, message: impl Into<String>) -> Outcome {
+        Outcome::Rejected {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+/// A queue as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueState {
+    pub priority: i32,
+    pub open: bool,
+    pub active: bool,
+}
+
+/// Applied tokens and their outcomes, bounded to [`TOKEN_WINDOW`] (oldest evicted first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct TokenWindow {
+    outcomes: HashMap<RequestToken, Outcome>,
+    order: VecDeque<RequestToken>,
+}
+
+impl TokenWindow {
+    fn get(&self, token: &RequestToken) -> Option<&Outcome> {
+        self.outcomes.get(token)
+    }
+
+    fn remember(&mut self, token: RequestToken, outcome: Outcome) {
+        if self.outcomes.insert(token, outcome).is_none() {
+            self.order.push_back(token);
+        }
+        while self.order.len() > TOKEN_WINDOW {
+            if let Some(old) = self.order.pop_front() {
+                self.outcomes.remove(&old);
+            }
+        }
+    }
+}
+
+/// The whole replicated cluster state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    next_job_id: JobId,
+    jobs: BTreeMap<JobId, Job>,
+    queues: BTreeMap<String, QueueState>,
+    tokens: TokenWindow,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        let mut queues = BTreeMap::new();
+        queues.insert(
+            DEFAULT_QUEUE.to_string(),
+            QueueState {
+                priority: DEFAULT_QUEUE_PRIORITY,
+                open: true,
+                active: true,
+            },
+        );
+        State {
+            next_job_id: 1,
+            jobs: BTreeMap::new(),
+            queues,
+            tokens: TokenWindow::default(),
+        }
+    }
+}
+
+/// Checks what can be checked without the state, so that a bad request is answered before it
+/// costs a log entry. `apply` checks again (it must stand alone); this only fails earlier.
+pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
+    match spec.command.first() {
+        None => return Err("command: must not be empty".into()),
+        Some(arg0) if arg0.trim().is_empty() => {
+            return Err("command: the program name must not be empty".into())
+        }
+        Some(_) => {}
+    }
+    if spec.cpus < 0 {
+        return Err(format!("cpus: must not be negative (got {})", spec.cpus));
+    }
+    if spec.mem_mb < 0 {
+        return Err(format!(
+            "mem_mb: must not be negative (got {})",
+            spec.mem_mb
+        ));
+    }
+    if let Some((k, _)) = spec
+        .env
+        .iter()
+        .find(|(k, _)| k.is_empty() || k.contains('='))
+    {
+        return Err(format!("env: invalid variable name {k:?}"));
+    }
+    Ok(())
+}
+
+impl State {
+    /// Applies one command stamped with the proposing primary's time.
+    pub fn apply(&mut self, at_ms: u64, cmd: Command) -> Outcome {
+        let token = cmd.token();
+        if let Some(token) = token {
+            if let Some(original) = self.tokens.get(&token) {
+                return Outcome::Duplicate(Box::new(original.clone()));
+            }
+        }
+        let outcome = match cmd {
+            Command::Submit { spec, .. } => self.submit(at_ms, spec),
+            Command::ControlJob { id, action, .. } => self.control_job(at_ms, id, action),
+            Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
+            Command::Barrier { queues, .. } => self.define_queues(queues),
+        };
+        if let Some(token) = token {
+            self.tokens.remember(token, outcome.clone());
+        }
+        outcome
+    }
+
+    fn submit(&mut self, at_ms: u64, mut spec: JobSpec) -> Outcome {
+        if let Err(message) = validate_spec(&spec) {
+            return Outcome::rejected(Status::Invalid, message);
+        }
+        if spec.queue.is_empty() {
+            spec.queue = DEFAULT_QUEUE.to_string();
+        }
+        match self.queues.get(&spec.queue) {
+            None => {
+                return Outcome::rejected(
+                    Status::Invalid,
+                    format!("queue: no such queue {:?}", spec.queue),
+                )
+            }
+            Some(q) if !q.open => {
+                return Outcome::rejected(
+                    Status::Conflict,
+                    format!("queue: {:?} is closed to new jobs", spec.queue),
+                )
+            }
+            Some(_) => {}
+        }
+        if spec.cpus == 0 {
+            spec.cpus = 1;
+        }
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        self.jobs.insert(
+            id,
+            Job {
+                id,
+                spec,
+                state: JobState::Pending,
+                pend_reason: Some(PEND_NO_SCHEDULER.to_string()),
+                reason: None,
+                host: None,
+                attempt: 0,
+                exit_code: None,
+                signal: None,
+                submit_time_ms: at_ms,
+                start_time_ms: None,
+                end_time_ms: None,
+            },
+        );
+        Outcome::Submitted(id)
+    }
+
+    fn control_job(&mut self, at_ms: u64, id: JobId, action: JobAction) -> Outcome {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"));
+        };
+        match (action, job.state) {
+            (JobAction::Kill, JobState::Pending) => {
+                job.state = JobState::Exited;
+                job.pend_reason = None;
+                job.reason = Some("killed".into());
+                job.end_time_ms = Some(at_ms);
+                Outcome::Done
+            }
+            (_, state) if state.is_final() => Outcome::rejected(
+                Status::Conflict,
+                format!("job {id}: already {}", state.name()),
+            ),
+            (action, state) => Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "job {id}: cannot {} a job that is {}",
+                    format!("{action:?}").to_lowercase(),
+                    state.name()
+                ),
+            ),
+        }
+    }
+
+    fn control_queue(&mut self, name: &str, action: QueueAction) -> Outcome {
+        let Some(q) = self.queues.get_mut(name) else {
+            return Outcome::rejected(Status::NoEnt, format!("queue {name:?}: no such queue"));
+        };
+        match action {
+            QueueAction::Open => q.open = true,
+            QueueAction::Close => q.open = false,
+            QueueAction::Activate => q.active = true,
+            QueueAction::Inactivate => q.active = false,
+        }
+        Outcome::Done
+    }
+
+    /// Adds configured queues that are missing and updates the priority of known ones; their
+    /// open/active state is operator state and stays as it is.
+    fn define_queues(&mut self, queues: Vec<QueueDef>) -> Outcome {
+        for def in queues {
+            self.queues
+                .entry(def.name)
+                .and_modify(|q| q.priority = def.priority)
+                .or_insert(QueueState {
+                    priority: def.priority,
+                    open: true,
+                    active: true,
+                });
+        }
+        Outcome::Done
+    }
+
+    /// One job.
+    pub fn job(&self, id: JobId) -> Option<&Job> {
+        self.jobs.get(&id)
+    }
+
+    /// Jobs passing `filter`, in id order.
+    pub fn jobs(&self, filter: &JobFilter) -> Vec<Job> {
+        self.jobs
+            .values()
+            .filter(|j| filter.matches(j))
+            .cloned()
+            .collect()
+    }
+
+    /// How many jobs exist.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// All queues with their pending and running counts, highest priority first.
+    pub fn queues(&self) -> Vec<Queue> {
+        let mut counts: HashMap<&str, (u32, u32)> = HashMap::new();
+        for job in self.jobs.values() {
+            let c = counts.entry(job.spec.queue.as_str()).or_default();
+            match job.state {
+                JobState::Pending => c.0 += 1,
+                JobState::Dispatched | JobState::Running | JobState::Suspended => c.1 += 1,
+                JobState::Done | JobState::Exited => {}
+            }
+        }
+        let mut out: Vec<Queue> = self
+            .queues
+            .iter()
+            .map(|(name, q)| {
+                let (pending, running) = counts.get(name.as_str()).copied().unwrap_or_default();
+                Queue {
+                    name: name.clone(),
+                    priority: q.priority,
+                    open: q.open,
+                    active: q.active,
+                    pending,
+                    running,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn spec(cmd: &[&str]) -> JobSpec {
+        JobSpec {
+            command: cmd.iter().map(|s| s.to_string()).collect(),
+            ..JobSpec::default()
+        }
+    }
+
+    fn submit(state: &mut State, token: u128, spec: JobSpec) -> Outcome {
+        state.apply(
+            1000,
+            Command::Submit {
+                token: RequestToken(token),
+                spec,
+            },
+        )
+    }
+
+    fn rejected_with(outcome: &Outcome, status: Status, fragment: &str) {
+        match outcome {
+            Outcome::Rejected { status: s, message } => {
+                assert_eq!(*s, status, "{message}");
+                assert!(message.contains(fragment), "{message:?} lacks {fragment:?}");
+            }
+            other => panic!("expected {status} rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn submit_assigns_ids_in_order_into_the_default_queue() {
+        let mut s = State::default();
+        assert_eq!(submit(&mut s, 1, spec(&["true"])), Outcome::Submitted(1));
+        assert_eq!(submit(&mut s, 2, spec(&["true"])), Outcome::Submitted(2));
+        let job = s.job(2).unwrap();
+        assert_eq!(job.spec.queue, DEFAULT_QUEUE);
+        assert_eq!(job.state, JobState::Pending);
+        assert_eq!(job.spec.cpus, 1);
+        assert_eq!(job.submit_time_ms, 1000);
+        assert_eq!(job.pend_reason.as_deref(), Some(PEND_NO_SCHEDULER));
+    }
+
+    #[test]
+    fn a_repeated_token_answers_the_original_result_and_changes_nothing() {
+        let mut s = State::default();
+        assert_eq!(submit(&mut s, 7, spec(&["a"])), Outcome::Submitted(1));
+        let before = s.clone();
+        assert_eq!(
+            submit(&mut s, 7, spec(&["b"])),
+            Outcome::Duplicate(Box::new(Outcome::Submitted(1)))
+        );
+        assert_eq!(s, before);
+        // A rejected write is remembered too: its re-send is rejected the same way.
+        let bad = submit(&mut s, 8, spec(&[]));
+        assert_eq!(
+            submit(&mut s, 8, spec(&["now fine"])),
+            Outcome::Duplicate(Box::new(bad))
+        );
+        assert_eq!(s.job_count(), 1);
+    }
+
+    #[test]
+    fn invalid_requests_name_the_field_and_change_nothing() {
+        let mut s = State::default();
+        let before = s.jobs.clone();
+        rejected_with(&submit(&mut s, 1, spec(&[])), Status::Invalid, "command");
+        rejected_with(&submit(&mut s, 2, spec(&[" "])), Status::Invalid, "command");
+        let mut neg = spec(&["x"]);
+        neg.cpus = -1;
+        rejected_with(&submit(&mut s, 3, neg), Status::Invalid, "cpus");
+        let mut neg = spec(&["x"]);
+        neg.mem_mb = -5;
+        rejected_with(&submit(&mut s, 4, neg), Status::Invalid, "mem_mb");
+        let mut unknown = spec(&["x"]);
+        unknown.queue = "nope".into();
+        rejected_with(&submit(&mut s, 5, unknown), Status::Invalid, "queue");
+        assert_eq!(s.jobs, before);
+        assert_eq!(s.next_job_id, 1);
+    }
+
+    #[test]
+    fn kill_ends_a_pending_job_once() {
+        let mut s = State::default();
+        submit(&mut s, 1, spec(&["sleep", "9"]));
+        let kill = |s: &mut State, t| {
+            s.apply(
+                2000,
+                Command::ControlJob {
+                    token: RequestToken(t),
+                    id: 1,
+                    action: JobAction::Kill,
+                },
+            )
+        };
+        assert_eq!(kill(&mut s, 10), Outcome::Done);
+        let job = s.job(1).unwrap();
+        assert_eq!(job.state, JobState::Exited);
+        assert_eq!(job.reason.as_deref(), Some("killed"));
+        assert_eq!(job.end_time_ms, Some(2000));
+        rejected_with(&kill(&mut s, 11), Status::Conflict, "already exited");
+        let missing = s.apply(
+            1,
+            Command::ControlJob {
+                token: RequestToken(12),
+                id: 99,
+                action: JobAction::Kill,
+            },
+        );
+        rejected_with(&missing, Status::NoEnt, "job 99");
+    }
+
+    #[test]
+    fn queue_controls_and_closed_queues() {
+        let mut s = State::default();
+        let ctl = |s: &mut State, t, name: &str, action| {
+            s.apply(
+                1,
+                Command::ControlQueue {
+                    token: RequestToken(t),
+                    name: name.into(),
+                    action,
+                },
+            )
+        };
+        assert_eq!(ctl(&mut s, 1, "normal", QueueAction::Close), Outcome::Done);
+        rejected_with(&submit(&mut s, 2, spec(&["x"])), Status::Conflict, "closed");
+        assert_eq!(
+            ctl(&mut s, 3, "normal", QueueAction::Inactivate),
+            Outcome::Done
+        );
+        let q = &s.queues()[0];
+        assert!(!q.open && !q.active);
+        assert_eq!(ctl(&mut s, 4, "normal", QueueAction::Open), Outcome::Done);
+        assert_eq!(
+            ctl(&mut s, 5, "normal", QueueAction::Activate),
+            Outcome::Done
+        );
+        assert_eq!(submit(&mut s, 6, spec(&["x"])), Outcome::Submitted(1));
+        rejected_with(
+            &ctl(&mut s, 7, "gpu", QueueAction::Open),
+            Status::NoEnt,
+            "gpu",
+        );
+    }
+
+    #[test]
+    fn barrier_defines_queues_and_keeps_operator_state() {
+        let mut s = State::default();
+        s.apply(
+            1,
+            Command::ControlQueue {
+                token: RequestToken(1),
+                name: "normal".into(),
+                action: QueueAction::Close,
+            },
+        );
+        let defs = vec![
+            QueueDef {
+                name: "normal".into(),
+                priority: 10,
+            },
+            QueueDef {
+                name: "high".into(),
+                priority: 50,
+            },
+        ];
+        s.apply(
+            2,
+            Command::Barrier {
+                term: 3,
+                queues: defs,
+            },
+        );
+        let qs = s.queues();
+        assert_eq!(qs[0].name, "high");
+        assert_eq!(
+            (qs[1].name.as_str(), qs[1].priority, qs[1].open),
+            ("normal", 10, false)
+        );
+    }
+
+    #[test]
+    fn counts_per_queue() {
+        let mut s = State::default();
+        for t in 0..3 {
+            submit(&mut s, t, spec(&["x"]));
+        }
+        s.apply(
+            5,
+            Command::ControlJob {
+                token: RequestToken(99),
+                id: 2,
+                action: JobAction::Kill,
+            },
+        );
+        let q = &s.queues()[0];
+        assert_eq!((q.pending, q.running), (2, 0));
+        let filter = JobFilter {
+            queue: None,
+            states: vec![JobState::Exited],
+        };
+        assert_eq!(s.jobs(&filter).len(), 1);
+    }
+
+    #[test]
+    fn token_window_is_bounded() {
+        let mut w = TokenWindow::default();
+        for t in 0..(TOKEN_WINDOW as u128 + 10) {
+            w.remember(RequestToken(t), Outcome::Done);
+        }
+        assert_eq!(w.outcomes.len(), TOKEN_WINDOW);
+        assert!(w.get(&RequestToken(0)).is_none());
+        assert!(w.get(&RequestToken(TOKEN_WINDOW as u128 + 9)).is_some());
+    }
+
+    fn command() -> impl Strategy<Value = Command> {
+        let token = (0u128..40).prop_map(RequestToken);
+        prop_oneof![
+            (
+                token.clone(),
+                prop::collection::vec("[a-z ]{0,3}", 0..3),
+                -1i32..3,
+                prop_oneof![Just(""), Just("normal"), Just("x")]
+            )
+                .prop_map(|(token, command, cpus, queue)| Command::Submit {
+                    token,
+                    spec: JobSpec {
+                        command,
+                        cpus,
+                        queue: queue.into(),
+                        ..JobSpec::default()
+                    },
+                }),
+            (
+                token.clone(),
+                0u64..12,
+                prop_oneof![Just(JobAction::Kill), Just(JobAction::Suspend)]
+            )
+                .prop_map(|(token, id, action)| Command::ControlJob {
+                    token,
+                    id,
+                    action
+                }),
+            (
+                token,
+                prop_oneof![Just("normal"), Just("x")],
+                prop_oneof![Just(QueueAction::Open), Just(QueueAction::Close)]
+            )
+                .prop_map(|(token, name, action)| Command::ControlQueue {
+                    token,
+                    name: name.into(),
+                    action
+                }),
+        ]
+    }
+
+    proptest! {
+        /// Replicas that apply the same log agree; ids are dense and in order; a final job
+        /// never changes again; re-applying a whole log changes nothing (every write is
+        /// deduplicated by its token).
+        #[test]
+        fn apply_is_deterministic_and_idempotent(cmds in prop::collection::vec(command(), 0..60)) {
+            let (mut a, mut b) = (State::default(), State::default());
+            for (i, cmd) in cmds.iter().enumerate() {
+                let finals: Vec<Job> = a.jobs.values().filter(|j| j.state.is_final()).cloned().collect();
+                let oa = a.apply(i as u64, cmd.clone());
+                let ob = b.apply(i as u64, cmd.clone());
+                prop_assert_eq!(&oa, &ob);
+                for j in finals {
+                    prop_assert_eq!(a.job(j.id), Some(&j));
+                }
+            }
+            prop_assert_eq!(&a, &b);
+            let ids: Vec<JobId> = a.jobs.keys().copied().collect();
+            prop_assert_eq!(ids, (1..a.next_job_id).collect::<Vec<_>>());
+            let snapshot = a.clone();
+            for cmd in cmds {
+                a.apply(0, cmd);
+            }
+            prop_assert_eq!(a, snapshot);
+        }
+    }
+}

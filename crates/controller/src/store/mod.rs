@@ -1,0 +1,249 @@
+//! Durable storage: the Raft log, vote and snapshots in one redb file per controller, and the
+//! in-memory state machine restored from the latest snapshot.
+//!
+//! redb commits fsync before they return, and its calls block: every storage call runs on the
+//! blocking pool with a whole batch in one transaction, never on the async threads.
+
+mod log;
+mod state_machine;
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::{AnyError, StorageError, StorageIOError};
+use redb::{Database, ReadableDatabase, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+pub use log::LogStore;
+pub use state_machine::{SharedState, StateMachineStore};
+
+use crate::state::{Command, Outcome};
+
+/// A batch of commands proposed as one Raft entry: batching is what lets many concurrent
+/// submits share one log append and one fsync on every replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// Wall-clock milliseconds stamped by the proposing primary.
+    pub at_ms: u64,
+    pub commands: Vec<Command>,
+}
+
+/// The outcomes of a batch, one per command, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    pub outcomes: Vec<Outcome>,
+}
+
+openraft::declare_raft_types!(
+    /// openraft's type configuration for xce.
+    pub TypeConfig:
+        D = Batch,
+        R = BatchOutcome,
+        SnapshotData = Cursor<Vec<u8>>,
+);
+
+/// Raft node ids: 1 + the position of the controller in the peers list.
+pub type NodeId = u64;
+
+pub(crate) const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
+pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+pub(crate) const KEY_IDENTITY: &str = "identity";
+pub(crate) const KEY_VOTE: &str = "vote";
+pub(crate) const KEY_COMMITTED: &str = "committed";
+pub(crate) const KEY_PURGED: &str = "last_purged";
+pub(crate) const KEY_SNAPSHOT_META: &str = "snapshot_meta";
+pub(crate) const KEY_SNAPSHOT_DATA: &str = "snapshot_data";
+
+/// Who a data directory belongs to. Written on first start and checked on every start, so a
+/// controller never runs on another controller's (or another cluster's) data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub name: String,
+    pub node_id: NodeId,
+    /// `name=host:port` of every candidate, in order.
+    pub peers: Vec<String>,
+}
+
+/// Why the store could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("create data dir {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("data dir {path} is not writable: {source}")]
+    NotWritable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("open store {path}: {detail} (the file is kept as it is; restore it or move it away)")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("data dir {path} is in use by another running controller")]
+    InUse { path: PathBuf },
+    #[error("data dir {path} belongs to {found}, not to {expected}; refusing to use it")]
+    Foreign {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+}
+
+/// The opened store: the log store and the state machine over one database.
+pub struct Store {
+    pub log: LogStore,
+    pub state_machine: StateMachineStore,
+}
+
+/// Opens (or creates) the store in `dir` and checks that it belongs to `identity`.
+pub async fn open(dir: &Path, identity: &Identity) -> Result<Store, OpenError> {
+    let dir = dir.to_path_buf();
+    let identity = identity.clone();
+    let db = tokio::task::spawn_blocking(move || open_db(&dir, &identity))
+        .await
+        .map_err(|e| OpenError::Corrupt {
+            path: PathBuf::new(),
+            detail: format!("storage thread failed: {e}"),
+        })??;
+    let db = Arc::new(db);
+    let state_machine =
+        StateMachineStore::open(db.clone())
+            .await
+            .map_err(|e| OpenError::Corrupt {
+                path: PathBuf::from("snapshot"),
+                detail: e.to_string(),
+            })?;
+    Ok(Store {
+        log: LogStore::new(db),
+        state_machine,
+    })
+}
+
+fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
+    std::fs::create_dir_all(dir).map_err(|source| OpenError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let probe = dir.join(".xce-write-probe");
+    std::fs::write(&probe, b"probe")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|source| OpenError::NotWritable {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    let path = dir.join("xce.redb");
+    let corrupt = |detail: String| OpenError::Corrupt {
+        path: path.clone(),
+        detail,
+    };
+    let opened = if path.exists() {
+        Database::open(&path)
+    } else {
+        Database::create(&path)
+    };
+    let db = match opened {
+        Ok(db) => db,
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+            return Err(OpenError::InUse {
+                path: dir.to_path_buf(),
+            })
+        }
+        Err(e) => return Err(corrupt(e.to_string())),
+    };
+    let stored: Option<Identity> = {
+        let txn = db.begin_read().map_err(|e| corrupt(e.to_string()))?;
+        match txn.open_table(META) {
+            Ok(table) => match table
+                .get(KEY_IDENTITY)
+                .map_err(|e| corrupt(e.to_string()))?
+            {
+                Some(v) => Some(
+                    serde_json::from_slice(v.value())
+                        .map_err(|e| corrupt(format!("identity record: {e}")))?,
+                ),
+                None => None,
+            },
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(corrupt(e.to_string())),
+        }
+    };
+    match stored {
+        Some(found) if found != *identity => {
+            return Err(OpenError::Foreign {
+                path: dir.to_path_buf(),
+                found: describe(&found),
+                expected: describe(identity),
+            })
+        }
+        Some(_) => {}
+        None => {
+            let bytes = serde_json::to_vec(identity).map_err(|e| corrupt(e.to_string()))?;
+            let txn = db.begin_write().map_err(|e| corrupt(e.to_string()))?;
+            {
+                txn.open_table(LOG).map_err(|e| corrupt(e.to_string()))?;
+                let mut meta = txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
+                meta.insert(KEY_IDENTITY, bytes.as_slice())
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            txn.commit().map_err(|e| corrupt(e.to_string()))?;
+        }
+    }
+    Ok(db)
+}
+
+fn describe(id: &Identity) -> String {
+    format!("controller {} of cluster [{}]", id.name, id.peers.join(","))
+}
+
+/// Runs a blocking redb call on the blocking pool.
+pub(crate) async fn blocking<T, F>(db: &Arc<Database>, f: F) -> Result<T, redb::Error>
+where
+    T: Send + 'static,
+    F: FnOnce(&Database) -> Result<T, redb::Error> + Send + 'static,
+{
+    let db = db.clone();
+    tokio::task::spawn_blocking(move || f(&db))
+        .await
+        .map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))?
+}
+
+/// Encodes a value for storage (log entries, vote, snapshots): compact bincode.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, redb::Error> {
+    bincode::serialize(value).map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))
+}
+
+/// Decodes a stored value.
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, redb::Error> {
+    bincode::deserialize(bytes).map_err(|e| {
+        redb::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("corrupt record: {e}"),
+        ))
+    })
+}
+
+/// Maps a storage failure into openraft's error for a read.
+pub(crate) fn read_err(e: redb::Error) -> StorageError<NodeId> {
+    StorageIOError::read(AnyError::new(&e)).into()
+}
+
+/// Maps a storage failure into openraft's error for a write.
+pub(crate) fn write_err(e: redb::Error) -> StorageError<NodeId> {
+    StorageIOError::write(AnyError::new(&e)).into()
+}
+
+/// Reads one META value.
+pub(crate) fn get_meta<T: serde::de::DeserializeOwned>(
+    db: &Database,
+    key: &str,
+) -> Result<Option<T>, redb::Error> {
+    let txn = db.begin_read()?;
+    let table = txn.open_table(META)?;
+    let value = table.get(key)?;
+    value.map(|v| decode(v.value())).transpose()
+}
+
+#[cfg(test)]
+mod tests;

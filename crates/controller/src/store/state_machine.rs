@@ -1,0 +1,219 @@
+//! The state machine adapter: applies committed batches to the in-memory [`State`] and builds,
+//! stores and installs snapshots. The state itself is shared read-only with the service, which
+//! serves linearizable reads from it.
+
+use std::io::Cursor;
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use openraft::storage::{RaftStateMachine, Snapshot, SnapshotMeta};
+use openraft::{
+    AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, StorageError,
+    StorageIOError, StoredMembership,
+};
+use redb::Database;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    blocking, decode, encode, get_meta, read_err, write_err, BatchOutcome, NodeId, TypeConfig,
+    KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
+};
+use crate::state::State;
+
+type Membership = StoredMembership<NodeId, openraft::BasicNode>;
+
+/// What has been applied: the state and the log position it reflects.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Applied {
+    pub last_applied: Option<LogId<NodeId>>,
+    pub membership: Membership,
+    pub state: State,
+}
+
+/// Read access to the applied state for the service.
+#[derive(Clone, Default)]
+pub struct SharedState(Arc<RwLock<Applied>>);
+
+impl SharedState {
+    /// Read-locks the applied state. A poisoned lock means an apply panicked half-way; the
+    /// process is going down with that panic, so reading the data as it stands is acceptable.
+    pub fn read(&self) -> RwLockReadGuard<'_, Applied> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Applied> {
+        self.0.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// openraft's state machine over [`State`], persisting snapshots in the store.
+#[derive(Clone)]
+pub struct StateMachineStore {
+    db: Arc<Database>,
+    applied: SharedState,
+}
+
+impl StateMachineStore {
+    /// Restores the state from the stored snapshot, if any; openraft re-applies the log after it.
+    pub(crate) async fn open(db: Arc<Database>) -> Result<Self, redb::Error> {
+        let stored = blocking(&db, |db| {
+            let meta: Option<SnapshotMeta<NodeId, openraft::BasicNode>> =
+                get_meta(db, KEY_SNAPSHOT_META)?;
+            let data: Option<Vec<u8>> = get_meta(db, KEY_SNAPSHOT_DATA)?;
+            Ok(meta.zip(data))
+        })
+        .await?;
+        let applied = match stored {
+            Some((meta, data)) => Applied {
+                last_applied: meta.last_log_id,
+                membership: meta.last_membership,
+                state: decode(&data)?,
+            },
+            None => Applied::default(),
+        };
+        Ok(StateMachineStore {
+            db,
+            applied: SharedState(Arc::new(RwLock::new(applied))),
+        })
+    }
+
+    /// The state the service reads.
+    pub fn shared(&self) -> SharedState {
+        self.applied.clone()
+    }
+
+    async fn save_snapshot(
+        &self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        data: Vec<u8>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let meta_bytes = encode(meta).map_err(write_err)?;
+        let data_bytes = encode(&data).map_err(write_err)?;
+        blocking(&self.db, move |db| {
+            let txn = db.begin_write()?;
+            {
+                let mut table = txn.open_table(META)?;
+                table.insert(KEY_SNAPSHOT_META, meta_bytes.as_slice())?;
+                table.insert(KEY_SNAPSHOT_DATA, data_bytes.as_slice())?;
+            }
+            txn.commit()?;
+            Ok(())
+        })
+        .await
+        .map_err(write_err)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        let (last_applied, membership, state) = {
+            let applied = self.applied.read();
+            (
+                applied.last_applied,
+                applied.membership.clone(),
+                applied.state.clone(),
+            )
+        };
+        let data = tokio::task::spawn_blocking(move || encode(&state))
+            .await
+            .map_err(|e| StorageIOError::write_state_machine(AnyError::new(&e)))?
+            .map_err(write_err)?;
+        let snapshot_id = match last_applied {
+            Some(id) => format!(
+                "{}-{}-{}",
+                id.leader_id.term, id.leader_id.node_id, id.index
+            ),
+            None => "empty".to_string(),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        self.save_snapshot(&meta, data.clone()).await?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        let applied = self.applied.read();
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchOutcome>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut applied = self.applied.write();
+        let mut out = Vec::new();
+        for entry in entries {
+            applied.last_applied = Some(entry.log_id);
+            let outcome = match entry.payload {
+                EntryPayload::Blank => BatchOutcome::default(),
+                EntryPayload::Normal(batch) => BatchOutcome {
+                    outcomes: batch
+                        .commands
+                        .into_iter()
+                        .map(|cmd| applied.state.apply(batch.at_ms, cmd))
+                        .collect(),
+                },
+                EntryPayload::Membership(m) => {
+                    applied.membership = StoredMembership::new(Some(entry.log_id), m);
+                    BatchOutcome::default()
+                }
+            };
+            out.push(outcome);
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        let data = snapshot.into_inner();
+        let state: State = decode(&data).map_err(read_err)?;
+        self.save_snapshot(meta, data).await?;
+        let mut applied = self.applied.write();
+        applied.last_applied = meta.last_log_id;
+        applied.membership = meta.last_membership.clone();
+        applied.state = state;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
+        let stored = blocking(&self.db, |db| {
+            let meta: Option<SnapshotMeta<NodeId, openraft::BasicNode>> =
+                get_meta(db, KEY_SNAPSHOT_META)?;
+            let data: Option<Vec<u8>> = get_meta(db, KEY_SNAPSHOT_DATA)?;
+            Ok(meta.zip(data))
+        })
+        .await
+        .map_err(read_err)?;
+        Ok(stored.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}

@@ -1,0 +1,120 @@
+//! The store through openraft's storage conformance suite, plus restart and identity checks.
+
+use openraft::testing::{StoreBuilder, Suite};
+use openraft::StorageError;
+
+use super::*;
+
+struct Builder;
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachineStore, tempfile::TempDir> for Builder {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore, StateMachineStore), StorageError<NodeId>> {
+        let dir = tempfile::tempdir().map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+        let store = open(dir.path(), &identity("c1"))
+            .await
+            .map_err(|e| StorageIOError::write(AnyError::error(e.to_string())))?;
+        Ok((dir, store.log, store.state_machine))
+    }
+}
+
+fn identity(name: &str) -> Identity {
+    Identity {
+        name: name.into(),
+        node_id: 1,
+        peers: vec!["c1=127.0.0.1:1".into(), "c2=127.0.0.1:2".into()],
+    }
+}
+
+#[test]
+fn passes_openraft_storage_suite() -> Result<(), StorageError<NodeId>> {
+    Suite::test_all(Builder)
+}
+
+#[tokio::test]
+async fn refuses_a_foreign_data_dir_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), &identity("c1")).await.unwrap());
+    let err = open(dir.path(), &identity("c2")).await.err().unwrap();
+    let msg = err.to_string();
+    assert!(msg.contains("belongs to controller c1"), "{msg}");
+    assert!(msg.contains("not to controller c2"), "{msg}");
+    // Still usable by its owner.
+    open(dir.path(), &identity("c1")).await.unwrap();
+}
+
+#[tokio::test]
+async fn refuses_a_corrupted_store_without_touching_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("xce.redb");
+    std::fs::write(&file, b"this is not a redb file at all, it is garbage").unwrap();
+    let err = open(dir.path(), &identity("c1")).await.err().unwrap();
+    assert!(matches!(err, OpenError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("xce.redb"), "{err}");
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        b"this is not a redb file at all, it is garbage"
+    );
+}
+
+#[tokio::test]
+async fn refuses_an_unwritable_data_dir() {
+    // Root ignores permission bits, so use a path under a regular file instead.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = open(&file.join("data"), &identity("c1"))
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("plain-file"), "{err}");
+}
+
+#[tokio::test]
+async fn snapshot_round_trips_through_a_restart() {
+    use crate::state::Command;
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, EntryPayload, LogId, RaftSnapshotBuilder};
+    use xce_client::types::{JobSpec, RequestToken};
+
+    let dir = tempfile::tempdir().unwrap();
+    let Store {
+        log,
+        state_machine: mut sm,
+    } = open(dir.path(), &identity("c1")).await.unwrap();
+    let batch = Batch {
+        at_ms: 5,
+        commands: (0..3)
+            .map(|i| Command::Submit {
+                token: RequestToken(i),
+                spec: JobSpec {
+                    command: vec!["true".into()],
+                    ..JobSpec::default()
+                },
+            })
+            .collect(),
+    };
+    let log_id = LogId::new(CommittedLeaderId::new(1, 1), 1);
+    let out = sm
+        .apply(vec![openraft::Entry {
+            log_id,
+            payload: EntryPayload::Normal(batch),
+        }])
+        .await
+        .unwrap();
+    assert_eq!(out[0].outcomes.len(), 3);
+    let snap = sm.build_snapshot().await.unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id));
+    let before = sm.shared().read().state.clone();
+    drop((sm, log));
+
+    let mut reopened = open(dir.path(), &identity("c1"))
+        .await
+        .unwrap()
+        .state_machine;
+    let (applied, _) = reopened.applied_state().await.unwrap();
+    assert_eq!(applied, Some(log_id));
+    assert_eq!(reopened.shared().read().state, before);
+    assert_eq!(reopened.shared().read().state.job_count(), 3);
+}
