@@ -1,3 +1,108 @@
 //! xce-controller: the Raft-replicated cluster state and the client RPC service.
+//!
+//! [`run`] is the whole daemon given an already-bound listener, so tests can bind port 0 and
+//! run controllers in-process; `main` only parses flags and installs logging.
+
+// openraft's error types are large by design; boxing them at every storage boundary buys nothing.
+#![allow(clippy::result_large_err)]
+
+pub mod config;
+pub mod network;
+pub mod node;
 pub mod state;
 pub mod store;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use anyhow::Context;
+use openraft::{BasicNode, Raft};
+use tokio::net::TcpListener;
+use tracing::info;
+
+pub use config::Config;
+
+use crate::network::raft_client::{Network, Reachability};
+use crate::node::{node_id_of, Node, Timeouts};
+
+/// Runs a controller on `listener` until `shutdown` resolves. Must be called inside a
+/// `LocalSet` (the capnp service is `!Send`); [`run_local`] provides one.
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let store = store::open(&config.data_dir, &config.identity()).await?;
+    let state = store.state_machine.shared();
+    let reach = Arc::new(Reachability::default());
+    let raft_config = Arc::new(config.openraft()?);
+    let raft = Raft::new(
+        config.node_id,
+        raft_config,
+        Network {
+            reach: reach.clone(),
+        },
+        store.log,
+        store.state_machine,
+    )
+    .await
+    .context("start raft")?;
+    initialize(&raft, &config).await?;
+    let node = Node::start(
+        config.node_id,
+        config.peers.clone(),
+        raft.clone(),
+        state,
+        reach,
+        config.queues.clone(),
+        Timeouts {
+            write: config.write_timeout,
+            read: config.read_timeout,
+        },
+    );
+    info!(
+        node = %config.name,
+        addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        peers = config.peers.len(),
+        "controller started"
+    );
+    tokio::select! {
+        () = network::service::serve(listener, node) => {}
+        () = shutdown => {}
+    }
+    info!(node = %config.name, "controller shutting down");
+    raft.shutdown().await.ok();
+    Ok(())
+}
+
+/// [`run`] inside its own `LocalSet`.
+pub async fn run_local(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::task::LocalSet::new()
+        .run_until(run(listener, config, shutdown))
+        .await
+}
+
+/// Forms the cluster on first start. Every candidate proposes the same membership (all peers
+/// as voters), which openraft accepts from any number of nodes; a node that already has state
+/// keeps it.
+async fn initialize(raft: &Raft<store::TypeConfig>, config: &Config) -> anyhow::Result<()> {
+    if raft.is_initialized().await.context("read raft state")? {
+        return Ok(());
+    }
+    let members: BTreeMap<_, _> = config
+        .peers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (node_id_of(i), BasicNode { addr: p.addr() }))
+        .collect();
+    match raft.initialize(members).await {
+        Ok(()) => info!(node = %config.name, "initialized a new cluster"),
+        Err(e) => info!(node = %config.name, reason = %e, "cluster already initialized"),
+    }
+    Ok(())
+}

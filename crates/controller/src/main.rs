@@ -1,1 +1,88 @@
-fn main() {}
+//! `xce-controller`: flags, logging, signals; the daemon itself is `xce_controller::run`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use xce_controller::Config;
+
+/// An xce controller candidate: one of 1 to 7 that replicate the cluster state with Raft.
+#[derive(Debug, Parser)]
+#[command(name = "xce-controller", version)]
+struct Args {
+    /// This controller's name in --peers.
+    #[arg(long, env = "XCE_NAME")]
+    name: String,
+    /// Every candidate, the same list on each: name=host:port,...
+    #[arg(long, env = "XCE_PEERS")]
+    peers: String,
+    /// Where the Raft log, vote and snapshots live.
+    #[arg(long, env = "XCE_DATA_DIR")]
+    data_dir: PathBuf,
+    /// Optional YAML file with queues and Raft tuning.
+    #[arg(long, env = "XCE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on instead of this controller's own --peers address
+    /// (for example 0.0.0.0:7101).
+    #[arg(long, env = "XCE_LISTEN")]
+    listen: Option<String>,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = real_main() {
+        eprintln!("xce-controller: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let config = Config::new(
+        &args.name,
+        &args.peers,
+        &args.data_dir,
+        args.config.as_deref(),
+    )?;
+    config.openraft()?;
+    if args.check_config {
+        println!("configuration is valid");
+        return Ok(());
+    }
+    let listen = args.listen.unwrap_or_else(|| config.me().addr());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("listen on {listen}"))?;
+        xce_controller::run_local(listener, config, shutdown_signal()).await
+    })
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the process still dies on the default action.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

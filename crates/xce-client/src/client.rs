@@ -55,6 +55,14 @@ impl ClientError {
             ClientError::ClusterNotReady { .. } => "clusterNotReady",
         }
     }
+
+    /// The human message without the code, for JSON errors that carry the code beside it.
+    pub fn message(&self) -> String {
+        match self {
+            ClientError::Status { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
 }
 
 /// Where calls go: the sticky connection, the candidate cursor and a pending redirect hint.

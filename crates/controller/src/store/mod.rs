@@ -49,14 +49,15 @@ pub type NodeId = u64;
 pub(crate) const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-pub(crate) const KEY_IDENTITY: &str = "identity";
+/// The file, beside the store, that names the controller a data dir belongs to.
+pub const IDENTITY_FILE: &str = "identity.json";
 pub(crate) const KEY_VOTE: &str = "vote";
 pub(crate) const KEY_COMMITTED: &str = "committed";
 pub(crate) const KEY_PURGED: &str = "last_purged";
 pub(crate) const KEY_SNAPSHOT_META: &str = "snapshot_meta";
 pub(crate) const KEY_SNAPSHOT_DATA: &str = "snapshot_data";
 
-/// Who a data directory belongs to. Written on first start and checked on every start, so a
+/// Who a data directory belongs to. Written on first start (as `identity.json`) and checked on every start, so a
 /// controller never runs on another controller's (or another cluster's) data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
@@ -133,6 +134,7 @@ fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
             path: dir.to_path_buf(),
             source,
         })?;
+    check_identity(dir, identity)?;
     let path = dir.join("xce.redb");
     let corrupt = |detail: String| OpenError::Corrupt {
         path: path.clone(),
@@ -152,45 +154,50 @@ fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
         }
         Err(e) => return Err(corrupt(e.to_string())),
     };
-    let stored: Option<Identity> = {
-        let txn = db.begin_read().map_err(|e| corrupt(e.to_string()))?;
-        match txn.open_table(META) {
-            Ok(table) => match table
-                .get(KEY_IDENTITY)
-                .map_err(|e| corrupt(e.to_string()))?
-            {
-                Some(v) => Some(
-                    serde_json::from_slice(v.value())
-                        .map_err(|e| corrupt(format!("identity record: {e}")))?,
-                ),
-                None => None,
-            },
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(corrupt(e.to_string())),
-        }
-    };
-    match stored {
-        Some(found) if found != *identity => {
-            return Err(OpenError::Foreign {
-                path: dir.to_path_buf(),
-                found: describe(&found),
-                expected: describe(identity),
-            })
-        }
-        Some(_) => {}
-        None => {
-            let bytes = serde_json::to_vec(identity).map_err(|e| corrupt(e.to_string()))?;
-            let txn = db.begin_write().map_err(|e| corrupt(e.to_string()))?;
-            {
-                txn.open_table(LOG).map_err(|e| corrupt(e.to_string()))?;
-                let mut meta = txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
-                meta.insert(KEY_IDENTITY, bytes.as_slice())
-                    .map_err(|e| corrupt(e.to_string()))?;
-            }
-            txn.commit().map_err(|e| corrupt(e.to_string()))?;
-        }
-    }
+    let txn = db.begin_write().map_err(|e| corrupt(e.to_string()))?;
+    txn.open_table(LOG).map_err(|e| corrupt(e.to_string()))?;
+    txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
+    txn.commit().map_err(|e| corrupt(e.to_string()))?;
     Ok(db)
+}
+
+/// Checks (or, in a new data dir, writes) `identity.json` before the store is opened at all, so
+/// that a foreign data dir is refused without a single byte of it changing.
+fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
+    let path = dir.join(IDENTITY_FILE);
+    let corrupt = |detail: String| OpenError::Corrupt {
+        path: path.clone(),
+        detail,
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            let found: Identity =
+                serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            if found != *identity {
+                return Err(OpenError::Foreign {
+                    path: dir.to_path_buf(),
+                    found: describe(&found),
+                    expected: describe(identity),
+                });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if dir.join("xce.redb").exists() {
+                return Err(corrupt(
+                    "missing, but the data dir holds a store (xce.redb) of an unknown controller"
+                        .into(),
+                ));
+            }
+            let bytes = serde_json::to_vec_pretty(identity).map_err(|e| corrupt(e.to_string()))?;
+            let tmp = dir.join(".identity.json.tmp");
+            std::fs::write(&tmp, bytes)
+                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+                .and_then(|()| std::fs::rename(&tmp, &path))
+                .map_err(|e| corrupt(e.to_string()))
+        }
+        Err(e) => Err(corrupt(e.to_string())),
+    }
 }
 
 fn describe(id: &Identity) -> String {

@@ -47,6 +47,7 @@ async fn refuses_a_foreign_data_dir_and_keeps_it() {
 #[tokio::test]
 async fn refuses_a_corrupted_store_without_touching_it() {
     let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), &identity("c1")).await.unwrap());
     let file = dir.path().join("xce.redb");
     std::fs::write(&file, b"this is not a redb file at all, it is garbage").unwrap();
     let err = open(dir.path(), &identity("c1")).await.err().unwrap();

@@ -1,0 +1,224 @@
+//! The user commands: each builds one typed op and runs it through the failover client.
+
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use xce_client::ops::{ControlJob, ControlQueue, GetCluster, GetJob, ListJobs, ListQueues, Submit};
+use xce_client::types::{JobAction, JobFilter, JobSpec, JobState, QueueAction, RequestToken};
+use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
+
+use crate::output::{self, fail};
+use crate::{Cli, Command, Format};
+
+/// `xce submit` options.
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Queue (default: the cluster's default queue, `normal`).
+    #[arg(long, short = 'q')]
+    queue: Option<String>,
+    /// CPUs the job needs.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    cpus: i32,
+    /// Memory the job needs, in MiB.
+    #[arg(long = "mem-mb", default_value_t = 0, allow_negative_numbers = true)]
+    mem_mb: i64,
+    /// Job name.
+    #[arg(long, short = 'J')]
+    name: Option<String>,
+    /// Priority within the queue; higher runs first.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    priority: i32,
+    /// Working directory (default: the current directory).
+    #[arg(long)]
+    cwd: Option<String>,
+    /// Wait until the job has ended and exit with its outcome.
+    #[arg(long)]
+    wait: bool,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+/// `xce jobs` options.
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// Only jobs in this queue.
+    #[arg(long, short = 'q')]
+    queue: Option<String>,
+    /// Only jobs in these states (repeatable).
+    #[arg(long, value_enum)]
+    state: Vec<StateArg>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum StateArg {
+    Pending,
+    Dispatched,
+    Running,
+    Suspended,
+    Done,
+    Exited,
+}
+
+impl From<StateArg> for JobState {
+    fn from(s: StateArg) -> Self {
+        match s {
+            StateArg::Pending => JobState::Pending,
+            StateArg::Dispatched => JobState::Dispatched,
+            StateArg::Running => JobState::Running,
+            StateArg::Suspended => JobState::Suspended,
+            StateArg::Done => JobState::Done,
+            StateArg::Exited => JobState::Exited,
+        }
+    }
+}
+
+/// `xce queue` verbs.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum QueueVerb {
+    Open,
+    Close,
+    Activate,
+    Inactivate,
+}
+
+impl From<QueueVerb> for QueueAction {
+    fn from(v: QueueVerb) -> Self {
+        match v {
+            QueueVerb::Open => QueueAction::Open,
+            QueueVerb::Close => QueueAction::Close,
+            QueueVerb::Activate => QueueAction::Activate,
+            QueueVerb::Inactivate => QueueAction::Inactivate,
+        }
+    }
+}
+
+/// The CLI's client budget: patient enough to ride out a failover, short enough that a dead
+/// cluster is reported within seconds (about 10 s with the default backoff).
+pub fn cli_client_config() -> ClientConfig {
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 8;
+    config
+}
+
+fn client(cli: &Cli) -> Client {
+    let Some(peers) = cli.peers.as_deref() else {
+        fail(
+            cli.output,
+            "invalid",
+            "no controllers given: use --peers or set XCE_PEERS (xce dev prints it)",
+        )
+    };
+    match parse_candidates(peers) {
+        Ok(list) => Client::new(list, cli_client_config()),
+        Err(e) => fail(cli.output, "invalid", &format!("--peers: {e}")),
+    }
+}
+
+fn check<T>(format: Format, r: Result<T, ClientError>) -> T {
+    r.unwrap_or_else(|e| match format {
+        Format::Json => fail(format, e.code(), &e.message()),
+        Format::Text => fail(format, e.code(), &e.to_string()),
+    })
+}
+
+/// Runs the parsed command line; returns the process exit code.
+pub async fn run(cli: Cli) -> i32 {
+    let f = cli.output;
+    match &cli.command {
+        Command::Dev(args) => return crate::dev::run(args, f).await,
+        Command::Submit(args) => return submit(&cli, args).await,
+        _ => {}
+    }
+    let c = client(&cli);
+    match cli.command {
+        Command::Jobs(args) => {
+            let filter = JobFilter {
+                queue: args.queue,
+                states: args.state.into_iter().map(JobState::from).collect(),
+            };
+            output::jobs(f, &check(f, c.call(ListJobs { filter }).await));
+        }
+        Command::Job { id } => output::job(f, &check(f, c.call(GetJob { id }).await)),
+        Command::Kill { id } => control(&c, f, id, JobAction::Kill, "killed").await,
+        Command::Suspend { id } => control(&c, f, id, JobAction::Suspend, "suspended").await,
+        Command::Resume { id } => control(&c, f, id, JobAction::Resume, "resumed").await,
+        Command::Requeue { id } => control(&c, f, id, JobAction::Requeue, "requeued").await,
+        Command::Queues => output::queues(f, &check(f, c.call(ListQueues).await)),
+        Command::Queue { action, name } => {
+            let action = QueueAction::from(action);
+            let op = ControlQueue {
+                token: RequestToken::random(),
+                name: name.clone(),
+                action,
+            };
+            check(f, c.call(op).await);
+            output::done(f, &format!("Queue <{name}>: {}", action.name()));
+        }
+        Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
+        Command::Submit(_) | Command::Dev(_) => {}
+    }
+    0
+}
+
+async fn control(c: &Client, f: Format, id: u64, action: JobAction, verb: &str) {
+    let op = ControlJob {
+        token: RequestToken::random(),
+        id,
+        action,
+    };
+    check(f, c.call(op).await);
+    output::done(f, &format!("Job <{id}> is {verb}."));
+}
+
+async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
+    let f = cli.output;
+    if args.command.is_empty() {
+        fail(
+            f,
+            "invalid",
+            "command: missing; usage: xce submit [options] -- CMD [ARGS...]",
+        );
+    }
+    let cwd = args.cwd.clone().unwrap_or_else(|| {
+        std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    });
+    let spec = JobSpec {
+        name: args.name.clone().unwrap_or_default(),
+        user: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+        queue: args.queue.clone().unwrap_or_default(),
+        command: args.command.clone(),
+        env: Vec::new(),
+        cwd,
+        cpus: args.cpus,
+        mem_mb: args.mem_mb,
+        priority: args.priority,
+    };
+    let c = client(cli);
+    let op = Submit {
+        token: RequestToken::random(),
+        spec,
+    };
+    let id = check(f, c.call(op).await);
+    if !args.wait {
+        output::submitted(f, id);
+        return 0;
+    }
+    if f == Format::Text {
+        output::submitted(f, id);
+    }
+    loop {
+        let job = check(f, c.call(GetJob { id }).await);
+        if job.state.is_final() {
+            if f == Format::Json {
+                output::job(f, &job);
+            } else {
+                println!("Job <{id}> {}", job.state.name());
+            }
+            return i32::from(job.state != JobState::Done);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,86 @@
+//! `xce`: submit and control jobs, inspect queues and the cluster, and run a local cluster with
+//! `xce dev`. Every command takes `-o json` (the shapes of DESIGN §3) and fails with a non-zero
+//! exit and, in JSON mode, a JSON error.
+
+mod commands;
+mod dev;
+mod output;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// xce: a batch job cluster with controllers that fail over without you noticing.
+#[derive(Debug, Parser)]
+#[command(name = "xce", version)]
+pub struct Cli {
+    /// Controller candidates: [name=]host:port,... (the same list the controllers were given).
+    #[arg(long, env = "XCE_PEERS", global = true)]
+    pub peers: Option<String>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub output: Format,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit a job: xce submit [options] -- CMD [ARGS...]
+    Submit(commands::SubmitArgs),
+    /// List jobs.
+    Jobs(commands::JobsArgs),
+    /// Show one job.
+    Job { id: u64 },
+    /// Kill a job.
+    Kill { id: u64 },
+    /// Suspend a running job.
+    Suspend { id: u64 },
+    /// Resume a suspended job.
+    Resume { id: u64 },
+    /// Put a job back in its queue.
+    Requeue { id: u64 },
+    /// List queues.
+    Queues,
+    /// Open, close, activate or inactivate a queue.
+    Queue {
+        #[arg(value_enum)]
+        action: commands::QueueVerb,
+        name: String,
+    },
+    /// Show the controllers and which one is primary.
+    Cluster,
+    /// Run a local HA cluster in the foreground until Ctrl-C.
+    Dev(dev::DevArgs),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let format = cli.output;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => output::fail(format, "internal", &format!("start runtime: {e}")),
+    };
+    let code = runtime.block_on(commands::run(cli));
+    std::process::exit(code);
+}

@@ -1,0 +1,127 @@
+//! Printing results and errors as text tables or the JSON shapes of DESIGN §3.
+
+use serde_json::Value;
+use xce_client::json;
+use xce_client::types::{ClusterInfo, Job, Queue};
+
+use crate::Format;
+
+/// Prints an error in the chosen format and exits non-zero.
+pub fn fail(format: Format, code: &str, message: &str) -> ! {
+    match format {
+        Format::Json => println!("{}", json::error(code, message)),
+        Format::Text => eprintln!("xce: {message}"),
+    }
+    std::process::exit(1)
+}
+
+fn print_json(v: &Value) {
+    println!("{v}");
+}
+
+fn or_dash(s: Option<&str>) -> &str {
+    s.unwrap_or("-")
+}
+
+/// Prints a list of jobs.
+pub fn jobs(format: Format, jobs: &[Job]) {
+    if format == Format::Json {
+        return print_json(&Value::Array(jobs.iter().map(json::job).collect()));
+    }
+    println!(
+        "{:<8} {:<10} {:<10} {:<10} {:<10} COMMAND",
+        "ID", "STATE", "QUEUE", "USER", "HOST"
+    );
+    for j in jobs {
+        println!(
+            "{:<8} {:<10} {:<10} {:<10} {:<10} {}",
+            j.id,
+            j.state.name(),
+            j.spec.queue,
+            j.spec.user,
+            or_dash(j.host.as_deref()),
+            j.spec.command.join(" ")
+        );
+    }
+}
+
+/// Prints one job.
+pub fn job(format: Format, j: &Job) {
+    if format == Format::Json {
+        return print_json(&json::job(j));
+    }
+    let v = json::job(j);
+    if let Value::Object(map) = v {
+        for (k, v) in map {
+            let shown = match v {
+                Value::Null => "-".to_string(),
+                Value::String(s) => s,
+                Value::Array(a) => a
+                    .iter()
+                    .map(|x| x.as_str().map_or_else(|| x.to_string(), str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                other => other.to_string(),
+            };
+            println!("{k:<12} {shown}");
+        }
+    }
+}
+
+/// Prints the id of a submitted job.
+pub fn submitted(format: Format, id: u64) {
+    match format {
+        Format::Json => print_json(&serde_json::json!({ "id": id })),
+        Format::Text => println!("Job <{id}> is submitted."),
+    }
+}
+
+/// Prints the acknowledgement of a control command.
+pub fn done(format: Format, what: &str) {
+    match format {
+        Format::Json => print_json(&serde_json::json!({ "ok": true, "message": what })),
+        Format::Text => println!("{what}"),
+    }
+}
+
+/// Prints the queues.
+pub fn queues(format: Format, queues: &[Queue]) {
+    if format == Format::Json {
+        return print_json(&Value::Array(queues.iter().map(json::queue).collect()));
+    }
+    println!(
+        "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8}",
+        "QUEUE", "PRIORITY", "OPEN", "ACTIVE", "PENDING", "RUNNING"
+    );
+    for q in queues {
+        println!(
+            "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8}",
+            q.name,
+            q.priority,
+            if q.open { "open" } else { "closed" },
+            if q.active { "active" } else { "inact" },
+            q.pending,
+            q.running
+        );
+    }
+}
+
+/// Prints the cluster.
+pub fn cluster(format: Format, c: &ClusterInfo) {
+    if format == Format::Json {
+        return print_json(&json::cluster(c));
+    }
+    println!(
+        "primary: {}  term: {}",
+        or_dash(c.primary.as_deref()),
+        c.term
+    );
+    println!("{:<10} {:<24} ROLE", "NAME", "ADDRESS");
+    for m in &c.members {
+        let role = serde_json::to_value(m.role)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        println!("{:<10} {:<24} {role}", m.name, m.addr);
+    }
+}

@@ -1,0 +1,252 @@
+//! Controller configuration: flags and environment (in main) plus an optional YAML file,
+//! validated into one [`Config`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use xce_client::{parse_candidates, Candidate, CandidateError};
+
+use crate::node::node_id_of;
+use crate::state::QueueDef;
+use crate::store::{Identity, NodeId};
+
+/// Raft timing and log compaction. Defaults favour fast failover on a LAN: a missing primary is
+/// noticed after 300–600 ms without heartbeats (sent every 50 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftTuning {
+    pub heartbeat_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Build a snapshot (and compact the log) after this many entries since the last one.
+    pub snapshot_logs: u64,
+    /// Entries kept behind a snapshot for slow followers to catch up without a snapshot.
+    pub logs_kept: u64,
+}
+
+impl Default for RaftTuning {
+    fn default() -> Self {
+        RaftTuning {
+            heartbeat_ms: 50,
+            election_timeout_min_ms: 300,
+            election_timeout_max_ms: 600,
+            snapshot_logs: 5000,
+            logs_kept: 1000,
+        }
+    }
+}
+
+/// The optional YAML file (`--config`). Unknown keys are an error naming the key.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    /// Queues beside the default `normal`.
+    pub queues: Vec<QueueDef>,
+    pub raft: RaftTuning,
+}
+
+/// Why a configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--peers: {0}")]
+    Peers(#[from] CandidateError),
+    #[error("--name {name:?} is not in --peers (known: {known})")]
+    UnknownName { name: String, known: String },
+    #[error("--peers: every candidate needs a name (name=host:port); {entry:?} has none")]
+    UnnamedPeer { entry: String },
+    #[error("read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {detail}")]
+    Parse { path: PathBuf, detail: String },
+    #[error("config file: {0}")]
+    Invalid(String),
+}
+
+/// A validated controller configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub name: String,
+    pub node_id: NodeId,
+    pub peers: Vec<Candidate>,
+    pub data_dir: PathBuf,
+    pub queues: Vec<QueueDef>,
+    pub raft: RaftTuning,
+    pub write_timeout: Duration,
+    pub read_timeout: Duration,
+}
+
+impl Config {
+    /// Validates the flags and the optional file.
+    pub fn new(
+        name: &str,
+        peers: &str,
+        data_dir: &Path,
+        file: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
+        let peers = parse_candidates(peers)?;
+        if let Some(c) = peers.iter().find(|c| c.name == c.addr()) {
+            return Err(ConfigError::UnnamedPeer { entry: c.addr() });
+        }
+        let index =
+            peers
+                .iter()
+                .position(|c| c.name == name)
+                .ok_or_else(|| ConfigError::UnknownName {
+                    name: name.to_string(),
+                    known: peers
+                        .iter()
+                        .map(|c| c.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
+        let file = match file {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        validate_file(&file)?;
+        Ok(Config {
+            name: name.to_string(),
+            node_id: node_id_of(index),
+            peers,
+            data_dir: data_dir.to_path_buf(),
+            queues: file.queues,
+            raft: file.raft,
+            write_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(3),
+        })
+    }
+
+    /// This controller's own candidate entry.
+    pub fn me(&self) -> &Candidate {
+        &self.peers[(self.node_id - 1) as usize]
+    }
+
+    /// The record that ties the data directory to this controller.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            name: self.name.clone(),
+            node_id: self.node_id,
+            peers: self.peers.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// openraft's configuration.
+    pub fn openraft(&self) -> Result<openraft::Config, ConfigError> {
+        let t = self.raft;
+        let config = openraft::Config {
+            cluster_name: "xce".into(),
+            heartbeat_interval: t.heartbeat_ms,
+            election_timeout_min: t.election_timeout_min_ms,
+            election_timeout_max: t.election_timeout_max_ms,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(t.snapshot_logs),
+            max_in_snapshot_log_to_keep: t.logs_kept,
+            ..Default::default()
+        };
+        config
+            .validate()
+            .map_err(|e| ConfigError::Invalid(format!("raft: {e}")))
+    }
+}
+
+fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_file(&text).map_err(|detail| ConfigError::Parse {
+        path: path.to_path_buf(),
+        detail,
+    })
+}
+
+/// Parses the YAML text of a config file.
+pub fn parse_file(text: &str) -> Result<FileConfig, String> {
+    if text.trim().is_empty() {
+        return Ok(FileConfig::default());
+    }
+    serde_yaml::from_str(text).map_err(|e| e.to_string())
+}
+
+fn validate_file(file: &FileConfig) -> Result<(), ConfigError> {
+    let mut seen = std::collections::HashSet::new();
+    for q in &file.queues {
+        let valid = !q.name.is_empty()
+            && q.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(ConfigError::Invalid(format!(
+                "queues: invalid queue name {:?}",
+                q.name
+            )));
+        }
+        if !seen.insert(q.name.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "queues: queue {:?} is defined twice",
+                q.name
+            )));
+        }
+    }
+    let t = file.raft;
+    if t.snapshot_logs == 0 {
+        return Err(ConfigError::Invalid(
+            "raft.snapshot_logs must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PEERS: &str = "c1=127.0.0.1:7101,c2=127.0.0.1:7102,c3=127.0.0.1:7103";
+
+    #[test]
+    fn node_ids_follow_the_peers_list() {
+        let c = Config::new("c2", PEERS, Path::new("/tmp/x"), None).unwrap();
+        assert_eq!(c.node_id, 2);
+        assert_eq!(c.me().port, 7102);
+    }
+
+    #[test]
+    fn bad_flags_name_the_problem() {
+        let e = Config::new("c9", PEERS, Path::new("/d"), None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--name \"c9\" is not in --peers (known: c1, c2, c3)"
+        );
+        let e = Config::new("c1", "c1=h:1,,c2=h:2", Path::new("/d"), None).unwrap_err();
+        assert!(e.to_string().contains("candidate 2 is empty"), "{e}");
+        let e = Config::new("c1", "c1=h:1,h:2", Path::new("/d"), None).unwrap_err();
+        assert!(e.to_string().contains("\"h:2\" has none"), "{e}");
+    }
+
+    #[test]
+    fn file_rejects_unknown_keys_and_bad_queues() {
+        assert!(parse_file("queues: []\nbogus: 1\n")
+            .unwrap_err()
+            .contains("bogus"));
+        assert!(parse_file("raft:\n  heartbeat: 5\n")
+            .unwrap_err()
+            .contains("heartbeat"));
+        let f =
+            parse_file("queues:\n  - {name: high, priority: 50}\n  - {name: high, priority: 1}\n")
+                .unwrap();
+        assert!(validate_file(&f).unwrap_err().to_string().contains("twice"));
+        let f = parse_file("queues:\n  - {name: \"a b\", priority: 1}\n").unwrap();
+        assert!(validate_file(&f).unwrap_err().to_string().contains("a b"));
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        let text = include_str!("../../../deploy/controller.yaml");
+        let f = parse_file(text).unwrap();
+        validate_file(&f).unwrap();
+        assert!(f.queues.iter().any(|q| q.name == "high"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The capnp service: the client-facing `Controller` interface and the inbound `Raft`
+//! interface, served on one port. Runs on a `LocalSet` (capnp-rpc is `!Send`); every handler
+//! hands its work to the `Send` [`Node`].
+
+use std::sync::Arc;
+
+use capnp::capability::Rc;
+use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::Raft;
+use tokio::net::TcpListener;
+use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tracing::{debug, warn};
+use xce_client::wire::{self, ReplyHeader};
+use xce_proto::xce_capnp::{controller, raft};
+use xce_proto::Status;
+
+use super::codec;
+use crate::node::{outcome_reply, Node};
+use crate::state::{validate_spec, Command};
+use crate::store::{NodeId, TypeConfig};
+
+/// Accepts connections until the future is dropped; each connection gets the `Controller`
+/// bootstrap capability.
+pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(conn) => conn,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(%peer, error = %e, "set TCP_NODELAY failed");
+        }
+        let (reader, writer) = stream.into_split();
+        let network = twoparty::VatNetwork::new(
+            reader.compat(),
+            writer.compat_write(),
+            rpc_twoparty_capnp::Side::Server,
+            Default::default(),
+        );
+        let service: controller::Client =
+            capnp_rpc::new_client(ControllerService { node: node.clone() });
+        let rpc = RpcSystem::new(Box::new(network), Some(service.client));
+        tokio::task::spawn_local(async move {
+            if let Err(e) = rpc.await {
+                debug!(%peer, error = %e, "connection closed");
+            }
+        });
+    }
+}
+
+struct ControllerService {
+    node: Arc<Node>,
+}
+
+fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
+    match r {
+        Ok(_) => ReplyHeader::ok(),
+        Err(h) => h.clone(),
+    }
+}
+
+impl controller::Server for ControllerService {
+    async fn submit(
+        self: Rc<Self>,
+        params: controller::SubmitParams,
+        mut results: controller::SubmitResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let token = wire::read_token(p.get_token()?);
+        let spec = wire::read_spec(p.get_spec()?)?;
+        let (header, id) = match validate_spec(&spec) {
+            Err(message) => (ReplyHeader::status(Status::Invalid, message), None),
+            Ok(()) => match self.node.write(Command::Submit { token, spec }).await {
+                Ok(outcome) => outcome_reply(outcome),
+                Err(h) => (h, None),
+            },
+        };
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header);
+        r.set_job_id(id.unwrap_or(0));
+        Ok(())
+    }
+
+    async fn list_jobs(
+        self: Rc<Self>,
+        params: controller::ListJobsParams,
+        mut results: controller::ListJobsResults,
+    ) -> Result<(), capnp::Error> {
+        let filter = wire::read_filter(params.get()?.get_filter()?)?;
+        let jobs = self.node.read(|s| s.jobs(&filter)).await;
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header_of(&jobs));
+        if let Ok(jobs) = jobs {
+            let mut list = r.init_jobs(jobs.len() as u32);
+            for (i, job) in jobs.iter().enumerate() {
+                wire::write_job(list.reborrow().get(i as u32), job);
+            }
+        }
+        Ok(())
+    }
+
+    async fn job_info(
+        self: Rc<Self>,
+        params: controller::JobInfoParams,
+        mut results: controller::JobInfoResults,
+    ) -> Result<(), capnp::Error> {
+        let id = params.get()?.get_job_id();
+        let job = match self.node.read(|s| s.job(id).cloned()).await {
+            Ok(Some(job)) => Ok(job),
+            Ok(None) => Err(ReplyHeader::status(
+                Status::NoEnt,
+                format!("job {id}: no such job"),
+            )),
+            Err(h) => Err(h),
+        };
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header_of(&job));
+        if let Ok(job) = job {
+            wire::write_job(r.init_job(), &job);
+        }
+        Ok(())
+    }
+
+    async fn job_control(
+        self: Rc<Self>,
+        params: controller::JobControlParams,
+        mut results: controller::JobControlResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let cmd = Command::ControlJob {
+            token: wire::read_token(p.get_token()?),
+            id: p.get_job_id(),
+            action: p.get_action()?.into(),
+        };
+        let header = match self.node.write(cmd).await {
+            Ok(outcome) => outcome_reply(outcome).0,
+            Err(h) => h,
+        };
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn list_queues(
+        self: Rc<Self>,
+        _params: controller::ListQueuesParams,
+        mut results: controller::ListQueuesResults,
+    ) -> Result<(), capnp::Error> {
+        let queues = self.node.read(|s| s.queues()).await;
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header_of(&queues));
+        if let Ok(queues) = queues {
+            let mut list = r.init_queues(queues.len() as u32);
+            for (i, q) in queues.iter().enumerate() {
+                wire::write_queue(list.reborrow().get(i as u32), q);
+            }
+        }
+        Ok(())
+    }
+
+    async fn queue_control(
+        self: Rc<Self>,
+        params: controller::QueueControlParams,
+        mut results: controller::QueueControlResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let cmd = Command::ControlQueue {
+            token: wire::read_token(p.get_token()?),
+            name: p.get_name()?.to_str()?.to_string(),
+            action: p.get_action()?.into(),
+        };
+        let header = match self.node.write(cmd).await {
+            Ok(outcome) => outcome_reply(outcome).0,
+            Err(h) => h,
+        };
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn cluster_info(
+        self: Rc<Self>,
+        _params: controller::ClusterInfoParams,
+        mut results: controller::ClusterInfoResults,
+    ) -> Result<(), capnp::Error> {
+        let info = self.node.cluster_info().await;
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header_of(&info));
+        if let Ok(info) = info {
+            wire::write_cluster(r.init_cluster(), &info);
+        }
+        Ok(())
+    }
+
+    async fn raft(
+        self: Rc<Self>,
+        _params: controller::RaftParams,
+        mut results: controller::RaftResults,
+    ) -> Result<(), capnp::Error> {
+        let raft: raft::Client = capnp_rpc::new_client(RaftService {
+            raft: self.node.raft.clone(),
+        });
+        results.get().set_raft(raft);
+        Ok(())
+    }
+}
+
+/// The inbound side of the Raft transport: hands each message to the local openraft node.
+struct RaftService {
+    raft: Raft<TypeConfig>,
+}
+
+impl raft::Server for RaftService {
+    async fn append_entries(
+        self: Rc<Self>,
+        params: raft::AppendEntriesParams,
+        mut results: raft::AppendEntriesResults,
+    ) -> Result<(), capnp::Error> {
+        let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
+        let reply = self.raft.append_entries(req).await;
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn vote(
+        self: Rc<Self>,
+        params: raft::VoteParams,
+        mut results: raft::VoteResults,
+    ) -> Result<(), capnp::Error> {
+        let req: VoteRequest<NodeId> = codec::from_json(params.get()?.get_request()?)?;
+        let reply = self.raft.vote(req).await;
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn install_snapshot(
+        self: Rc<Self>,
+        params: raft::InstallSnapshotParams,
+        mut results: raft::InstallSnapshotResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let mut req: InstallSnapshotRequest<TypeConfig> = codec::from_json(p.get_request()?)?;
+        req.data = p.get_chunk()?.to_vec();
+        let reply: Result<_, RaftError<NodeId, InstallSnapshotError>> =
+            self.raft.install_snapshot(req).await;
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+}

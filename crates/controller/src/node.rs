@@ -1,0 +1,352 @@
+//! One controller node: the Raft handle, the applied state, the proposer that batches writes,
+//! and the rules that decide who may answer (primary, standby redirect, not ready).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, Raft, ServerState};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tracing::{info, warn};
+use xce_client::types::{ClusterInfo, JobId, Member, MemberRole};
+use xce_client::wire::ReplyHeader;
+use xce_client::Candidate;
+use xce_proto::Status;
+
+use crate::network::raft_client::Reachability;
+use crate::state::{Command, Outcome, QueueDef, State};
+use crate::store::{Batch, NodeId, SharedState, TypeConfig};
+
+/// Most commands in one Raft entry.
+const MAX_BATCH: usize = 2048;
+/// Batches in flight at once; while they are, new proposals queue up and form the next batch.
+const MAX_INFLIGHT_BATCHES: usize = 4;
+
+/// How long a node waits for a write to commit or a read to be confirmed before telling the
+/// client `noMaster` (it lost its majority); the client then backs off and rotates.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub write: Duration,
+    pub read: Duration,
+}
+
+/// A write waiting to be proposed, with the channel its outcome goes back on.
+struct Proposal {
+    cmd: Command,
+    reply: oneshot::Sender<Result<Outcome, ReplyHeader>>,
+}
+
+/// A controller node, shared by the service, the proposer and the readiness task.
+pub struct Node {
+    pub id: NodeId,
+    pub name: String,
+    /// The candidates in peers-list order; node id `n` is `peers[n - 1]`.
+    pub peers: Vec<Candidate>,
+    pub raft: Raft<TypeConfig>,
+    state: SharedState,
+    proposals: mpsc::Sender<Proposal>,
+    /// The term whose barrier entry this node has applied as primary; the node serves only
+    /// while it is primary in exactly this term.
+    ready_term: AtomicU64,
+    reach: Arc<Reachability>,
+    timeouts: Timeouts,
+}
+
+/// The node id of the candidate at `index` in the peers list.
+pub fn node_id_of(index: usize) -> NodeId {
+    index as NodeId + 1
+}
+
+impl Node {
+    /// Creates the node and starts its proposer and readiness tasks.
+    pub fn start(
+        id: NodeId,
+        peers: Vec<Candidate>,
+        raft: Raft<TypeConfig>,
+        state: SharedState,
+        reach: Arc<Reachability>,
+        queues: Vec<QueueDef>,
+        timeouts: Timeouts,
+    ) -> Arc<Node> {
+        let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
+        let name = peers[(id - 1) as usize].name.clone();
+        let node = Arc::new(Node {
+            id,
+            name,
+            peers,
+            raft,
+            state,
+            proposals: tx,
+            ready_term: AtomicU64::new(0),
+            reach,
+            timeouts,
+        });
+        tokio::spawn(run_proposer(node.clone(), rx));
+        tokio::spawn(run_readiness(node.clone(), queues));
+        node
+    }
+
+    fn peer(&self, id: NodeId) -> Option<&Candidate> {
+        self.peers.get((id as usize).checked_sub(1)?)
+    }
+
+    /// Whether this node may serve a request now: `Ok` on a ready primary; otherwise the
+    /// header to answer with (`redirect` with the primary's client address, `noMaster`, or
+    /// `notReady`).
+    pub fn gate(&self) -> Result<(), ReplyHeader> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        if m.state == ServerState::Leader {
+            if self.ready_term.load(Ordering::Acquire) == m.current_term {
+                return Ok(());
+            }
+            return Err(ReplyHeader::status(
+                Status::NotReady,
+                format!(
+                    "{} was just elected primary (term {}) and is catching up",
+                    self.name, m.current_term
+                ),
+            ));
+        }
+        Err(self.not_primary(m.current_leader))
+    }
+
+    /// The answer of a node that is not the primary.
+    fn not_primary(&self, leader: Option<NodeId>) -> ReplyHeader {
+        match leader.filter(|l| *l != self.id) {
+            Some(leader) => match self.peer(leader) {
+                Some(p) => ReplyHeader {
+                    status: Status::Redirect,
+                    message: format!("{} is a standby; the primary is {}", self.name, p.name),
+                    redirect: Some((p.host.clone(), p.port)),
+                },
+                None => ReplyHeader::status(
+                    Status::Standby,
+                    format!(
+                        "{} is a standby; primary node {leader} is unknown",
+                        self.name
+                    ),
+                ),
+            },
+            None => ReplyHeader::status(
+                Status::NoMaster,
+                format!("{}: no primary is elected right now", self.name),
+            ),
+        }
+    }
+
+    fn leader_error<E>(&self, e: &RaftError<NodeId, E>) -> ReplyHeader
+    where
+        E: std::error::Error
+            + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+    {
+        match e.forward_to_leader() {
+            Some(f) => self.not_primary(f.leader_id),
+            None => ReplyHeader::status(Status::Internal, format!("{}: {e}", self.name)),
+        }
+    }
+
+    /// Commits one write and returns its outcome.
+    pub async fn write(&self, cmd: Command) -> Result<Outcome, ReplyHeader> {
+        self.gate()?;
+        let (tx, rx) = oneshot::channel();
+        self.proposals
+            .send(Proposal { cmd, reply: tx })
+            .await
+            .map_err(|_| ReplyHeader::status(Status::Internal, "controller is shutting down"))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ReplyHeader::status(Status::Internal, "proposal dropped")))
+    }
+
+    /// Runs `f` on the applied state after confirming this node is still the primary and has
+    /// applied everything committed before the read (linearizable read).
+    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, ReplyHeader> {
+        self.gate()?;
+        match tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()).await {
+            Err(_) => Err(self.lost_majority("read")),
+            Ok(Err(e)) => Err(self.leader_error(&e)),
+            Ok(Ok(_)) => Ok(f(&self.state.read().state)),
+        }
+    }
+
+    fn lost_majority(&self, what: &str) -> ReplyHeader {
+        warn!(node = %self.name, "{what} not confirmed by a majority in time");
+        ReplyHeader::status(
+            Status::NoMaster,
+            format!("{}: no majority confirmed the {what} in time", self.name),
+        )
+    }
+
+    /// The cluster as this primary sees it.
+    pub async fn cluster_info(&self) -> Result<ClusterInfo, ReplyHeader> {
+        self.read(|_| ()).await?;
+        let term = self.raft.metrics().borrow().current_term;
+        let members = self
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let id = node_id_of(i);
+                let role = if id == self.id {
+                    MemberRole::Primary
+                } else if self.reach.is_reachable(id) {
+                    MemberRole::Standby
+                } else {
+                    MemberRole::Unreachable
+                };
+                Member {
+                    name: p.name.clone(),
+                    addr: p.addr(),
+                    role,
+                }
+            })
+            .collect();
+        Ok(ClusterInfo {
+            primary: Some(self.name.clone()),
+            term,
+            members,
+        })
+    }
+}
+
+/// Turns an outcome into the reply header and, for submits, the job id.
+pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
+    match outcome {
+        Outcome::Submitted(id) => (ReplyHeader::ok(), Some(id)),
+        Outcome::Done => (ReplyHeader::ok(), None),
+        Outcome::Rejected { status, message } => (ReplyHeader::status(status, message), None),
+        Outcome::Duplicate(original) => match *original {
+            // A re-sent write whose original was rejected gets the same rejection: `dupJob`
+            // would tell the client its write succeeded.
+            rejected @ Outcome::Rejected { .. } => outcome_reply(rejected),
+            Outcome::Duplicate(inner) => outcome_reply(Outcome::Duplicate(inner)),
+            Outcome::Submitted(id) => (
+                ReplyHeader::status(Status::DupJob, "request already applied"),
+                Some(id),
+            ),
+            Outcome::Done => (
+                ReplyHeader::status(Status::DupJob, "request already applied"),
+                None,
+            ),
+        },
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Collects waiting proposals into batches: each batch is one Raft entry, one append and one
+/// fsync per replica. While `MAX_INFLIGHT_BATCHES` are committing, new proposals queue up, so
+/// batches grow with load.
+async fn run_proposer(node: Arc<Node>, mut rx: mpsc::Receiver<Proposal>) {
+    let inflight = Arc::new(Semaphore::new(MAX_INFLIGHT_BATCHES));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = inflight.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let node = node.clone();
+        tokio::spawn(async move {
+            commit_batch(&node, batch).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
+    let (commands, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    let entry = Batch {
+        at_ms: now_ms(),
+        commands,
+    };
+    let result = tokio::time::timeout(node.timeouts.write, node.raft.client_write(entry)).await;
+    match result {
+        Ok(Ok(resp)) => {
+            for (reply, outcome) in replies.into_iter().zip(resp.data.outcomes) {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Ok(Err(e)) => {
+            let header = match &e {
+                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                    node.not_primary(f.leader_id)
+                }
+                other => node.leader_error(other),
+            };
+            for reply in replies {
+                let _ = reply.send(Err(header.clone()));
+            }
+        }
+        Err(_) => {
+            // The entry may still commit later; the client's re-send carries the same token,
+            // so it is applied at most once either way.
+            let header = node.lost_majority("write");
+            for reply in replies {
+                let _ = reply.send(Err(header.clone()));
+            }
+        }
+    }
+}
+
+/// Watches for this node becoming primary and proposes the barrier entry of its term; once
+/// that entry is applied everything before it is too, and the node starts serving.
+async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
+    let mut metrics = node.raft.metrics();
+    let mut last_role = None;
+    loop {
+        let (leader_term, role) = {
+            let m = metrics.borrow_and_update();
+            (
+                (m.state == ServerState::Leader).then_some(m.current_term),
+                (m.state, m.current_leader, m.current_term),
+            )
+        };
+        if last_role != Some(role) {
+            let (state, leader, term) = role;
+            let primary = leader.and_then(|l| node.peer(l)).map(|p| p.name.as_str());
+            info!(node = %node.name, ?state, term, primary, "raft role changed");
+            last_role = Some(role);
+        }
+        if let Some(term) = leader_term {
+            if node.ready_term.load(Ordering::Acquire) != term {
+                let barrier = Batch {
+                    at_ms: now_ms(),
+                    commands: vec![Command::Barrier {
+                        term,
+                        queues: queues.clone(),
+                    }],
+                };
+                match tokio::time::timeout(node.timeouts.write, node.raft.client_write(barrier))
+                    .await
+                {
+                    Ok(Ok(_)) => {
+                        node.ready_term.store(term, Ordering::Release);
+                        info!(node = %node.name, term, "primary is ready");
+                        continue;
+                    }
+                    Ok(Err(e)) => {
+                        warn!(node = %node.name, term, error = %e, "barrier not committed")
+                    }
+                    Err(_) => warn!(node = %node.name, term, "barrier not committed in time"),
+                }
+                // Still primary? Retry on the next metrics change or shortly.
+                let _ = tokio::time::timeout(Duration::from_millis(100), metrics.changed()).await;
+                continue;
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! The `xce` CLI against a real cluster, and `xce dev`.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use xce_tests::{bin, json_of, wait_for, xce, Cluster};
+
+fn ok_json(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "xce failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(out)
+}
+
+#[tokio::test]
+async fn every_command_speaks_the_documented_json() {
+    let cluster = Cluster::start(3);
+    cluster.wait_all_standbys().await;
+
+    let sub = ok_json(&cluster.xce(&[
+        "submit", "-o", "json", "--name", "sim-7", "--", "sh", "-c", "echo hi",
+    ]));
+    let id = sub["id"].as_u64().expect("id");
+    // Global options work before the subcommand as well.
+    let job = ok_json(&cluster.xce(&["-o", "json", "job", &id.to_string()]));
+    for key in [
+        "id",
+        "name",
+        "user",
+        "queue",
+        "command",
+        "cwd",
+        "cpus",
+        "mem_mb",
+        "priority",
+        "state",
+        "pend_reason",
+        "reason",
+        "host",
+        "attempt",
+        "exit_code",
+        "signal",
+        "submit_time",
+        "start_time",
+        "end_time",
+    ] {
+        assert!(job.get(key).is_some(), "job JSON lacks {key}: {job}");
+    }
+    assert_eq!(job["name"], "sim-7");
+    assert_eq!(job["state"], "pending");
+    assert_eq!(job["queue"], "normal");
+    assert_eq!(job["command"], serde_json::json!(["sh", "-c", "echo hi"]));
+    assert!(job["submit_time"].as_str().unwrap().ends_with('Z'));
+
+    let jobs = ok_json(&cluster.xce(&["jobs", "-o", "json"]));
+    assert_eq!(jobs.as_array().unwrap().len(), 1);
+
+    let queues = ok_json(&cluster.xce(&["queues", "-o", "json"]));
+    assert_eq!(
+        queues,
+        serde_json::json!([{"name": "normal", "priority": 30, "open": true, "active": true, "pending": 1, "running": 0}])
+    );
+    ok_json(&cluster.xce(&["queue", "close", "normal", "-o", "json"]));
+    let closed = cluster.xce(&["submit", "-o", "json", "--", "true"]);
+    assert!(!closed.status.success());
+    assert_eq!(json_of(&closed)["error"]["code"], "conflict");
+    ok_json(&cluster.xce(&["queue", "open", "normal", "-o", "json"]));
+
+    let killed = cluster.xce(&["kill", &id.to_string(), "-o", "json"]);
+    ok_json(&killed);
+    let job = ok_json(&cluster.xce(&["job", &id.to_string(), "-o", "json"]));
+    assert_eq!(job["state"], "exited");
+    assert_eq!(job["reason"], "killed");
+
+    let cluster_json = ok_json(&cluster.xce(&["cluster", "-o", "json"]));
+    assert_eq!(cluster_json["members"].as_array().unwrap().len(), 3);
+    assert!(cluster_json["primary"].is_string());
+    assert!(cluster_json["term"].as_u64().unwrap() >= 1);
+}
+
+#[tokio::test]
+async fn failures_exit_non_zero_with_the_json_error_naming_the_problem() {
+    let cluster = Cluster::start(1);
+    cluster.wait_primary().await;
+    let cases: [(&[&str], &str, &str); 5] = [
+        (&["job", "999"], "noEnt", "999"),
+        (&["kill", "999"], "noEnt", "999"),
+        (&["submit", "--cpus", "-2", "--", "x"], "invalid", "cpus"),
+        (&["submit", "-q", "nope", "--", "x"], "invalid", "queue"),
+        (&["queue", "open", "nope"], "noEnt", "nope"),
+    ];
+    for (args, code, fragment) in cases {
+        let mut args = args.to_vec();
+        args.splice(0..0, ["-o", "json"]);
+        let out = cluster.xce(&args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = json_of(&out);
+        assert_eq!(err["error"]["code"], code, "{args:?}: {err}");
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains(fragment),
+            "{args:?}: {msg:?} lacks {fragment:?}"
+        );
+    }
+    // Nothing of the above created a job.
+    let jobs = ok_json(&cluster.xce(&["jobs", "-o", "json"]));
+    assert_eq!(jobs, serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn a_dead_cluster_is_reported_as_cluster_not_ready() {
+    // Nothing listens on these ports.
+    let ports = xce_tests::free_ports(2);
+    let peers = format!("c1=127.0.0.1:{},c2=127.0.0.1:{}", ports[0], ports[1]);
+    let out = tokio::task::spawn_blocking(move || xce(&peers, &["jobs", "-o", "json"]))
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(json_of(&out)["error"]["code"], "clusterNotReady");
+}
+
+#[tokio::test]
+async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
+    let mut dev = Command::new(bin("xce"))
+        .args(["dev", "-o", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = dev.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    });
+    let line = tokio::time::timeout(Duration::from_secs(60), line)
+        .await
+        .expect("xce dev announces itself within 60 s")
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_str(&line).expect("announcement is JSON");
+    let peers = info["peers"].as_str().unwrap().to_string();
+    let pids: Vec<i32> = info["daemons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["pid"].as_i64().unwrap() as i32)
+        .collect();
+    assert_eq!(pids.len(), 3);
+
+    let out = xce(&peers, &["submit", "-o", "json", "--", "true"]);
+    assert_eq!(ok_json(&out)["id"], 1);
+
+    kill(Pid::from_raw(dev.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_for("xce dev to exit", Duration::from_secs(30), || {
+        let s = dev.try_wait().unwrap();
+        async move { s }
+    })
+    .await;
+    assert!(status.success(), "xce dev exited with {status}");
+    for pid in pids {
+        // Signal 0 probes existence: every controller must be gone.
+        assert!(
+            kill(Pid::from_raw(pid), None).is_err(),
+            "controller {pid} still running"
+        );
+    }
+    let data_dir = info["data_dir"].as_str().unwrap();
+    assert!(
+        !std::path::Path::new(data_dir).exists(),
+        "temporary data dir {data_dir} was left behind"
+    );
+}
