@@ -64,7 +64,7 @@ async fn three_controllers_elect_exactly_one_primary() {
         let (host, port) = reply.header.redirect.expect("redirect address");
         assert_eq!(
             format!("{host}:{port}"),
-            cluster.controllers[primary].addr()
+            cluster.controllers()[primary].addr()
         );
     }
     cluster.assert_no_errors();
@@ -101,14 +101,14 @@ async fn a_submit_to_a_standby_is_redirected_and_lands_once() {
     let (host, port) = direct.header.redirect.clone().expect("redirect address");
     assert_eq!(
         format!("{host}:{port}"),
-        cluster.controllers[primary].addr()
+        cluster.controllers()[primary].addr()
     );
 
     // A client that only knows the standby follows the hint and lands on the primary.
     let only_standby = format!(
         "{}={}",
-        cluster.controllers[standby].name,
-        cluster.controllers[standby].addr()
+        cluster.controllers()[standby].name,
+        cluster.controllers()[standby].addr()
     );
     let client = cluster.client_for(&only_standby);
     let id = client

@@ -9,14 +9,13 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use xce_client::ops::{GetCluster, Op, Reply};
 use xce_client::types::{ClusterInfo, MemberRole};
 use xce_client::{parse_candidates, Client, ClientConfig, ConnectOptions, Connection};
+use xce_launcher::{ClusterSpec, Daemon, LocalCluster};
 
 /// Where the built binaries are.
 pub fn bin_dir() -> PathBuf {
@@ -63,42 +62,16 @@ where
 
 /// Free TCP ports on 127.0.0.1, distinct from each other.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
+    xce_launcher::free_ports(n).unwrap()
 }
 
-/// One controller process.
-pub struct Controller {
-    pub name: String,
-    pub port: u16,
-    pub data_dir: PathBuf,
-    pub log: PathBuf,
-    child: Option<Child>,
-}
-
-impl Controller {
-    /// The pid while running.
-    pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    /// `127.0.0.1:port`.
-    pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
-
-/// A cluster of controller processes; every process is killed when it is dropped.
+/// A cluster of controller processes (every process is killed when it is dropped), with the
+/// test-side helpers around [`LocalCluster`].
 pub struct Cluster {
-    pub dir: tempfile::TempDir,
+    pub local: LocalCluster,
     pub peers: String,
-    pub controllers: Vec<Controller>,
-    config: Option<PathBuf>,
+    /// Holds the data dirs and logs; removed after the test.
+    pub dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -113,95 +86,49 @@ impl Cluster {
             .prefix("xce-test-")
             .tempdir()
             .unwrap();
-        let ports = free_ports(n);
-        let peers = ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("c{}=127.0.0.1:{p}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
         let config = config.map(|text| {
             let path = dir.path().join("controller.yaml");
             std::fs::write(&path, text).unwrap();
             path
         });
-        let controllers = ports
-            .iter()
-            .enumerate()
-            .map(|(i, port)| {
-                let name = format!("c{}", i + 1);
-                Controller {
-                    data_dir: dir.path().join(&name),
-                    log: dir.path().join(format!("{name}.log")),
-                    name,
-                    port: *port,
-                    child: None,
-                }
-            })
-            .collect();
-        let mut cluster = Cluster {
-            dir,
-            peers,
-            controllers,
+        bin("xce-controller");
+        let local = LocalCluster::start(ClusterSpec {
+            bin_dir: bin_dir(),
+            data_dir: dir.path().to_path_buf(),
+            ports: free_ports(n),
             config,
-        };
-        for i in 0..n {
-            cluster.restart(i);
+            log_filter: "info,openraft=warn".into(),
+        })
+        .unwrap();
+        Cluster {
+            peers: local.peers().to_string(),
+            local,
+            dir,
         }
-        cluster
     }
 
-    /// Starts controller `i` (again); its log is appended to.
+    /// The controllers.
+    pub fn controllers(&self) -> &[Daemon] {
+        &self.local.controllers
+    }
+
+    /// Starts controller `i` again.
     pub fn restart(&mut self, i: usize) {
-        assert!(self.controllers[i].child.is_none(), "c{} is running", i + 1);
-        let c = &self.controllers[i];
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&c.log)
-            .unwrap();
-        let mut cmd = Command::new(bin("xce-controller"));
-        cmd.args(["--name", &c.name, "--peers", &self.peers, "--data-dir"])
-            .arg(&c.data_dir)
-            .env("RUST_LOG", "info,openraft=warn")
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        if let Some(config) = &self.config {
-            cmd.arg("--config").arg(config);
-        }
-        let child = cmd.spawn().unwrap();
-        self.controllers[i].child = Some(child);
-    }
-
-    fn signal(&mut self, i: usize, sig: Signal) {
-        let pid = self.controllers[i].pid().expect("controller is running");
-        kill(Pid::from_raw(pid as i32), sig).unwrap();
+        self.local.start_controller(i).unwrap();
     }
 
     /// SIGKILL controller `i` and reap it.
     pub fn kill9(&mut self, i: usize) {
-        self.signal(i, Signal::SIGKILL);
-        if let Some(mut child) = self.controllers[i].child.take() {
-            child.wait().unwrap();
-        }
+        self.local.kill9(i).unwrap();
     }
 
     /// SIGTERM controller `i`, wait for it to exit, and return its exit status.
     pub async fn stop(&mut self, i: usize) -> std::process::ExitStatus {
-        self.signal(i, Signal::SIGTERM);
-        let mut child = self.controllers[i].child.take().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("c{} did not exit within 15 s of SIGTERM", i + 1);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Blocking is fine here: client connections run on threads of their own.
+        self.local
+            .stop(i, Duration::from_secs(15))
+            .unwrap()
+            .unwrap_or_else(|| panic!("c{} did not exit within 15 s of SIGTERM", i + 1))
     }
 
     /// A failover client over every controller.
@@ -218,7 +145,7 @@ impl Cluster {
 
     /// Sends one op to controller `i` only, without failover: what that node itself answers.
     pub async fn ask<O: Op>(&self, i: usize, op: O) -> Reply<O::Output> {
-        let conn = Connection::connect(&self.controllers[i].addr(), ConnectOptions::default())
+        let conn = Connection::connect(&self.controllers()[i].addr(), ConnectOptions::default())
             .await
             .unwrap();
         conn.call(Duration::from_secs(10), move |client| op.send(client))
@@ -234,7 +161,7 @@ impl Cluster {
             async move {
                 let info = client.call(GetCluster).await.ok()?;
                 let name = info.primary.clone()?;
-                let idx = self.controllers.iter().position(|c| c.name == name)?;
+                let idx = self.controllers().iter().position(|c| c.name == name)?;
                 Some((idx, info))
             }
         })
@@ -244,9 +171,9 @@ impl Cluster {
     /// Waits until the primary reports every running controller as a standby.
     pub async fn wait_all_standbys(&self) -> (usize, ClusterInfo) {
         let running = self
-            .controllers
+            .controllers()
             .iter()
-            .filter(|c| c.child.is_some())
+            .filter(|c| c.pid().is_some())
             .count();
         let client = self.client();
         wait_for(
@@ -262,7 +189,7 @@ impl Cluster {
                         .filter(|m| m.role != MemberRole::Unreachable)
                         .count();
                     let idx = self
-                        .controllers
+                        .controllers()
                         .iter()
                         .position(|c| Some(&c.name) == info.primary.as_ref())?;
                     (up == running).then_some((idx, info))
@@ -279,7 +206,7 @@ impl Cluster {
 
     /// Panics if any controller log holds an ERROR line.
     pub fn assert_no_errors(&self) {
-        for c in &self.controllers {
+        for c in self.controllers() {
             let log = std::fs::read_to_string(&c.log).unwrap_or_default();
             let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
             assert!(
@@ -288,17 +215,6 @@ impl Cluster {
                 c.name,
                 errors.join("\n")
             );
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for c in &mut self.controllers {
-            if let Some(mut child) = c.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
         }
     }
 }

@@ -3,16 +3,13 @@
 //! grace period) on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
 use xce_client::ops::GetCluster;
 use xce_client::{parse_candidates, Client, ClientConfig};
+use xce_launcher::{free_ports, sibling_bin_dir, ClusterSpec, LocalCluster};
 
 use crate::output::fail;
 use crate::Format;
@@ -34,13 +31,6 @@ pub struct DevArgs {
 /// How long daemons get to stop after SIGTERM before they are killed.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-/// One daemon started by `xce dev`.
-struct Daemon {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
 /// Runs the dev cluster until a signal; returns the exit code.
 pub async fn run(args: &DevArgs, format: Format) -> i32 {
     match run_inner(args, format).await {
@@ -56,11 +46,6 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
             xce_client::MAX_CANDIDATES
         );
     }
-    let bin_dir = std::env::current_exe()
-        .context("locate the xce binary")?
-        .parent()
-        .map(Path::to_path_buf)
-        .context("locate the binary directory")?;
     let (_temp, data_dir) = match &args.data_dir {
         Some(d) => (None, d.clone()),
         None => {
@@ -72,97 +57,41 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
             (Some(t), path)
         }
     };
-    std::fs::create_dir_all(&data_dir).with_context(|| format!("create {}", data_dir.display()))?;
-    let ports = ports(args.controllers, args.base_port)?;
-    let peers = ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("c{}=127.0.0.1:{p}", i + 1))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut daemons = Vec::new();
-    for i in 0..args.controllers {
-        let name = format!("c{}", i + 1);
-        let spawned = spawn_controller(&bin_dir, &data_dir, &name, &peers);
-        match spawned {
-            Ok(d) => daemons.push(d),
-            Err(e) => {
-                stop_all(&mut daemons).await;
-                return Err(e);
-            }
-        }
-    }
-    if let Err(e) = wait_for_primary(&peers, &mut daemons).await {
-        stop_all(&mut daemons).await;
-        return Err(e);
-    }
-    announce(format, &peers, &data_dir, &daemons, args.data_dir.is_none());
-    wait_for_stop(&mut daemons).await;
-    eprintln!("xce dev: stopping");
-    stop_all(&mut daemons).await;
-    Ok(())
-}
-
-fn ports(n: usize, base: Option<u16>) -> anyhow::Result<Vec<u16>> {
-    if let Some(base) = base {
-        return (0..n)
+    let ports = match args.base_port {
+        Some(base) => (0..args.controllers)
             .map(|i| {
                 base.checked_add(i as u16)
                     .context("--base-port leaves no room for every controller")
             })
-            .collect();
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        None => free_ports(args.controllers)?,
+    };
+    let mut cluster = LocalCluster::start(ClusterSpec {
+        bin_dir: sibling_bin_dir()?,
+        data_dir: data_dir.clone(),
+        ports,
+        config: None,
+        log_filter: "info,openraft=warn".into(),
+    })?;
+    if let Err(e) = wait_for_primary(&mut cluster).await {
+        cluster.stop_all(STOP_GRACE);
+        return Err(e);
     }
-    // Ask the kernel for free ports; hold them all before releasing so they are distinct.
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .context("find free ports")?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
+    announce(format, &cluster, &data_dir, args.data_dir.is_none());
+    wait_for_stop(&mut cluster).await;
+    eprintln!("xce dev: stopping");
+    for name in cluster.stop_all(STOP_GRACE) {
+        eprintln!("xce dev: {name} did not stop in {STOP_GRACE:?}; killed it");
+    }
+    Ok(())
 }
 
-fn spawn_controller(
-    bin_dir: &Path,
-    data: &Path,
-    name: &str,
-    peers: &str,
-) -> anyhow::Result<Daemon> {
-    let bin = bin_dir.join("xce-controller");
-    if !bin.exists() {
-        bail!(
-            "{} not found: build the workspace first (cargo build --workspace)",
-            bin.display()
-        );
-    }
-    let log = data.join(format!("{name}.log"));
-    let log_file =
-        std::fs::File::create(&log).with_context(|| format!("create {}", log.display()))?;
-    let child = Command::new(&bin)
-        .args(["--name", name, "--peers", peers, "--data-dir"])
-        .arg(data.join(name))
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone()?)
-        .stderr(log_file)
-        // Own process group: Ctrl-C reaches `xce dev` only, which then stops the daemons in order.
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("start {}", bin.display()))?;
-    Ok(Daemon {
-        name: name.to_string(),
-        child,
-        log,
-    })
-}
-
-async fn wait_for_primary(peers: &str, daemons: &mut [Daemon]) -> anyhow::Result<()> {
-    let client = Client::new(parse_candidates(peers)?, ClientConfig::default());
+async fn wait_for_primary(cluster: &mut LocalCluster) -> anyhow::Result<()> {
+    let client = Client::new(parse_candidates(cluster.peers())?, ClientConfig::default());
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        for d in daemons.iter_mut() {
-            if let Some(status) = d.child.try_wait()? {
+        for d in &mut cluster.controllers {
+            if let Some(status) = d.exited() {
                 let log = std::fs::read_to_string(&d.log).unwrap_or_default();
                 bail!("{} exited during start-up ({status}):\n{log}", d.name);
             }
@@ -180,13 +109,14 @@ async fn wait_for_primary(peers: &str, daemons: &mut [Daemon]) -> anyhow::Result
     }
 }
 
-fn announce(format: Format, peers: &str, data: &Path, daemons: &[Daemon], temporary: bool) {
+fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool) {
+    let peers = cluster.peers();
     if format == Format::Json {
         let v = serde_json::json!({
             "peers": peers,
             "data_dir": data.display().to_string(),
-            "daemons": daemons.iter().map(|d| serde_json::json!({
-                "name": d.name, "pid": d.child.id(), "log": d.log.display().to_string(),
+            "daemons": cluster.controllers.iter().map(|d| serde_json::json!({
+                "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
             })).collect::<Vec<_>>(),
         });
         println!("{v}");
@@ -194,7 +124,7 @@ fn announce(format: Format, peers: &str, data: &Path, daemons: &[Daemon], tempor
     }
     println!(
         "xce dev: {} controllers are up on 127.0.0.1.",
-        daemons.len()
+        cluster.controllers.len()
     );
     println!();
     println!("    export XCE_PEERS={peers}");
@@ -209,7 +139,7 @@ fn announce(format: Format, peers: &str, data: &Path, daemons: &[Daemon], tempor
 }
 
 /// Waits for SIGINT or SIGTERM, reporting any daemon that dies meanwhile.
-async fn wait_for_stop(daemons: &mut [Daemon]) {
+async fn wait_for_stop(cluster: &mut LocalCluster) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -218,41 +148,20 @@ async fn wait_for_stop(daemons: &mut [Daemon]) {
         eprintln!("xce dev: cannot install signal handlers; stopping");
         return;
     };
-    let mut reported = vec![false; daemons.len()];
+    let mut reported = vec![false; cluster.controllers.len()];
     loop {
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
-                for (i, d) in daemons.iter_mut().enumerate() {
-                    if let Ok(Some(status)) = d.child.try_wait() {
+                for (i, d) in cluster.controllers.iter_mut().enumerate() {
+                    if let Some(status) = d.exited() {
                         if !reported[i] {
                             eprintln!("xce dev: {} exited ({status}); see {}", d.name, d.log.display());
                             reported[i] = true;
                         }
                     }
                 }
-            }
-        }
-    }
-}
-
-/// SIGTERM to every daemon, then SIGKILL to any still running after the grace period.
-async fn stop_all(daemons: &mut [Daemon]) {
-    for d in daemons.iter() {
-        if let Some(pid) = d.child.id() {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
-        }
-    }
-    for d in daemons.iter_mut() {
-        match tokio::time::timeout(STOP_GRACE, d.child.wait()).await {
-            Ok(_) => {}
-            Err(_) => {
-                eprintln!(
-                    "xce dev: {} did not stop in {STOP_GRACE:?}; killing it",
-                    d.name
-                );
-                let _ = d.child.kill().await;
             }
         }
     }

@@ -1,0 +1,62 @@
+//! The benchmark's own cluster: controllers from the binaries beside `xce-bench`, in a
+//! temporary directory, stopped when the benchmark ends.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use xce_client::ops::GetCluster;
+use xce_client::{parse_candidates, Client, ClientConfig};
+use xce_launcher::{free_ports, sibling_bin_dir, ClusterSpec, LocalCluster};
+
+/// A running benchmark cluster.
+pub struct BenchCluster {
+    pub local: LocalCluster,
+    _dir: tempfile::TempDir,
+}
+
+impl BenchCluster {
+    /// Starts `n` controllers and waits until a primary serves.
+    pub async fn start(n: usize) -> anyhow::Result<BenchCluster> {
+        let dir = tempfile::Builder::new()
+            .prefix("xce-bench-")
+            .tempdir()
+            .context("create a temporary directory")?;
+        let local = LocalCluster::start(ClusterSpec {
+            bin_dir: sibling_bin_dir()?,
+            data_dir: dir.path().to_path_buf(),
+            ports: free_ports(n)?,
+            config: None,
+            log_filter: "warn".into(),
+        })?;
+        let cluster = BenchCluster { local, _dir: dir };
+        cluster.wait_primary().await?;
+        Ok(cluster)
+    }
+
+    /// A client over every controller.
+    pub fn client(&self, config: ClientConfig) -> anyhow::Result<Client> {
+        Ok(Client::new(parse_candidates(self.local.peers())?, config))
+    }
+
+    async fn wait_primary(&self) -> anyhow::Result<()> {
+        let client = self.client(ClientConfig::default())?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Ok(info)) =
+                tokio::time::timeout(Duration::from_secs(2), client.call(GetCluster)).await
+            {
+                if info.primary.is_some() {
+                    return Ok(());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        bail!("no primary within 30 s")
+    }
+}
+
+impl Drop for BenchCluster {
+    fn drop(&mut self) {
+        self.local.stop_all(Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,52 @@
+//! `xce-bench`: benchmarks against a cluster it starts itself from the binaries built beside
+//! it (`cargo build --release --workspace`, then `target/release/xce-bench ...`). Every metric
+//! is one JSON line on stdout: `{"metric": NAME, "value": NUMBER, "unit": UNIT}`; progress and
+//! context go to stderr.
+
+mod cluster;
+mod submit;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "xce-bench", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Bench,
+}
+
+#[derive(Debug, Subcommand)]
+enum Bench {
+    /// Acknowledged submit throughput and latency.
+    Submit(submit::SubmitArgs),
+}
+
+/// Prints one metric line.
+pub fn metric(name: &str, value: f64, unit: &str) {
+    println!(
+        "{}",
+        serde_json::json!({"metric": name, "value": (value * 1000.0).round() / 1000.0, "unit": unit})
+    );
+}
+
+/// The `q` quantile (0..=1) of sorted samples.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        match cli.command {
+            Bench::Submit(args) => submit::run(args).await,
+        }
+    })
+}

@@ -1,0 +1,301 @@
+//! Local clusters of real xce processes on 127.0.0.1: one launcher for `xce dev`, the
+//! benchmarks and the multi-process tests, so that they start, stop and crash daemons the same
+//! way. Processes are only ever signalled by the pid this launcher started.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+/// Why a launch or a stop failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{path} not found: build the workspace first (cargo build --workspace)")]
+    MissingBinary { path: PathBuf },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{name} is already running")]
+    Running { name: String },
+    #[error("{name} is not running")]
+    NotRunning { name: String },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+/// Free TCP ports on 127.0.0.1, distinct from each other (all held until all are chosen).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("find free ports"))?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr().map_err(io("find free ports"))?.port()))
+        .collect()
+}
+
+/// The directory holding the binary that is running now; the daemons are built beside it.
+pub fn sibling_bin_dir() -> Result<PathBuf, LaunchError> {
+    let exe = std::env::current_exe().map_err(io("locate the running binary"))?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| LaunchError::MissingBinary { path: exe })
+}
+
+/// How to lay out a local controller cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Where `xce-controller` (and later the other daemons) are.
+    pub bin_dir: PathBuf,
+    /// Per-controller data dirs and logs go here.
+    pub data_dir: PathBuf,
+    /// Client ports, one per controller (see [`free_ports`]).
+    pub ports: Vec<u16>,
+    /// Optional controller YAML file given to every controller.
+    pub config: Option<PathBuf>,
+    /// `RUST_LOG` for the daemons.
+    pub log_filter: String,
+}
+
+/// One daemon process and where its data and log live.
+#[derive(Debug)]
+pub struct Daemon {
+    pub name: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The pid while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether the process is still alive (reaps it if it has exited).
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// The exit status if the process has exited on its own.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+}
+
+/// A cluster of controller processes. Dropping it kills whatever is still running.
+#[derive(Debug)]
+pub struct LocalCluster {
+    spec: ClusterSpec,
+    peers: String,
+    pub controllers: Vec<Daemon>,
+}
+
+impl LocalCluster {
+    /// Lays out the cluster and starts every controller.
+    pub fn start(spec: ClusterSpec) -> Result<LocalCluster, LaunchError> {
+        let bin = spec.bin_dir.join("xce-controller");
+        if !bin.exists() {
+            return Err(LaunchError::MissingBinary { path: bin });
+        }
+        std::fs::create_dir_all(&spec.data_dir)
+            .map_err(io(format!("create {}", spec.data_dir.display())))?;
+        let peers = spec
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("c{}=127.0.0.1:{p}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        let controllers = spec
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let name = format!("c{}", i + 1);
+                let data_dir = spec.data_dir.join(&name);
+                let mut args = vec![
+                    "--name".to_string(),
+                    name.clone(),
+                    "--peers".to_string(),
+                    peers.clone(),
+                    "--data-dir".to_string(),
+                    data_dir.display().to_string(),
+                ];
+                if let Some(config) = &spec.config {
+                    args.push("--config".into());
+                    args.push(config.display().to_string());
+                }
+                Daemon {
+                    log: spec.data_dir.join(format!("{name}.log")),
+                    name,
+                    port: *port,
+                    data_dir,
+                    args,
+                    child: None,
+                }
+            })
+            .collect();
+        let mut cluster = LocalCluster {
+            spec,
+            peers,
+            controllers,
+        };
+        for i in 0..cluster.controllers.len() {
+            cluster.start_controller(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The `XCE_PEERS` value of this cluster.
+    pub fn peers(&self) -> &str {
+        &self.peers
+    }
+
+    /// Starts controller `i` (again); its log is appended to.
+    pub fn start_controller(&mut self, i: usize) -> Result<(), LaunchError> {
+        let bin = self.spec.bin_dir.join("xce-controller");
+        let d = &mut self.controllers[i];
+        if d.is_running() {
+            return Err(LaunchError::Running {
+                name: d.name.clone(),
+            });
+        }
+        let log = open_log(&d.log)?;
+        let log_err = log.try_clone().map_err(io("open log"))?;
+        let child = Command::new(&bin)
+            .args(&d.args)
+            .env("RUST_LOG", &self.spec.log_filter)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            // Own process group: a terminal's Ctrl-C reaches only the launcher, which then
+            // stops the daemons in order.
+            .process_group(0)
+            .spawn()
+            .map_err(io(format!("start {}", bin.display())))?;
+        d.child = Some(child);
+        Ok(())
+    }
+
+    fn signal(&mut self, i: usize, sig: Signal) -> Result<(), LaunchError> {
+        let d = &self.controllers[i];
+        let pid = d.pid().ok_or_else(|| LaunchError::NotRunning {
+            name: d.name.clone(),
+        })?;
+        kill(Pid::from_raw(pid as i32), sig)
+            .map_err(|e| io(format!("signal {}", d.name))(std::io::Error::from(e)))
+    }
+
+    /// Crashes controller `i` (SIGKILL) and reaps it.
+    pub fn kill9(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.signal(i, Signal::SIGKILL)?;
+        if let Some(mut child) = self.controllers[i].child.take() {
+            child.wait().map_err(io("reap"))?;
+        }
+        Ok(())
+    }
+
+    /// Freezes controller `i` (SIGSTOP): a hung, not dead, node.
+    pub fn pause(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.signal(i, Signal::SIGSTOP)
+    }
+
+    /// Thaws a paused controller (SIGCONT).
+    pub fn resume(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.signal(i, Signal::SIGCONT)
+    }
+
+    /// Stops controller `i` cleanly: SIGTERM, then SIGKILL after `grace`. Returns the exit
+    /// status, or `None` when it had to be killed.
+    pub fn stop(&mut self, i: usize, grace: Duration) -> Result<Option<ExitStatus>, LaunchError> {
+        self.signal(i, Signal::SIGTERM)?;
+        let mut child = match self.controllers[i].child.take() {
+            Some(c) => c,
+            None => return Ok(None),
+        };
+        let deadline = Instant::now() + grace;
+        loop {
+            if let Some(status) = child.try_wait().map_err(io("wait"))? {
+                return Ok(Some(status));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops every running controller (SIGTERM to all first, then waits); returns the names
+    /// of those that had to be killed.
+    pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
+        for i in 0..self.controllers.len() {
+            if self.controllers[i].is_running() {
+                let _ = self.signal(i, Signal::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        let mut killed = Vec::new();
+        for d in &mut self.controllers {
+            let Some(mut child) = d.child.take() else {
+                continue;
+            };
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() > deadline => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        killed.push(d.name.clone());
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
+        killed
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for d in &mut self.controllers {
+            if let Some(mut child) = d.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn open_log(path: &Path) -> Result<File, LaunchError> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(io(format!("open {}", path.display())))
+}
