@@ -47,9 +47,10 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
 /// The directory holding the binary that is running now; the daemons are built beside it.
 pub fn sibling_bin_dir() -> Result<PathBuf, LaunchError> {
     let exe = std::env::current_exe().map_err(io("locate the running binary"))?;
-    exe.parent()
-        .map(Path::to_path_buf)
-        .ok_or_else(|| LaunchError::MissingBinary { path: exe })
+    match exe.parent() {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => Err(LaunchError::MissingBinary { path: exe }),
+    }
 }
 
 /// How to lay out a local controller cluster.
