@@ -30,7 +30,8 @@ pub struct SubmitArgs {
 pub async fn run(args: SubmitArgs) -> anyhow::Result<()> {
     let cluster = BenchCluster::start(args.controllers).await?;
     let workers = (args.clients * args.inflight).max(1);
-    let per_worker = args.jobs.div_ceil(workers);
+    // Spread the jobs exactly: the first `jobs % workers` workers take one more.
+    let share = |w: usize| args.jobs / workers + usize::from(w < args.jobs % workers);
     eprintln!(
         "xce-bench submit: {} controllers, {} clients x {} in flight, {} jobs",
         args.controllers, args.clients, args.inflight, args.jobs
@@ -43,11 +44,12 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<()> {
     });
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..args.clients {
+    for c in 0..args.clients {
         let client = cluster.client(ClientConfig::default())?;
-        for _ in 0..args.inflight {
+        for i in 0..args.inflight {
             let client = client.clone();
             let spec = spec.clone();
+            let per_worker = share(c * args.inflight + i);
             tasks.push(tokio::spawn(async move {
                 let mut latencies = Vec::with_capacity(per_worker);
                 for _ in 0..per_worker {

@@ -166,6 +166,13 @@ impl Connection {
     }
 }
 
+/// Buffers a capnp connection's writes. capnp writes every message as a segment table and then
+/// its segments, and flushes after each message; unbuffered, that is two `write` syscalls and,
+/// with `TCP_NODELAY`, two packets per message. Buffered, each message leaves in one.
+pub fn buffered<W: futures::AsyncWrite>(writer: W) -> futures::io::BufWriter<W> {
+    futures::io::BufWriter::with_capacity(64 * 1024, writer)
+}
+
 fn connection_thread(
     addr: String,
     opts: ConnectOptions,
@@ -230,7 +237,7 @@ async fn open(
     let (reader, writer) = stream.into_split();
     let network = twoparty::VatNetwork::new(
         reader.compat(),
-        writer.compat_write(),
+        crate::connection::buffered(writer.compat_write()),
         rpc_twoparty_capnp::Side::Client,
         Default::default(),
     );

@@ -39,7 +39,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
         let (reader, writer) = stream.into_split();
         let network = twoparty::VatNetwork::new(
             reader.compat(),
-            writer.compat_write(),
+            xce_client::connection::buffered(writer.compat_write()),
             rpc_twoparty_capnp::Side::Server,
             Default::default(),
         );

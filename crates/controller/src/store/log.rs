@@ -1,54 +1,194 @@
-//! The Raft log store (openraft storage v2) over redb.
+//! The Raft log store (openraft storage v2): the live log in memory, made durable in redb by
+//! one writer thread that group-commits.
+//!
+//! `append` returns as soon as the entries are in memory (readable by replication), and the
+//! writer thread reports them flushed after the fsync. Everything that reaches the writer
+//! thread (appends, truncations, purges, vote) is applied in submission order, as openraft
+//! requires, and all operations waiting when a commit starts share that one commit and fsync:
+//! under load one fsync covers many batches on every replica.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
-use std::sync::Arc;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, Vote};
+use openraft::{
+    AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote,
+};
 use redb::{Database, ReadableDatabase, ReadableTable};
+use tokio::sync::oneshot;
 
 use super::{
-    blocking, decode, encode, get_meta, read_err, write_err, NodeId, TypeConfig, KEY_COMMITTED,
-    KEY_PURGED, KEY_VOTE, LOG, META,
+    decode, encode, get_meta, write_err, NodeId, TypeConfig, KEY_COMMITTED, KEY_PURGED, KEY_VOTE,
+    LOG, META,
 };
 
-/// The log, vote and committed index. Clones share the database; the log reader openraft asks
-/// for is just another clone.
+/// The in-memory view: every entry not yet purged, and the log pointers.
+#[derive(Default)]
+struct LogMem {
+    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    last_purged: Option<LogId<NodeId>>,
+    vote: Option<Vote<NodeId>>,
+    committed: Option<LogId<NodeId>>,
+}
+
+/// One durable change, in the order it was submitted.
+enum Write {
+    Entries(Vec<Entry<TypeConfig>>),
+    Truncate(u64),
+    Purge(LogId<NodeId>),
+    Meta(&'static str, Vec<u8>),
+}
+
+/// Who to tell when a write is on disk.
+enum Done {
+    Flushed(LogFlushed<TypeConfig>),
+    Notify(oneshot::Sender<Result<(), String>>),
+}
+
+struct Op {
+    write: Write,
+    done: Option<Done>,
+}
+
+/// The log, vote and committed index. Clones share the memory and the writer thread; the log
+/// reader openraft asks for is just another clone.
 #[derive(Clone)]
 pub struct LogStore {
-    db: Arc<Database>,
+    mem: Arc<Mutex<LogMem>>,
+    writer: Arc<Writer>,
+}
+
+/// The writer thread's queue. Dropping the last handle lets the thread drain the queue and
+/// waits for it, so that the database is closed once the store is gone.
+struct Writer {
+    tx: Option<mpsc::Sender<Op>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl LogStore {
-    pub(crate) fn new(db: Arc<Database>) -> Self {
-        LogStore { db }
-    }
-
-    async fn put_meta<T: serde::Serialize>(
-        &self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), StorageError<NodeId>> {
-        let bytes = encode(value).map_err(write_err)?;
-        blocking(&self.db, move |db| {
-            let txn = db.begin_write()?;
-            txn.open_table(META)?.insert(key, bytes.as_slice())?;
-            txn.commit()?;
-            Ok(())
+    /// Loads the log from `db` and starts the writer thread.
+    pub(crate) fn open(db: Arc<Database>) -> Result<LogStore, redb::Error> {
+        let mut mem = LogMem {
+            last_purged: get_meta(&db, KEY_PURGED)?,
+            vote: get_meta(&db, KEY_VOTE)?,
+            committed: get_meta::<Option<LogId<NodeId>>>(&db, KEY_COMMITTED)?.flatten(),
+            ..LogMem::default()
+        };
+        {
+            let txn = db.begin_read()?;
+            let table = txn.open_table(LOG)?;
+            for item in table.iter()? {
+                let (k, v) = item?;
+                mem.entries.insert(k.value(), decode(v.value())?);
+            }
+        }
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("raft-log-writer".into())
+            .spawn(move || writer_thread(&db, rx))
+            .map_err(redb::Error::Io)?;
+        Ok(LogStore {
+            mem: Arc::new(Mutex::new(mem)),
+            writer: Arc::new(Writer {
+                tx: Some(tx),
+                thread: Some(thread),
+            }),
         })
-        .await
-        .map_err(write_err)
     }
 
-    async fn meta<T>(&self, key: &'static str) -> Result<Option<T>, StorageError<NodeId>>
-    where
-        T: serde::de::DeserializeOwned + Send + 'static,
-    {
-        blocking(&self.db, move |db| get_meta(db, key))
-            .await
-            .map_err(read_err)
+    fn mem(&self) -> MutexGuard<'_, LogMem> {
+        self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    fn submit(&self, write: Write, done: Option<Done>) -> Result<(), StorageError<NodeId>> {
+        let sent = match &self.writer.tx {
+            Some(tx) => tx.send(Op { write, done }).is_ok(),
+            None => false,
+        };
+        sent.then_some(()).ok_or_else(|| {
+            StorageIOError::write_logs(AnyError::error("the log writer thread has stopped")).into()
+        })
+    }
+
+    /// Submits a write and waits until it is on disk.
+    async fn durable(&self, write: Write) -> Result<(), StorageError<NodeId>> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(write, Some(Done::Notify(tx)))?;
+        match rx.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StorageIOError::write(AnyError::error(e)).into()),
+            Err(_) => Err(StorageIOError::write(AnyError::error(
+                "the log writer thread has stopped",
+            ))
+            .into()),
+        }
+    }
+}
+
+/// Applies queued writes in order, one transaction and one fsync per group.
+fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>) {
+    while let Ok(first) = rx.recv() {
+        let mut ops = vec![first];
+        while let Ok(op) = rx.try_recv() {
+            ops.push(op);
+        }
+        let result = commit_group(db, &ops).map_err(|e| e.to_string());
+        if let Err(e) = &result {
+            tracing::error!(error = %e, "raft log write failed");
+        }
+        for op in ops {
+            match op.done {
+                Some(Done::Flushed(cb)) => {
+                    cb.log_io_completed(result.clone().map_err(std::io::Error::other))
+                }
+                Some(Done::Notify(tx)) => {
+                    let _ = tx.send(result.clone());
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+fn commit_group(db: &Database, ops: &[Op]) -> Result<(), redb::Error> {
+    let txn = db.begin_write()?;
+    {
+        let mut log = txn.open_table(LOG)?;
+        let mut meta = txn.open_table(META)?;
+        for op in ops {
+            match &op.write {
+                Write::Entries(entries) => {
+                    for e in entries {
+                        log.insert(e.log_id.index, encode(e)?.as_slice())?;
+                    }
+                }
+                Write::Truncate(index) => {
+                    log.retain_in(*index.., |_, _| false)?;
+                }
+                Write::Purge(log_id) => {
+                    meta.insert(KEY_PURGED, encode(log_id)?.as_slice())?;
+                    log.retain_in(..=log_id.index, |_, _| false)?;
+                }
+                Write::Meta(key, bytes) => {
+                    meta.insert(*key, bytes.as_slice())?;
+                }
+            }
+        }
+    }
+    txn.commit()?;
+    Ok(())
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -56,20 +196,8 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
-        let start = range.start_bound().cloned();
-        let end = range.end_bound().cloned();
-        blocking(&self.db, move |db| {
-            let txn = db.begin_read()?;
-            let table = txn.open_table(LOG)?;
-            let mut out = Vec::new();
-            for item in table.range::<u64>((start, end))? {
-                let (_, v) = item?;
-                out.push(decode(v.value())?);
-            }
-            Ok(out)
-        })
-        .await
-        .map_err(read_err)
+        let mem = self.mem();
+        Ok(mem.entries.range(range).map(|(_, e)| e.clone()).collect())
     }
 }
 
@@ -77,21 +205,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = LogStore;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
-        blocking(&self.db, |db| {
-            let last_purged: Option<LogId<NodeId>> = get_meta(db, KEY_PURGED)?;
-            let txn = db.begin_read()?;
-            let table = txn.open_table(LOG)?;
-            let last = match table.last()? {
-                Some((_, v)) => Some(decode::<Entry<TypeConfig>>(v.value())?.log_id),
-                None => last_purged,
-            };
-            Ok(LogState {
-                last_purged_log_id: last_purged,
-                last_log_id: last,
-            })
+        let mem = self.mem();
+        let last = mem
+            .entries
+            .last_key_value()
+            .map(|(_, e)| e.log_id)
+            .or(mem.last_purged);
+        Ok(LogState {
+            last_purged_log_id: mem.last_purged,
+            last_log_id: last,
         })
-        .await
-        .map_err(read_err)
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -99,25 +222,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
-        self.put_meta(KEY_VOTE, vote).await
+        let bytes = encode(vote).map_err(write_err)?;
+        self.mem().vote = Some(*vote);
+        self.durable(Write::Meta(KEY_VOTE, bytes)).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
-        self.meta(KEY_VOTE).await
+        Ok(self.mem().vote)
     }
 
     async fn save_committed(
         &mut self,
         committed: Option<LogId<NodeId>>,
     ) -> Result<(), StorageError<NodeId>> {
-        self.put_meta(KEY_COMMITTED, &committed).await
+        // Optional durability (openraft re-learns the commit index from the leader); it rides
+        // along with the next group commit instead of costing an fsync of its own.
+        let bytes = encode(&committed).map_err(write_err)?;
+        self.mem().committed = committed;
+        self.submit(Write::Meta(KEY_COMMITTED, bytes), None)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {
-        Ok(self
-            .meta::<Option<LogId<NodeId>>>(KEY_COMMITTED)
-            .await?
-            .flatten())
+        Ok(self.mem().committed)
     }
 
     async fn append<I>(
@@ -129,61 +255,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let encoded = entries
-            .into_iter()
-            .map(|e| Ok((e.log_id.index, encode(&e)?)))
-            .collect::<Result<Vec<_>, redb::Error>>()
-            .map_err(write_err)?;
-        // One transaction for the whole batch; redb's commit fsyncs before it returns, and only
-        // then is the append reported complete.
-        let result = blocking(&self.db, move |db| {
-            let txn = db.begin_write()?;
-            {
-                let mut table = txn.open_table(LOG)?;
-                for (index, bytes) in &encoded {
-                    table.insert(*index, bytes.as_slice())?;
-                }
-            }
-            txn.commit()?;
-            Ok(())
-        })
-        .await;
-        match result {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
-                Ok(())
-            }
-            Err(e) => {
-                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(write_err(e))
+        let entries: Vec<_> = entries.into_iter().collect();
+        {
+            let mut mem = self.mem();
+            for e in &entries {
+                mem.entries.insert(e.log_id.index, e.clone());
             }
         }
+        self.submit(Write::Entries(entries), Some(Done::Flushed(callback)))
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        blocking(&self.db, move |db| {
-            let txn = db.begin_write()?;
-            txn.open_table(LOG)?
-                .retain_in(log_id.index.., |_, _| false)?;
-            txn.commit()?;
-            Ok(())
-        })
-        .await
-        .map_err(write_err)
+        self.mem().entries.split_off(&log_id.index);
+        self.submit(Write::Truncate(log_id.index), None)
     }
 
     async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
-        let purged = encode(&log_id).map_err(write_err)?;
-        blocking(&self.db, move |db| {
-            let txn = db.begin_write()?;
-            txn.open_table(META)?
-                .insert(KEY_PURGED, purged.as_slice())?;
-            txn.open_table(LOG)?
-                .retain_in(..=log_id.index, |_, _| false)?;
-            txn.commit()?;
-            Ok(())
-        })
-        .await
-        .map_err(write_err)
+        {
+            let mut mem = self.mem();
+            let keep = mem.entries.split_off(&(log_id.index + 1));
+            mem.entries = keep;
+            mem.last_purged = Some(log_id);
+        }
+        self.submit(Write::Purge(log_id), None)
     }
 }

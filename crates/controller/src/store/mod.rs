@@ -116,10 +116,18 @@ pub async fn open(dir: &Path, identity: &Identity) -> Result<Store, OpenError> {
                 path: PathBuf::from("snapshot"),
                 detail: e.to_string(),
             })?;
-    Ok(Store {
-        log: LogStore::new(db),
-        state_machine,
-    })
+    let log_db = db.clone();
+    let log = tokio::task::spawn_blocking(move || LogStore::open(log_db))
+        .await
+        .map_err(|e| OpenError::Corrupt {
+            path: PathBuf::new(),
+            detail: format!("storage thread failed: {e}"),
+        })?
+        .map_err(|e| OpenError::Corrupt {
+            path: PathBuf::from("raft log"),
+            detail: e.to_string(),
+        })?;
+    Ok(Store { log, state_machine })
 }
 
 fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
@@ -140,12 +148,7 @@ fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
         path: path.clone(),
         detail,
     };
-    let opened = if path.exists() {
-        Database::open(&path)
-    } else {
-        Database::create(&path)
-    };
-    let db = match opened {
+    let db = match open_or_create(&path) {
         Ok(db) => db,
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
             return Err(OpenError::InUse {
@@ -197,6 +200,14 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
                 .map_err(|e| corrupt(e.to_string()))
         }
         Err(e) => Err(corrupt(e.to_string())),
+    }
+}
+
+fn open_or_create(path: &Path) -> Result<Database, redb::DatabaseError> {
+    if path.exists() {
+        Database::open(path)
+    } else {
+        Database::create(path)
     }
 }
 
