@@ -19,8 +19,9 @@ pub struct SubmitArgs {
     /// Concurrent client connections.
     #[arg(long, default_value_t = 16)]
     clients: usize,
-    /// Submits in flight per client connection.
-    #[arg(long, default_value_t = 1)]
+    /// Submits in flight per client connection (callers sharing one connection, as in an
+    /// apiserver or a submit gateway); 1 makes every client wait for each acknowledgement.
+    #[arg(long, default_value_t = 16)]
     inflight: usize,
     /// Total acknowledged submits to make.
     #[arg(long, default_value_t = 20_000)]
