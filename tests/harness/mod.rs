@@ -136,6 +136,11 @@ impl Cluster {
         self.client_for(&self.peers)
     }
 
+    /// A failover client over every controller, with the library's default retry budget.
+    pub fn client_with_default_budget(&self) -> Client {
+        Client::new(parse_candidates(&self.peers).unwrap(), ClientConfig::default())
+    }
+
     /// A failover client over the given candidate list.
     pub fn client_for(&self, peers: &str) -> Client {
         let mut config = ClientConfig::default();

@@ -1,0 +1,103 @@
+//! Failover as clients see it, through the real binaries: the primary is killed under load and
+//! clients must neither see an error nor lose or duplicate a write.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use xce_client::ops::{ListJobs, Submit};
+use xce_client::types::{JobSpec, RequestToken};
+use xce_tests::{wait_for, Cluster};
+
+/// Most submits one submitter makes, and the longest it keeps going: every load loop is bounded.
+const MAX_SUBMITS_EACH: usize = 5_000;
+const MAX_LOAD_TIME: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times() {
+    let mut cluster = Cluster::start(3);
+    cluster.wait_all_standbys().await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked_count = Arc::new(AtomicUsize::new(0));
+    let mut submitters = Vec::new();
+    for s in 0..8 {
+        let client = cluster.client_with_default_budget();
+        let stop = stop.clone();
+        let acked_count = acked_count.clone();
+        submitters.push(tokio::spawn(async move {
+            let started = Instant::now();
+            let mut ids = Vec::new();
+            let mut errors = Vec::new();
+            for i in 0..MAX_SUBMITS_EACH {
+                if stop.load(Ordering::Relaxed) || started.elapsed() > MAX_LOAD_TIME {
+                    break;
+                }
+                let op = Submit {
+                    token: RequestToken::random(),
+                    spec: JobSpec {
+                        name: format!("s{s}-{i}"),
+                        command: vec!["true".into()],
+                        ..JobSpec::default()
+                    },
+                };
+                match client.call(op).await {
+                    Ok(id) => {
+                        ids.push(id);
+                        acked_count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => errors.push(e.to_string()),
+                }
+            }
+            (ids, errors)
+        }));
+    }
+
+    for round in 0..3 {
+        // Let the load run against this primary first.
+        let before = acked_count.load(Ordering::Relaxed);
+        wait_for("progress under load", Duration::from_secs(30), || {
+            let n = acked_count.load(Ordering::Relaxed);
+            async move { (n >= before + 50).then_some(()) }
+        })
+        .await;
+        let (primary, _) = cluster.wait_all_standbys().await;
+        cluster.kill9(primary);
+        let (new_primary, _) = cluster.wait_primary().await;
+        assert_ne!(new_primary, primary, "round {round}");
+        // Writes flow again through the new primary...
+        let after_kill = acked_count.load(Ordering::Relaxed);
+        wait_for("progress after failover", Duration::from_secs(30), || {
+            let n = acked_count.load(Ordering::Relaxed);
+            async move { (n >= after_kill + 50).then_some(()) }
+        })
+        .await;
+        // ...and the killed controller comes back as a standby.
+        cluster.restart(primary);
+    }
+    cluster.wait_all_standbys().await;
+    stop.store(true, Ordering::Relaxed);
+
+    let mut acked = BTreeSet::new();
+    let mut errors = Vec::new();
+    for s in submitters {
+        let (ids, errs) = s.await.unwrap();
+        for id in ids {
+            assert!(acked.insert(id), "job id {id} acknowledged twice");
+        }
+        errors.extend(errs);
+    }
+    assert!(errors.is_empty(), "submitters saw errors: {errors:?}");
+    let stored: Vec<u64> = cluster
+        .client()
+        .call(ListJobs::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(stored.len(), acked.len(), "stored jobs vs acknowledged submits");
+    assert_eq!(stored.into_iter().collect::<BTreeSet<_>>(), acked);
+}
