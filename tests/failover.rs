@@ -98,6 +98,10 @@ async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times()
         .iter()
         .map(|j| j.id)
         .collect();
-    assert_eq!(stored.len(), acked.len(), "stored jobs vs acknowledged submits");
+    assert_eq!(
+        stored.len(),
+        acked.len(),
+        "stored jobs vs acknowledged submits"
+    );
     assert_eq!(stored.into_iter().collect::<BTreeSet<_>>(), acked);
 }

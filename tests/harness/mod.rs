@@ -138,7 +138,10 @@ impl Cluster {
 
     /// A failover client over every controller, with the library's default retry budget.
     pub fn client_with_default_budget(&self) -> Client {
-        Client::new(parse_candidates(&self.peers).unwrap(), ClientConfig::default())
+        Client::new(
+            parse_candidates(&self.peers).unwrap(),
+            ClientConfig::default(),
+        )
     }
 
     /// A failover client over the given candidate list.

@@ -21,12 +21,20 @@ impl BenchCluster {
             .prefix("xce-bench-")
             .tempdir()
             .context("create a temporary directory")?;
+        // XCE_BENCH_LOGS=DIR keeps the controllers' data and info-level logs there.
+        let (data_dir, log_filter) = match std::env::var_os("XCE_BENCH_LOGS") {
+            Some(d) => (
+                std::path::PathBuf::from(d),
+                "info,openraft=info".to_string(),
+            ),
+            None => (dir.path().to_path_buf(), "warn".to_string()),
+        };
         let local = LocalCluster::start(ClusterSpec {
             bin_dir: sibling_bin_dir()?,
-            data_dir: dir.path().to_path_buf(),
+            data_dir,
             ports: free_ports(n)?,
             config: None,
-            log_filter: "warn".into(),
+            log_filter,
         })?;
         let cluster = BenchCluster { local, _dir: dir };
         cluster.wait_primary().await?;

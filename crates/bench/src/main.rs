@@ -4,6 +4,7 @@
 //! context go to stderr.
 
 mod cluster;
+mod failover;
 mod submit;
 
 use clap::{Parser, Subcommand};
@@ -19,6 +20,8 @@ struct Cli {
 enum Bench {
     /// Acknowledged submit throughput and latency.
     Submit(submit::SubmitArgs),
+    /// Client-visible outage when the primary is killed under load.
+    Failover(failover::FailoverArgs),
 }
 
 /// Prints one metric line.
@@ -47,6 +50,7 @@ fn main() -> anyhow::Result<()> {
     runtime.block_on(async {
         match cli.command {
             Bench::Submit(args) => submit::run(args).await,
+            Bench::Failover(args) => failover::run(args).await,
         }
     })
 }

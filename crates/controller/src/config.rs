@@ -11,8 +11,11 @@ use crate::node::node_id_of;
 use crate::state::QueueDef;
 use crate::store::{Identity, NodeId};
 
-/// Raft timing and log compaction. Defaults favour fast failover on a LAN: a missing primary is
-/// noticed after 300–600 ms without heartbeats (sent every 50 ms).
+/// Raft timing and log compaction. Defaults favour fast failover on a LAN. openraft starts an
+/// election after `election_timeout_max_ms` (the leader lease) plus a random timeout in
+/// `[min, max)` without hearing from the primary, so with heartbeats every 50 ms a dead primary
+/// is replaced 450–600 ms after it died. The price: a primary that stalls for that long (an
+/// overloaded host, a stuck disk) is deposed too, which clients ride out as a failover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RaftTuning {
@@ -29,8 +32,8 @@ impl Default for RaftTuning {
     fn default() -> Self {
         RaftTuning {
             heartbeat_ms: 50,
-            election_timeout_min_ms: 300,
-            election_timeout_max_ms: 600,
+            election_timeout_min_ms: 150,
+            election_timeout_max_ms: 300,
             snapshot_logs: 5000,
             logs_kept: 1000,
         }
@@ -77,6 +80,8 @@ pub struct Config {
     pub raft: RaftTuning,
     pub write_timeout: Duration,
     pub read_timeout: Duration,
+    /// How long a request waits for a primary during an election before `noMaster`.
+    pub hold: Duration,
 }
 
 impl Config {
@@ -117,6 +122,8 @@ impl Config {
             raft: file.raft,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
+            // Long enough to cover a whole election (lease plus timeout) and the new barrier.
+            hold: Duration::from_millis(2 * file.raft.election_timeout_max_ms + 200),
         })
     }
 

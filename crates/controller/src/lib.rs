@@ -15,6 +15,7 @@ pub mod store;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use openraft::{BasicNode, Raft};
@@ -59,6 +60,8 @@ pub async fn run(
         Timeouts {
             write: config.write_timeout,
             read: config.read_timeout,
+            hold: config.hold,
+            leader_silence: Duration::from_millis((config.raft.heartbeat_ms * 3).max(150)),
         },
     );
     info!(

@@ -1,13 +1,12 @@
 //! One controller node: the Raft handle, the applied state, the proposer that batches writes,
 //! and the rules that decide who may answer (primary, standby redirect, not ready).
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, Raft, ServerState};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tracing::{info, warn};
 use xce_client::types::{ClusterInfo, JobId, Member, MemberRole};
 use xce_client::wire::ReplyHeader;
@@ -20,6 +19,8 @@ use crate::store::{Batch, NodeId, SharedState, TypeConfig};
 
 /// Most commands in one Raft entry.
 const MAX_BATCH: usize = 2048;
+/// How often a held request re-checks whether a primary has emerged.
+const RECHECK: Duration = Duration::from_millis(25);
 /// Batches in flight at once; while they are, new proposals queue up and form the next batch.
 const MAX_INFLIGHT_BATCHES: usize = 4;
 
@@ -29,6 +30,13 @@ const MAX_INFLIGHT_BATCHES: usize = 4;
 pub struct Timeouts {
     pub write: Duration,
     pub read: Duration,
+    /// How long a request may wait for a primary to emerge (or to pass its barrier) before
+    /// this node answers `noMaster` or `notReady`. Holding the request across an election
+    /// answers it with the new primary's address the moment there is one, instead of sending
+    /// every client into backoff.
+    pub hold: Duration,
+    /// Leader silence after which a standby treats the primary as gone (a few heartbeats).
+    pub leader_silence: Duration,
 }
 
 /// A write waiting to be proposed, with the channel its outcome goes back on.
@@ -47,10 +55,14 @@ pub struct Node {
     state: SharedState,
     proposals: mpsc::Sender<Proposal>,
     /// The term whose barrier entry this node has applied as primary; the node serves only
-    /// while it is primary in exactly this term.
-    ready_term: AtomicU64,
+    /// while it is primary in exactly this term. A watch, so that held requests wake on it.
+    ready_term: watch::Sender<u64>,
     reach: Arc<Reachability>,
     timeouts: Timeouts,
+    /// When this node last accepted entries or a heartbeat from a leader. A standby whose
+    /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
+    /// clients to it: it is probably dead, and the request is held for the election instead.
+    last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
 }
 
 /// The node id of the candidate at `index` in the peers list.
@@ -78,9 +90,10 @@ impl Node {
             raft,
             state,
             proposals: tx,
-            ready_term: AtomicU64::new(0),
+            ready_term: watch::Sender::new(0),
             reach,
             timeouts,
+            last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
         });
         tokio::spawn(run_proposer(node.clone(), rx));
         tokio::spawn(run_readiness(node.clone(), queues));
@@ -98,7 +111,7 @@ impl Node {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         if m.state == ServerState::Leader {
-            if self.ready_term.load(Ordering::Acquire) == m.current_term {
+            if *self.ready_term.borrow() == m.current_term {
                 return Ok(());
             }
             return Err(ReplyHeader::status(
@@ -109,7 +122,87 @@ impl Node {
                 ),
             ));
         }
-        Err(self.not_primary(m.current_leader))
+        let leader = m.current_leader.filter(|_| !self.leader_is_silent());
+        Err(self.not_primary(leader))
+    }
+
+    /// Records a successful append-entries (or heartbeat) from the leader.
+    pub fn heard_from_leader(&self) {
+        *self.contact() = tokio::time::Instant::now();
+    }
+
+    /// A candidate whose log is behind ours asked for our vote: the primary is gone (or the
+    /// candidate would not be asking) but that candidate can never win. If our primary is
+    /// silent too, stand for election now instead of waiting out our own election timer,
+    /// which saves a failed election round.
+    pub fn candidate_lags_behind(&self) {
+        if self.raft.metrics().borrow().state == ServerState::Leader || !self.leader_is_silent() {
+            return;
+        }
+        let raft = self.raft.clone();
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            info!(node = %name, "a lagging candidate asked for votes; standing for election");
+            // The first attempt may land in the lagging candidate's own term, where it has
+            // already voted for itself; the next one is a term ahead and wins its vote.
+            for _ in 0..3 {
+                let term_before = raft.metrics().borrow().current_term;
+                if let Err(e) = raft.trigger().elect().await {
+                    warn!(node = %name, error = %e, "could not start an election");
+                    return;
+                }
+                let mut metrics = raft.metrics();
+                let settled = tokio::time::timeout(
+                    Duration::from_millis(50),
+                    metrics
+                        .wait_for(|m| m.current_term > term_before && m.current_leader.is_some()),
+                )
+                .await;
+                if matches!(settled, Ok(Ok(_))) {
+                    return;
+                }
+            }
+        });
+    }
+
+    fn leader_is_silent(&self) -> bool {
+        self.contact().elapsed() > self.timeouts.leader_silence
+    }
+
+    fn contact(&self) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
+        self.last_leader_contact
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`Node::gate`], but while there is no primary (or it is not ready yet) the request
+    /// waits up to `Timeouts::hold` for that to change.
+    pub async fn admit(&self) -> Result<(), ReplyHeader> {
+        let deadline = tokio::time::Instant::now() + self.timeouts.hold;
+        let mut metrics = self.raft.metrics();
+        let mut ready = self.ready_term.subscribe();
+        loop {
+            match self.gate() {
+                Err(h) if matches!(h.status, Status::NoMaster | Status::NotReady) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(h);
+                    }
+                    // Re-check on any Raft or readiness change, and every few milliseconds
+                    // (a silent leader may speak again without any metrics change).
+                    let recheck = (tokio::time::Instant::now() + RECHECK).min(deadline);
+                    let changed = async {
+                        tokio::select! {
+                            r = metrics.changed() => r.is_ok(),
+                            r = ready.changed() => r.is_ok(),
+                        }
+                    };
+                    if let Ok(false) = tokio::time::timeout_at(recheck, changed).await {
+                        return self.gate();
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The answer of a node that is not the primary.
@@ -149,7 +242,7 @@ impl Node {
 
     /// Commits one write and returns its outcome.
     pub async fn write(&self, cmd: Command) -> Result<Outcome, ReplyHeader> {
-        self.gate()?;
+        self.admit().await?;
         let (tx, rx) = oneshot::channel();
         self.proposals
             .send(Proposal { cmd, reply: tx })
@@ -162,7 +255,7 @@ impl Node {
     /// Runs `f` on the applied state after confirming this node is still the primary and has
     /// applied everything committed before the read (linearizable read).
     pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, ReplyHeader> {
-        self.gate()?;
+        self.admit().await?;
         match tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()).await {
             Err(_) => Err(self.lost_majority("read")),
             Ok(Err(e)) => Err(self.leader_error(&e)),
@@ -319,7 +412,7 @@ async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
             last_role = Some(role);
         }
         if let Some(term) = leader_term {
-            if node.ready_term.load(Ordering::Acquire) != term {
+            if *node.ready_term.borrow() != term {
                 let barrier = Batch {
                     at_ms: now_ms(),
                     commands: vec![Command::Barrier {
@@ -331,7 +424,7 @@ async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
                     .await
                 {
                     Ok(Ok(_)) => {
-                        node.ready_term.store(term, Ordering::Release);
+                        node.ready_term.send_replace(term);
                         info!(node = %node.name, term, "primary is ready");
                         continue;
                     }

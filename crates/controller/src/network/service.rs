@@ -8,7 +8,6 @@ use capnp::capability::Rc;
 use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
-use openraft::Raft;
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, warn};
@@ -202,7 +201,7 @@ impl controller::Server for ControllerService {
         mut results: controller::RaftResults,
     ) -> Result<(), capnp::Error> {
         let raft: raft::Client = capnp_rpc::new_client(RaftService {
-            raft: self.node.raft.clone(),
+            node: self.node.clone(),
         });
         results.get().set_raft(raft);
         Ok(())
@@ -211,7 +210,7 @@ impl controller::Server for ControllerService {
 
 /// The inbound side of the Raft transport: hands each message to the local openraft node.
 struct RaftService {
-    raft: Raft<TypeConfig>,
+    node: Arc<Node>,
 }
 
 impl raft::Server for RaftService {
@@ -221,7 +220,10 @@ impl raft::Server for RaftService {
         mut results: raft::AppendEntriesResults,
     ) -> Result<(), capnp::Error> {
         let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
-        let reply = self.raft.append_entries(req).await;
+        let reply = self.node.raft.append_entries(req).await;
+        if reply.as_ref().is_ok_and(|r| r.is_success()) {
+            self.node.heard_from_leader();
+        }
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }
@@ -232,7 +234,13 @@ impl raft::Server for RaftService {
         mut results: raft::VoteResults,
     ) -> Result<(), capnp::Error> {
         let req: VoteRequest<NodeId> = codec::from_json(params.get()?.get_request()?)?;
-        let reply = self.raft.vote(req).await;
+        let candidate_log = req.last_log_id;
+        let reply = self.node.raft.vote(req).await;
+        if let Ok(resp) = &reply {
+            if !resp.vote_granted && resp.last_log_id > candidate_log {
+                self.node.candidate_lags_behind();
+            }
+        }
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }
@@ -246,7 +254,7 @@ impl raft::Server for RaftService {
         let mut req: InstallSnapshotRequest<TypeConfig> = codec::from_json(p.get_request()?)?;
         req.data = p.get_chunk()?.to_vec();
         let reply: Result<_, RaftError<NodeId, InstallSnapshotError>> =
-            self.raft.install_snapshot(req).await;
+            self.node.raft.install_snapshot(req).await;
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }
