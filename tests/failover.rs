@@ -105,3 +105,91 @@ async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times()
     );
     assert_eq!(stored.into_iter().collect::<BTreeSet<_>>(), acked);
 }
+
+#[tokio::test]
+async fn majority_down_gives_cluster_not_ready_then_transparent_success() {
+    use xce_client::{ClientConfig, ClientError};
+    let mut cluster = Cluster::start(3);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let survivor = (primary + 1) % 3;
+    let down: Vec<usize> = (0..3).filter(|i| *i != survivor).collect();
+    for i in &down {
+        cluster.kill9(*i);
+    }
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 3;
+    config.retry.initial = Duration::from_millis(50);
+    let client = xce_client::Client::new(
+        xce_client::parse_candidates(&cluster.peers).unwrap(),
+        config,
+    );
+    let started = Instant::now();
+    let err = client.call(ListJobs::default()).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::ClusterNotReady { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "clusterNotReady");
+    // Three backoffs of at most 50, 100 and 200 ms plus the survivor holding each request
+    // for an election: seconds, not a hang.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+
+    for i in down {
+        cluster.restart(i);
+    }
+    // The same client, with nothing reset, now succeeds without an error.
+    let jobs = wait_for("the cluster back", Duration::from_secs(30), || {
+        let client = client.clone();
+        async move { client.call(ListJobs::default()).await.ok() }
+    })
+    .await;
+    assert!(jobs.is_empty());
+    let id = client
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await
+        .unwrap();
+    assert_eq!(id, 1);
+}
+
+#[tokio::test]
+async fn a_hung_primary_is_left_behind_within_the_call_timeout() {
+    use xce_client::ClientConfig;
+    let mut cluster = Cluster::start(3);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let mut config = ClientConfig::default();
+    config.call_timeout = Duration::from_secs(1);
+    let client = xce_client::Client::new(
+        xce_client::parse_candidates(&cluster.peers).unwrap(),
+        config,
+    );
+    // Make the primary the client's sticky connection, then freeze it.
+    client.call(ListJobs::default()).await.unwrap();
+    cluster.local.pause(primary).unwrap();
+    let started = Instant::now();
+    let id = client
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await;
+    let took = started.elapsed();
+    cluster.local.resume(primary).unwrap();
+    assert_eq!(id.unwrap(), 1);
+    // One call timeout on the frozen node, then an election (about 0.6 s) elsewhere.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    let (new_primary, _) = cluster.wait_primary().await;
+    assert_ne!(new_primary, primary);
+}
