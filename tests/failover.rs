@@ -166,8 +166,10 @@ async fn a_hung_primary_is_left_behind_within_the_call_timeout() {
     use xce_client::ClientConfig;
     let mut cluster = Cluster::start(3);
     let (primary, _) = cluster.wait_all_standbys().await;
-    let mut config = ClientConfig::default();
-    config.call_timeout = Duration::from_secs(1);
+    let config = ClientConfig {
+        call_timeout: Duration::from_secs(1),
+        ..ClientConfig::default()
+    };
     let client = xce_client::Client::new(
         xce_client::parse_candidates(&cluster.peers).unwrap(),
         config,
