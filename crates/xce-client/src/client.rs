@@ -1,27 +1,43 @@
-//! The client: every reply-bearing call goes through one loop that connects, classifies the
-//! outcome ([`crate::classify`]), rotates over the candidates (redirect hint first), backs off
-//! on no-primary, keeps the primary it found sticky, and returns `ClusterNotReady` when the
-//! budget is spent.
+//! The failover engine: every reply-bearing call goes through one loop that connects,
+//! classifies the outcome ([`crate::classify`]), rotates over the candidates (redirect hint
+//! first), backs off on no-primary, keeps the primary it found sticky, runs the registered
+//! rejoin after every new connection, and returns `ClusterNotReady` when the budget is spent.
+//!
+//! Concurrency: many calls may be in flight on one client. Each attempt has its own reply
+//! channel, so a late reply from a connection that was given up is never taken for a newer
+//! attempt. Reconnects are serialised so that calls failing together share one reconnect; no
+//! lock is held while a request is in flight.
 
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use xce_proto::Status;
 
 use crate::backoff::RetryPolicy;
 use crate::candidates::{format_addr, Candidate};
 use crate::classify::{classify, Action};
-use crate::connection::{ConnectOptions, Connection, TransportError};
+use crate::connection::{ConnectOptions, TransportError};
 use crate::ops::Op;
+use crate::transport::{CapnpTransport, Transport};
 
-/// Client settings.
+/// Client settings. A daemon, the CLI and the apiserver want different budgets.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientConfig {
     pub connect: ConnectOptions,
     /// Upper bound on one request/reply round trip; a hung primary costs at most this.
     pub call_timeout: Duration,
     pub retry: RetryPolicy,
+    /// How long the client counts as degraded after a call ended in `ClusterNotReady`
+    /// (unless a rejoin succeeds first).
+    pub degraded_ttl: Duration,
+    /// While degraded, fail calls at once with [`ClientError::Degraded`] instead of spending
+    /// a whole retry budget (the apiserver answers 503 fast with this).
+    pub fail_fast_when_degraded: bool,
 }
 
 impl Default for ClientConfig {
@@ -30,6 +46,8 @@ impl Default for ClientConfig {
             connect: ConnectOptions::default(),
             call_timeout: Duration::from_secs(5),
             retry: RetryPolicy::default(),
+            degraded_ttl: Duration::from_secs(5),
+            fail_fast_when_degraded: false,
         }
     }
 }
@@ -45,6 +63,15 @@ pub enum ClientError {
         "cluster not ready: no primary served the request after {attempts} attempts (last: {last})"
     )]
     ClusterNotReady { attempts: u32, last: String },
+    /// The client is degraded (a recent call found no primary) and was asked to fail fast.
+    #[error("cluster not ready: degraded for another {remaining:?} after the last failed call")]
+    Degraded { remaining: Duration },
+    /// A fire-and-forget call could not be delivered (one bounded attempt).
+    #[error("not delivered: {0}")]
+    Unreachable(TransportError),
+    /// Shutdown was requested before the call completed.
+    #[error("shutting down")]
+    Shutdown,
 }
 
 impl ClientError {
@@ -52,7 +79,9 @@ impl ClientError {
     pub fn code(&self) -> &'static str {
         match self {
             ClientError::Status { status, .. } => status.name(),
-            ClientError::ClusterNotReady { .. } => "clusterNotReady",
+            ClientError::ClusterNotReady { .. } | ClientError::Degraded { .. } => "clusterNotReady",
+            ClientError::Unreachable(_) => "unreachable",
+            ClientError::Shutdown => "shutdown",
         }
     }
 
@@ -65,30 +94,86 @@ impl ClientError {
     }
 }
 
+/// A boxed, sendable future: what a rejoin action returns.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What a stateful component does on a new primary (join with its role and attributes; the
+/// worker also re-syncs its jobs). It receives a client whose calls skip the rejoin step, so a
+/// rejoin that makes client calls cannot wait on itself.
+pub type RejoinFn<T> = Arc<dyn Fn(Client<T>) -> BoxFuture<Result<(), ClientError>> + Send + Sync>;
+
+/// Counters a daemon can export.
+#[derive(Debug, Default)]
+struct Stats {
+    calls: AtomicU64,
+    sends: AtomicU64,
+    rotations: AtomicU64,
+    reconnects: AtomicU64,
+    backoffs: AtomicU64,
+    cluster_not_ready: AtomicU64,
+    rejoins: AtomicU64,
+}
+
+/// A snapshot of the client's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientStats {
+    pub calls: u64,
+    pub sends: u64,
+    pub rotations: u64,
+    pub reconnects: u64,
+    pub backoffs: u64,
+    pub cluster_not_ready: u64,
+    pub rejoins: u64,
+}
+
 /// Where calls go: the sticky connection, the candidate cursor and a pending redirect hint.
-struct Route {
-    conn: Option<Connection>,
+struct Route<C> {
+    conn: Option<C>,
     /// Index of the candidate to use next; after a success, the primary's (stickiness).
     cursor: usize,
     /// A redirect address to try once before the cursor.
     hint: Option<String>,
+    /// Counts connections opened; the rejoin is due while it differs from the generation of
+    /// the last successful rejoin.
+    generation: u64,
+}
+
+struct Inner<T: Transport> {
+    candidates: Vec<Candidate>,
+    config: ClientConfig,
+    transport: T,
+    route: Mutex<Route<T::Conn>>,
+    /// Serialises reconnects so that calls failing together share one reconnect.
+    reconnecting: tokio::sync::Mutex<()>,
+    rejoin: Mutex<Option<RejoinFn<T>>>,
+    /// Serialises rejoins; never taken by the rejoin's own calls.
+    rejoining: tokio::sync::Mutex<()>,
+    /// Connection generation at which the last rejoin succeeded (needs-rejoin is
+    /// `generation != rejoined`; it clears only when a rejoin succeeds).
+    rejoined: AtomicU64,
+    /// The degraded circuit breaker: set by `ClusterNotReady`, cleared by a successful rejoin
+    /// or when it expires. Independent of needs-rejoin.
+    degraded_until: Mutex<Option<Instant>>,
+    stats: Stats,
 }
 
 /// A failover-aware controller client. Cheap to clone; clones share connections and route.
-#[derive(Clone)]
-pub struct Client {
-    inner: Arc<Inner>,
+pub struct Client<T: Transport = CapnpTransport> {
+    inner: Arc<Inner<T>>,
+    /// Set on the handle given to the rejoin action: its calls skip the rejoin step.
+    in_rejoin: bool,
 }
 
-struct Inner {
-    candidates: Vec<Candidate>,
-    config: ClientConfig,
-    route: Mutex<Route>,
-    /// Serialises reconnects so that calls failing together share one reconnect.
-    reconnecting: tokio::sync::Mutex<()>,
+impl<T: Transport> Clone for Client<T> {
+    fn clone(&self) -> Self {
+        Client {
+            inner: self.inner.clone(),
+            in_rejoin: self.in_rejoin,
+        }
+    }
 }
 
-impl std::fmt::Debug for Client {
+impl<T: Transport> std::fmt::Debug for Client<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("candidates", &self.inner.candidates)
@@ -96,9 +181,19 @@ impl std::fmt::Debug for Client {
     }
 }
 
-impl Client {
-    /// A client over a validated, non-empty candidate list. Connects lazily.
+impl Client<CapnpTransport> {
+    /// A capnp client over a validated, non-empty candidate list. Connects lazily.
     pub fn new(candidates: Vec<Candidate>, config: ClientConfig) -> Client {
+        let transport = CapnpTransport {
+            connect: config.connect,
+        };
+        Client::with_transport(candidates, config, transport)
+    }
+}
+
+impl<T: Transport> Client<T> {
+    /// A client over any transport.
+    pub fn with_transport(candidates: Vec<Candidate>, config: ClientConfig, transport: T) -> Self {
         assert!(
             !candidates.is_empty(),
             "parse_candidates never returns an empty list"
@@ -107,13 +202,21 @@ impl Client {
             inner: Arc::new(Inner {
                 candidates,
                 config,
+                transport,
                 route: Mutex::new(Route {
                     conn: None,
                     cursor: 0,
                     hint: None,
+                    generation: 0,
                 }),
                 reconnecting: tokio::sync::Mutex::new(()),
+                rejoin: Mutex::new(None),
+                rejoining: tokio::sync::Mutex::new(()),
+                rejoined: AtomicU64::new(0),
+                degraded_until: Mutex::new(None),
+                stats: Stats::default(),
             }),
+            in_rejoin: false,
         }
     }
 
@@ -122,8 +225,67 @@ impl Client {
         &self.inner.candidates
     }
 
-    /// Runs one op through the failover loop.
+    /// Registers what to do after every new connection, before any call resumes.
+    pub fn set_rejoin(&self, rejoin: RejoinFn<T>) {
+        *lock(&self.inner.rejoin) = Some(rejoin);
+    }
+
+    /// Whether a rejoin is due (a rejoin is registered and the current connection has not
+    /// been rejoined).
+    pub fn needs_rejoin(&self) -> bool {
+        let generation = lock(&self.inner.route).generation;
+        lock(&self.inner.rejoin).is_some()
+            && generation != 0
+            && self.inner.rejoined.load(Ordering::Acquire) != generation
+    }
+
+    /// Whether the degraded breaker is set and not yet expired.
+    pub fn is_degraded(&self) -> bool {
+        self.degraded_remaining().is_some()
+    }
+
+    /// The client's counters.
+    pub fn stats(&self) -> ClientStats {
+        let s = &self.inner.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        ClientStats {
+            calls: get(&s.calls),
+            sends: get(&s.sends),
+            rotations: get(&s.rotations),
+            reconnects: get(&s.reconnects),
+            backoffs: get(&s.backoffs),
+            cluster_not_ready: get(&s.cluster_not_ready),
+            rejoins: get(&s.rejoins),
+        }
+    }
+
+    fn degraded_remaining(&self) -> Option<Duration> {
+        let until = (*lock(&self.inner.degraded_until))?;
+        let now = Instant::now();
+        (until > now).then(|| until - now)
+    }
+
+    /// Runs one reply-bearing op through the failover loop.
     pub async fn call<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        if self.inner.config.fail_fast_when_degraded {
+            if let Some(remaining) = self.degraded_remaining() {
+                return Err(ClientError::Degraded { remaining });
+            }
+        }
+        let result = self.failover_loop(op).await;
+        if let Err(ClientError::ClusterNotReady { .. }) = &result {
+            self.inner
+                .stats
+                .cluster_not_ready
+                .fetch_add(1, Ordering::Relaxed);
+            *lock(&self.inner.degraded_until) =
+                Some(Instant::now() + self.inner.config.degraded_ttl);
+        }
+        result
+    }
+
+    async fn failover_loop<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
         let policy = self.inner.config.retry;
         let n = self.inner.candidates.len() as u32;
         let mut sends = 0u32;
@@ -132,13 +294,16 @@ impl Client {
         loop {
             let (conn, outcome) = match self.connection().await {
                 Ok(conn) => {
-                    let out = conn
-                        .call(self.inner.config.call_timeout, {
-                            let op = op.clone();
-                            move |client| op.send(client)
-                        })
+                    if !self.in_rejoin && self.needs_rejoin() {
+                        self.run_rejoin().await?;
+                    }
+                    let out = self
+                        .inner
+                        .transport
+                        .call(&conn, op.clone(), self.inner.config.call_timeout)
                         .await;
                     sends += 1;
+                    self.inner.stats.sends.fetch_add(1, Ordering::Relaxed);
                     (Some(conn), out)
                 }
                 Err(e) => (None, Err(e)),
@@ -155,14 +320,14 @@ impl Client {
                 }
                 Action::RetryNow { hint } => {
                     debug!(op = O::NAME, %last, "rotating");
-                    self.abandon(conn.as_ref(), hint.map(|(h, p)| format_addr(&h, p)), true);
+                    self.abandon(conn.as_ref(), hint.map(|(h, p)| format_addr(&h, p)));
                     failures_in_rotation += 1;
                     // A full rotation of failures is one no-primary attempt: never a hot loop.
                     failures_in_rotation >= n
                 }
                 Action::RetryBackoff { same_node } => {
                     if !same_node {
-                        self.abandon(conn.as_ref(), None, true);
+                        self.abandon(conn.as_ref(), None);
                     }
                     true
                 }
@@ -176,15 +341,70 @@ impl Client {
                         last,
                     });
                 }
+                self.inner.stats.backoffs.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(policy.delay(backoffs)).await;
                 backoffs += 1;
             }
         }
     }
 
+    /// Sends a fire-and-forget op (heartbeat, wakeup): at most one bounded reconnect and one
+    /// send, never the retry budget. A reconnect it makes sets needs-rejoin like any other.
+    pub async fn notify<O: Op>(&self, op: O) -> Result<(), ClientError> {
+        let conn = self.connection().await.map_err(ClientError::Unreachable)?;
+        let sent = self
+            .inner
+            .transport
+            .call(&conn, op, self.inner.config.call_timeout)
+            .await;
+        self.inner.stats.sends.fetch_add(1, Ordering::Relaxed);
+        match sent {
+            Ok(reply) if reply.header.status == Status::Ok => Ok(()),
+            Ok(reply) => {
+                if matches!(reply.header.status, Status::Redirect | Status::Standby) {
+                    self.abandon(
+                        Some(&conn),
+                        reply.header.redirect.map(|(h, p)| format_addr(&h, p)),
+                    );
+                }
+                Err(ClientError::Status {
+                    status: reply.header.status,
+                    message: reply.header.message,
+                })
+            }
+            Err(e) => {
+                self.abandon(Some(&conn), None);
+                Err(ClientError::Unreachable(e))
+            }
+        }
+    }
+
+    /// Runs the registered rejoin once for the current connection generation. Concurrent
+    /// callers wait for one rejoin instead of running their own.
+    async fn run_rejoin(&self) -> Result<(), ClientError> {
+        let _one = self.inner.rejoining.lock().await;
+        let generation = lock(&self.inner.route).generation;
+        if self.inner.rejoined.load(Ordering::Acquire) == generation {
+            return Ok(());
+        }
+        let Some(rejoin) = lock(&self.inner.rejoin).clone() else {
+            return Ok(());
+        };
+        let handle = Client {
+            inner: self.inner.clone(),
+            in_rejoin: true,
+        };
+        rejoin(handle).await?;
+        self.inner.rejoined.store(generation, Ordering::Release);
+        *lock(&self.inner.degraded_until) = None;
+        self.inner.stats.rejoins.fetch_add(1, Ordering::Relaxed);
+        info!(generation, "rejoined the primary");
+        Ok(())
+    }
+
     /// The current connection, or a new one: to the pending hint if any (used once), else to
     /// the candidate under the cursor.
-    async fn connection(&self) -> Result<Connection, TransportError> {
+    async fn connection(&self) -> Result<T::Conn, TransportError> {
         if let Some(conn) = self.current() {
             return Ok(conn);
         }
@@ -199,9 +419,10 @@ impl Client {
                 None => (self.inner.candidates[route.cursor].addr(), false),
             }
         };
-        match Connection::connect(&target, self.inner.config.connect).await {
+        match self.inner.transport.connect(&target).await {
             Ok(conn) => {
                 info!(target = %target, "connected to controller");
+                self.inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                 let mut route = lock(&self.inner.route);
                 if from_hint {
                     if let Some(i) = self
@@ -214,6 +435,7 @@ impl Client {
                     }
                 }
                 route.conn = Some(conn.clone());
+                route.generation += 1;
                 Ok(conn)
             }
             Err(e) => {
@@ -227,24 +449,25 @@ impl Client {
         }
     }
 
-    fn current(&self) -> Option<Connection> {
+    fn current(&self) -> Option<T::Conn> {
         let route = lock(&self.inner.route);
-        route.conn.as_ref().filter(|c| !c.is_closed()).cloned()
+        route.conn.as_ref().filter(|c| !T::is_closed(c)).cloned()
     }
 
-    /// Gives up on `failed` (unless another call already replaced it): the next call goes to
-    /// the hint if given, else to the next candidate.
-    fn abandon(&self, failed: Option<&Connection>, hint: Option<String>, advance: bool) {
+    /// Gives up on `failed` (unless another call already replaced it): the next attempt goes
+    /// to the hint if given, else to the next candidate.
+    fn abandon(&self, failed: Option<&T::Conn>, hint: Option<String>) {
         let mut route = lock(&self.inner.route);
         let same = match (&route.conn, failed) {
-            (Some(cur), Some(failed)) => cur.id() == failed.id(),
+            (Some(cur), Some(failed)) => T::id(cur) == T::id(failed),
             (None, _) => true,
             (Some(_), None) => false,
         };
         if !same {
             return;
         }
-        if route.conn.take().is_some() && advance {
+        self.inner.stats.rotations.fetch_add(1, Ordering::Relaxed);
+        if route.conn.take().is_some() {
             route.cursor = (route.cursor + 1) % self.inner.candidates.len();
         }
         if let Some(hint) = hint {
@@ -254,8 +477,11 @@ impl Client {
     }
 }
 
-/// Locks a route mutex; a panic elsewhere never leaves the route inconsistent (every update
-/// is a plain field store), so a poisoned lock is safe to use.
-fn lock(m: &Mutex<Route>) -> std::sync::MutexGuard<'_, Route> {
+/// Locks one of the client's mutexes. Every update under them is a plain field store, so a
+/// panic elsewhere never leaves them inconsistent and a poisoned lock is safe to use.
+fn lock<V>(m: &Mutex<V>) -> MutexGuard<'_, V> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+#[cfg(test)]
+mod tests;

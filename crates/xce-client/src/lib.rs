@@ -9,10 +9,12 @@ pub mod client;
 pub mod connection;
 pub mod json;
 pub mod ops;
+pub mod publish;
+pub mod transport;
 pub mod types;
 pub mod wire;
 
 pub use candidates::{parse_candidates, Candidate, CandidateError, MAX_CANDIDATES};
-pub use client::{Client, ClientConfig, ClientError};
+pub use client::{Client, ClientConfig, ClientError, ClientStats, RejoinFn};
 pub use connection::{ConnectOptions, Connection, TransportError};
 pub use xce_proto::Status;

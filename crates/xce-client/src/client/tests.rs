@@ -1,0 +1,567 @@
+//! The failover engine against a scripted in-memory transport, on tokio's paused clock: no
+//! sockets and no real sleeps, so every rule of DESIGN §3 and §5 is checked exactly.
+
+use std::any::Any;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use super::*;
+use crate::candidates::parse_candidates;
+use crate::connection::LocalFuture;
+use crate::ops::{OpKind, Reply, Submit};
+use crate::types::{JobSpec, RequestToken};
+use crate::wire::ReplyHeader;
+
+/// What a scripted controller does with one call.
+#[derive(Debug, Clone)]
+enum Answer {
+    Reply(Status, Option<u64>),
+    Redirect(&'static str, u16),
+    /// The connection breaks before a reply arrives.
+    Broken,
+    /// The reply comes only after this long (a hung node).
+    After(Duration, u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Event {
+    Connect(String, bool),
+    Call(String, &'static str),
+}
+
+#[derive(Clone)]
+struct FakeConn {
+    id: u64,
+    addr: String,
+    closed: Arc<AtomicBool>,
+}
+
+/// A scripted set of controllers, keyed by address.
+#[derive(Default)]
+struct Fake {
+    scripts: Mutex<HashMap<String, VecDeque<Answer>>>,
+    defaults: Mutex<HashMap<String, Answer>>,
+    down: Mutex<HashSet<String>>,
+    events: Mutex<Vec<Event>>,
+    next_id: AtomicU64,
+}
+
+impl Fake {
+    fn script(&self, addr: &str, answers: &[Answer]) {
+        lock(&self.scripts)
+            .entry(addr.into())
+            .or_default()
+            .extend(answers.iter().cloned());
+    }
+    fn always(&self, addr: &str, answer: Answer) {
+        lock(&self.defaults).insert(addr.into(), answer);
+    }
+    fn down(&self, addr: &str) {
+        lock(&self.down).insert(addr.into());
+    }
+    fn events(&self) -> Vec<Event> {
+        lock(&self.events).clone()
+    }
+    fn calls(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter_map(|e| match e {
+                Event::Call(a, _) => Some(a),
+                Event::Connect(..) => None,
+            })
+            .collect()
+    }
+    fn connects(&self, addr: &str) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| matches!(e, Event::Connect(a, _) if a == addr))
+            .count()
+    }
+}
+
+impl Transport for Arc<Fake> {
+    type Conn = FakeConn;
+
+    async fn connect(&self, addr: &str) -> Result<FakeConn, TransportError> {
+        let up = !lock(&self.down).contains(addr);
+        lock(&self.events).push(Event::Connect(addr.into(), up));
+        if !up {
+            return Err(TransportError::Connect {
+                addr: addr.into(),
+                reason: "refused".into(),
+            });
+        }
+        Ok(FakeConn {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            addr: addr.into(),
+            closed: Arc::default(),
+        })
+    }
+
+    fn id(conn: &FakeConn) -> u64 {
+        conn.id
+    }
+
+    fn addr(conn: &FakeConn) -> &str {
+        &conn.addr
+    }
+
+    fn is_closed(conn: &FakeConn) -> bool {
+        conn.closed.load(Ordering::Relaxed)
+    }
+
+    async fn call<O: Op>(
+        &self,
+        conn: &FakeConn,
+        _op: O,
+        timeout: Duration,
+    ) -> Result<Reply<O::Output>, TransportError> {
+        lock(&self.events).push(Event::Call(conn.addr.clone(), O::NAME));
+        let scripted = lock(&self.scripts)
+            .get_mut(&conn.addr)
+            .and_then(VecDeque::pop_front);
+        let answer = scripted
+            .or_else(|| lock(&self.defaults).get(&conn.addr).cloned())
+            .unwrap_or(Answer::Reply(Status::Ok, Some(0)));
+        let reply = |status, value: Option<u64>| Reply {
+            header: ReplyHeader::status(status, "scripted"),
+            value: value.map(|v| {
+                *(Box::new(v) as Box<dyn Any>)
+                    .downcast::<O::Output>()
+                    .expect("tests only script u64 outputs")
+            }),
+        };
+        match answer {
+            Answer::Reply(status, value) => Ok(reply(status, value)),
+            Answer::Redirect(host, port) => Ok(Reply {
+                header: ReplyHeader {
+                    status: Status::Redirect,
+                    message: "standby".into(),
+                    redirect: Some((host.into(), port)),
+                },
+                value: None,
+            }),
+            Answer::Broken => {
+                conn.closed.store(true, Ordering::Relaxed);
+                Err(TransportError::Disconnected {
+                    addr: conn.addr.clone(),
+                    reason: "scripted".into(),
+                })
+            }
+            Answer::After(delay, v) => {
+                match tokio::time::timeout(timeout, tokio::time::sleep(delay)).await {
+                    Ok(()) => Ok(reply(Status::Ok, Some(v))),
+                    Err(_) => Err(TransportError::Timeout {
+                        addr: conn.addr.clone(),
+                        after: timeout,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// A read op with a `u64` output, for the read rows of the table.
+#[derive(Debug, Clone)]
+struct Read;
+
+impl Op for Read {
+    type Output = u64;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "read";
+    fn send(
+        self,
+        _client: xce_proto::xce_capnp::controller::Client,
+    ) -> LocalFuture<Result<Reply<u64>, capnp::Error>> {
+        async { Err(capnp::Error::failed("test-only op".into())) }.boxed_local()
+    }
+}
+
+fn submit() -> Submit {
+    Submit {
+        token: RequestToken(7),
+        spec: JobSpec::default(),
+    }
+}
+
+const PEERS: &str = "a=a:1,b=b:2,c=c:3";
+
+fn client_with(config: ClientConfig) -> (Client<Arc<Fake>>, Arc<Fake>) {
+    let fake = Arc::new(Fake::default());
+    let client = Client::with_transport(parse_candidates(PEERS).unwrap(), config, fake.clone());
+    (client, fake)
+}
+
+fn fresh() -> (Client<Arc<Fake>>, Arc<Fake>) {
+    client_with(ClientConfig::default())
+}
+
+fn ok(v: u64) -> Answer {
+    Answer::Reply(Status::Ok, Some(v))
+}
+
+fn no_master() -> Answer {
+    Answer::Reply(Status::NoMaster, None)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_redirect_hint_goes_first_and_the_primary_stays_sticky() {
+    let (client, fake) = fresh();
+    fake.always("a:1", Answer::Redirect("c", 3));
+    fake.always("c:3", ok(7));
+    assert_eq!(client.call(submit()).await, Ok(7));
+    assert_eq!(client.call(Read).await, Ok(7));
+    assert_eq!(fake.calls(), ["a:1", "c:3", "c:3"]);
+    assert_eq!(client.stats().backoffs, 0, "a redirect never backs off");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_hint_falls_through_to_the_next_candidate() {
+    let (client, fake) = fresh();
+    fake.always("a:1", Answer::Redirect("d", 4));
+    fake.down("d:4");
+    fake.always("b:2", ok(1));
+    assert_eq!(client.call(submit()).await, Ok(1));
+    assert_eq!(fake.connects("d:4"), 1, "the hint is used once");
+    assert_eq!(fake.calls(), ["a:1", "b:2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_primary_spends_the_budget_then_reports_cluster_not_ready() {
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 5;
+    let (client, fake) = client_with(config);
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.always(addr, no_master());
+    }
+    let started = Instant::now();
+    let err = client.call(submit()).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::ClusterNotReady { attempts: 5, .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.code(), "clusterNotReady");
+    assert_eq!(fake.calls().len(), 6);
+    assert_eq!(client.stats().backoffs, 5);
+    // Full jitter under ceilings of 100, 200, 400, 800 and 1600 ms.
+    assert!(started.elapsed() <= Duration::from_millis(3100));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_rotation_of_dead_candidates_is_one_backoff_attempt() {
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 2;
+    let (client, fake) = client_with(config);
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.down(addr);
+    }
+    let err = client.call(Read).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::ClusterNotReady { attempts: 2, .. }),
+        "{err:?}"
+    );
+    // Three rotations (two backoffs between them) of three connects each.
+    for addr in ["a:1", "b:2", "c:3"] {
+        assert_eq!(fake.connects(addr), 3, "{addr}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_that_appears_mid_loop_serves_and_stays_sticky() {
+    let (client, fake) = fresh();
+    fake.script("a:1", &[no_master()]);
+    fake.script("b:2", &[no_master()]);
+    fake.script("c:3", &[ok(1), ok(2)]);
+    assert_eq!(client.call(submit()).await, Ok(1));
+    assert_eq!(client.call(submit()).await, Ok(2));
+    assert_eq!(fake.calls(), ["a:1", "b:2", "c:3", "c:3"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn not_ready_backs_off_on_the_same_node() {
+    let (client, fake) = fresh();
+    let not_ready = Answer::Reply(Status::NotReady, None);
+    fake.script("a:1", &[not_ready.clone(), not_ready, ok(3)]);
+    assert_eq!(client.call(Read).await, Ok(3));
+    assert_eq!(fake.calls(), ["a:1", "a:1", "a:1"]);
+    assert_eq!(client.stats().backoffs, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_statuses_are_surfaced_at_once() {
+    for status in [
+        Status::Invalid,
+        Status::NoEnt,
+        Status::Conflict,
+        Status::Perm,
+    ] {
+        let (client, fake) = fresh();
+        fake.always("a:1", Answer::Reply(status, None));
+        let err = client.call(submit()).await.unwrap_err();
+        assert_eq!(err.code(), status.name());
+        assert_eq!(fake.calls().len(), 1);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn dup_job_on_a_resent_write_is_success_with_the_original_result() {
+    let (client, fake) = fresh();
+    fake.script("a:1", &[Answer::Broken]);
+    fake.script("b:2", &[Answer::Reply(Status::DupJob, Some(42))]);
+    assert_eq!(client.call(submit()).await, Ok(42));
+
+    // On a first send it is a genuine duplicate, and a read never treats it as success.
+    let (client, fake) = fresh();
+    fake.script("a:1", &[Answer::Reply(Status::DupJob, Some(42))]);
+    assert_eq!(client.call(submit()).await.unwrap_err().code(), "dupJob");
+    let (client, fake) = fresh();
+    fake.script("a:1", &[Answer::Broken]);
+    fake.script("b:2", &[Answer::Reply(Status::DupJob, Some(42))]);
+    assert_eq!(client.call(Read).await.unwrap_err().code(), "dupJob");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_reply_is_never_taken_for_a_new_attempt() {
+    let config = ClientConfig {
+        call_timeout: Duration::from_secs(1),
+        ..ClientConfig::default()
+    };
+    let (client, fake) = client_with(config);
+    fake.script("a:1", &[Answer::After(Duration::from_secs(10), 1)]);
+    fake.script("b:2", &[ok(2)]);
+    assert_eq!(client.call(submit()).await, Ok(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_calls_share_one_reconnect() {
+    let (client, fake) = fresh();
+    fake.always("a:1", ok(5));
+    let calls: Vec<_> = (0..10)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.call(Read).await })
+        })
+        .collect();
+    for c in calls {
+        assert_eq!(c.await.unwrap(), Ok(5));
+    }
+    assert_eq!(fake.connects("a:1"), 1);
+}
+
+/// A rejoin that makes a client call of its own and records when it ran.
+fn recording_rejoin(fake: &Arc<Fake>, failures: usize) -> (RejoinFn<Arc<Fake>>, Arc<AtomicU64>) {
+    let runs = Arc::new(AtomicU64::new(0));
+    let left = Arc::new(AtomicU64::new(failures as u64));
+    let (runs2, _fake) = (runs.clone(), fake.clone());
+    let rejoin: RejoinFn<Arc<Fake>> = Arc::new(move |c: Client<Arc<Fake>>| {
+        let runs = runs2.clone();
+        let left = left.clone();
+        Box::pin(async move {
+            runs.fetch_add(1, Ordering::Relaxed);
+            c.call(submit()).await?;
+            if left.load(Ordering::Relaxed) > 0 {
+                left.fetch_sub(1, Ordering::Relaxed);
+                return Err(ClientError::Status {
+                    status: Status::Conflict,
+                    message: "scripted rejoin failure".into(),
+                });
+            }
+            Ok(())
+        })
+    });
+    (rejoin, runs)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rejoin_runs_before_the_interrupted_call_resumes() {
+    let (client, fake) = fresh();
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    client.set_rejoin(rejoin);
+    fake.script("a:1", &[ok(1), ok(2), Answer::Broken]);
+    fake.always("b:2", ok(9));
+    // First connection: the rejoin (which itself calls submit) runs, then the read.
+    assert_eq!(client.call(Read).await, Ok(2));
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+    assert!(!client.needs_rejoin());
+    // The primary dies mid-call: reconnect elsewhere, rejoin there, then resume the read.
+    assert_eq!(client.call(Read).await, Ok(9));
+    assert_eq!(runs.load(Ordering::Relaxed), 2);
+    let calls: Vec<_> = fake
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Call(a, op) => Some(format!("{a} {op}")),
+            Event::Connect(..) => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "a:1 submit",
+            "a:1 read",
+            "a:1 read",
+            "b:2 submit",
+            "b:2 read"
+        ]
+    );
+    assert_eq!(client.stats().rejoins, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn needs_rejoin_clears_only_when_the_rejoin_succeeds() {
+    let (client, fake) = fresh();
+    let (rejoin, runs) = recording_rejoin(&fake, 1);
+    client.set_rejoin(rejoin);
+    let err = client.call(Read).await.unwrap_err();
+    assert_eq!(err.code(), "conflict");
+    assert!(client.needs_rejoin());
+    assert_eq!(client.call(Read).await, Ok(0));
+    assert!(!client.needs_rejoin());
+    assert_eq!(runs.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_calls_wait_for_one_rejoin_that_calls_the_client_without_deadlock() {
+    let (client, fake) = fresh();
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    client.set_rejoin(rejoin);
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.call(Read).await })
+        })
+        .collect();
+    let all = tokio::time::timeout(Duration::from_secs(60), futures::future::join_all(calls))
+        .await
+        .expect("no deadlock");
+    for r in all {
+        assert_eq!(r.unwrap(), Ok(0));
+    }
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_degraded_breaker_fails_fast_until_its_ttl_or_a_rejoin() {
+    let mut config = ClientConfig {
+        fail_fast_when_degraded: true,
+        degraded_ttl: Duration::from_secs(5),
+        ..ClientConfig::default()
+    };
+    config.retry.max_attempts = 1;
+    let (client, fake) = client_with(config);
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.script(addr, &[no_master(), no_master()]);
+    }
+    assert!(matches!(
+        client.call(Read).await,
+        Err(ClientError::ClusterNotReady { .. })
+    ));
+    assert!(client.is_degraded());
+    let sends = fake.calls().len();
+    let err = client.call(Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::Degraded { .. }), "{err:?}");
+    assert_eq!(err.code(), "clusterNotReady");
+    assert_eq!(fake.calls().len(), sends, "fail fast sends nothing");
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert!(!client.is_degraded(), "half-open after the TTL");
+
+    // A successful rejoin clears it at once.
+    let (client, fake) = client_with(config);
+    let (rejoin, _) = recording_rejoin(&fake, 0);
+    fake.script("a:1", &[no_master()]);
+    fake.script("b:2", &[no_master()]);
+    assert!(client.call(Read).await.is_err());
+    assert!(client.is_degraded());
+    client.set_rejoin(rejoin);
+    // The breaker is independent of needs-rejoin: fail fast until the TTL, then the probe
+    // reconnects, rejoins and clears it.
+    tokio::time::advance(Duration::from_secs(6)).await;
+    assert_eq!(client.call(Read).await, Ok(0));
+    assert!(!client.is_degraded());
+}
+
+#[tokio::test(start_paused = true)]
+async fn fire_and_forget_makes_one_bounded_attempt_and_marks_the_rejoin() {
+    let (client, fake) = fresh();
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.down(addr);
+    }
+    let err = client.notify(Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::Unreachable(_)), "{err:?}");
+    assert_eq!(
+        fake.events().len(),
+        1,
+        "one connect, no rotation, no backoff"
+    );
+
+    let (client, fake) = fresh();
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    client.set_rejoin(rejoin);
+    fake.script("a:1", &[Answer::Broken]);
+    assert!(client.notify(Read).await.is_err());
+    // The notify's reconnect needs a rejoin; the next call runs it first.
+    assert!(client.needs_rejoin());
+    assert_eq!(client.notify(Read).await, Ok(()));
+    assert_eq!(
+        runs.load(Ordering::Relaxed),
+        0,
+        "notify never runs the rejoin"
+    );
+    assert_eq!(client.call(Read).await, Ok(0));
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+}
+
+mod publish {
+    use super::*;
+    use crate::publish::publish_until_done;
+    use tokio::sync::watch;
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_fresh_budgets_until_success_and_keeps_order() {
+        let mut config = ClientConfig::default();
+        config.retry.max_attempts = 1;
+        let (client, fake) = client_with(config);
+        // Four no-primary answers: two whole rounds of one budget each fail.
+        fake.script("a:1", &[no_master(), no_master()]);
+        fake.script("b:2", &[no_master(), ok(1), ok(2)]);
+        fake.script("c:3", &[no_master()]);
+        let (_tx, mut rx) = watch::channel(false);
+        let first = publish_until_done(&client, submit(), &mut rx).await;
+        let second = publish_until_done(&client, submit(), &mut rx).await;
+        assert_eq!((first, second), (Ok(1), Ok(2)));
+        assert_eq!(client.stats().cluster_not_ready, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stops_within_one_attempt_of_shutdown() {
+        let (client, fake) = fresh();
+        for addr in ["a:1", "b:2", "c:3"] {
+            fake.always(addr, no_master());
+        }
+        let (tx, mut rx) = watch::channel(false);
+        let publisher = tokio::spawn(async move {
+            let r = publish_until_done(&client, submit(), &mut rx).await;
+            (r, fake.calls().len())
+        });
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        tx.send_replace(true);
+        let (result, _) = tokio::time::timeout(Duration::from_millis(1), publisher)
+            .await
+            .expect("publish stops at once")
+            .unwrap();
+        assert_eq!(result, Err(ClientError::Shutdown));
+
+        // Shutdown already requested: not a single attempt.
+        let (client, fake) = fresh();
+        let (_tx, mut rx) = watch::channel(true);
+        assert_eq!(
+            publish_until_done(&client, submit(), &mut rx).await,
+            Err(ClientError::Shutdown)
+        );
+        assert!(fake.events().is_empty());
+    }
+}
