@@ -118,6 +118,9 @@ async fn a_submit_to_a_standby_is_redirected_and_lands_once() {
         })
         .await
         .expect("submit via standby");
+    // One hop: the standby, then straight to the primary it named.
+    assert_eq!(client.stats().reconnects, 2, "{:?}", client.stats());
+    assert_eq!(client.stats().backoffs, 0);
     // Re-sending the same token (a retry) gets the same job back, never a second job.
     let again = cluster.ask(primary, Submit { token, spec }).await;
     assert_eq!(again.header.status, Status::DupJob);

@@ -291,6 +291,7 @@ impl<T: Transport> Client<T> {
         let mut sends = 0u32;
         let mut backoffs = 0u32;
         let mut failures_in_rotation = 0u32;
+        let mut followed_hint = false;
         loop {
             let (conn, outcome) = match self.connection().await {
                 Ok(conn) => {
@@ -319,13 +320,20 @@ impl<T: Transport> Client<T> {
                     return Err(ClientError::Status { status, message })
                 }
                 Action::RetryNow { hint } => {
-                    debug!(op = O::NAME, %last, "rotating");
+                    debug!(op = O::NAME, %last, "attempt failed");
+                    // Following a fresh redirect is progress, not a failure; a redirect that
+                    // answers a redirect we just followed counts, so no chain loops forever.
+                    let progress = hint.is_some() && !followed_hint;
+                    followed_hint = hint.is_some();
                     self.abandon(conn.as_ref(), hint.map(|(h, p)| format_addr(&h, p)));
-                    failures_in_rotation += 1;
+                    if !progress {
+                        failures_in_rotation += 1;
+                    }
                     // A full rotation of failures is one no-primary attempt: never a hot loop.
                     failures_in_rotation >= n
                 }
                 Action::RetryBackoff { same_node } => {
+                    followed_hint = false;
                     if !same_node {
                         self.abandon(conn.as_ref(), None);
                     }
@@ -467,12 +475,19 @@ impl<T: Transport> Client<T> {
             return;
         }
         self.inner.stats.rotations.fetch_add(1, Ordering::Relaxed);
-        if route.conn.take().is_some() {
+        let from = route.conn.take().map(|c| T::addr(&c).to_string());
+        if from.is_some() {
             route.cursor = (route.cursor + 1) % self.inner.candidates.len();
         }
-        if let Some(hint) = hint {
-            info!(target = %hint, "following redirect to the primary");
-            route.hint = Some(hint);
+        match hint {
+            Some(hint) => {
+                info!(from = from.as_deref(), target = %hint, "rotating: following the redirect to the primary");
+                route.hint = Some(hint);
+            }
+            None => {
+                let target = self.inner.candidates[route.cursor].addr();
+                info!(from = from.as_deref(), %target, "rotating to the next candidate");
+            }
         }
     }
 }

@@ -565,3 +565,34 @@ mod publish {
         assert!(fake.events().is_empty());
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn redirects_that_point_at_each_other_back_off_instead_of_spinning() {
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 2;
+    let (client, fake) = client_with(config);
+    fake.always("a:1", Answer::Redirect("b", 2));
+    fake.always("b:2", Answer::Redirect("a", 1));
+    fake.always("c:3", Answer::Redirect("a", 1));
+    let err = client.call(Read).await.unwrap_err();
+    assert!(
+        matches!(err, ClientError::ClusterNotReady { attempts: 2, .. }),
+        "{err:?}"
+    );
+    assert!(fake.calls().len() < 30, "{} calls", fake.calls().len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_knows_only_a_standby_reaches_the_primary_in_one_hop() {
+    let fake = Arc::new(Fake::default());
+    let client = Client::with_transport(
+        parse_candidates("b=b:2").unwrap(),
+        ClientConfig::default(),
+        fake.clone(),
+    );
+    fake.always("b:2", Answer::Redirect("a", 1));
+    fake.always("a:1", ok(3));
+    assert_eq!(client.call(submit()).await, Ok(3));
+    assert_eq!(fake.calls(), ["b:2", "a:1"]);
+    assert_eq!(client.stats().backoffs, 0);
+}
