@@ -40,6 +40,22 @@ impl Default for RaftTuning {
     }
 }
 
+/// Worker host liveness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HostsConfig {
+    /// A host whose worker is silent this long becomes `unavailable`.
+    pub heartbeat_ttl_ms: u64,
+}
+
+impl Default for HostsConfig {
+    fn default() -> Self {
+        HostsConfig {
+            heartbeat_ttl_ms: 10_000,
+        }
+    }
+}
+
 /// The optional YAML file (`--config`). Unknown keys are an error naming the key.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -47,6 +63,7 @@ pub struct FileConfig {
     /// Queues beside the default `normal`.
     pub queues: Vec<QueueDef>,
     pub raft: RaftTuning,
+    pub hosts: HostsConfig,
 }
 
 /// Why a configuration was rejected.
@@ -78,6 +95,7 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub queues: Vec<QueueDef>,
     pub raft: RaftTuning,
+    pub hosts: HostsConfig,
     pub write_timeout: Duration,
     pub read_timeout: Duration,
     /// How long a request waits for a primary during an election before `noMaster`.
@@ -120,6 +138,7 @@ impl Config {
             data_dir: data_dir.to_path_buf(),
             queues: file.queues,
             raft: file.raft,
+            hosts: file.hosts,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.
@@ -199,6 +218,11 @@ fn validate_file(file: &FileConfig) -> Result<(), ConfigError> {
         }
     }
     let t = file.raft;
+    if file.hosts.heartbeat_ttl_ms < 100 {
+        return Err(ConfigError::Invalid(
+            "hosts.heartbeat_ttl_ms must be at least 100".into(),
+        ));
+    }
     if t.snapshot_logs == 0 {
         return Err(ConfigError::Invalid(
             "raft.snapshot_logs must be at least 1".into(),

@@ -62,6 +62,7 @@ pub async fn run(
             read: config.read_timeout,
             hold: config.hold,
             leader_silence: Duration::from_millis((config.raft.heartbeat_ms * 3).max(150)),
+            host_ttl: Duration::from_millis(config.hosts.heartbeat_ttl_ms),
         },
     );
     info!(

@@ -37,6 +37,8 @@ pub struct Timeouts {
     pub hold: Duration,
     /// Leader silence after which a standby treats the primary as gone (a few heartbeats).
     pub leader_silence: Duration,
+    /// A host whose worker has not heartbeated for this long is marked unavailable.
+    pub host_ttl: Duration,
 }
 
 /// A write waiting to be proposed, with the channel its outcome goes back on.
@@ -63,6 +65,8 @@ pub struct Node {
     /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
     /// clients to it: it is probably dead, and the request is held for the election instead.
     last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
+    /// Primary-local liveness: when each host last heartbeated (or joined) here.
+    heartbeats: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
 }
 
 /// The node id of the candidate at `index` in the peers list.
@@ -94,8 +98,10 @@ impl Node {
             reach,
             timeouts,
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
+            heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
         tokio::spawn(run_proposer(node.clone(), rx));
+        tokio::spawn(run_liveness(node.clone()));
         tokio::spawn(run_readiness(node.clone(), queues));
         node
     }
@@ -114,6 +120,17 @@ impl Node {
             if *self.ready_term.borrow() == m.current_term {
                 return Ok(());
             }
+            // openraft leaders do not step down without a quorum: a new primary cut off before
+            // its barrier committed would answer notReady (stay here) forever.
+            let cut_off = m
+                .millis_since_quorum_ack
+                .is_some_and(|ms| Duration::from_millis(ms) > self.timeouts.leader_silence);
+            if cut_off {
+                return Err(ReplyHeader::status(
+                    Status::NoMaster,
+                    format!("{} is primary but has lost its majority", self.name),
+                ));
+            }
             return Err(ReplyHeader::status(
                 Status::NotReady,
                 format!(
@@ -124,6 +141,47 @@ impl Node {
         }
         let leader = m.current_leader.filter(|_| !self.leader_is_silent());
         Err(self.not_primary(leader))
+    }
+
+    /// A worker's heartbeat: fire-and-forget, so it is answered at once (no hold). `noEnt`
+    /// tells a worker this primary does not know its host and it must join again.
+    pub fn heartbeat(self: &Arc<Self>, name: &str) -> ReplyHeader {
+        if let Err(h) = self.gate() {
+            return h;
+        }
+        let available = match self.state.read().state.host(name) {
+            Some(h) => h.available,
+            None => {
+                return ReplyHeader::status(
+                    Status::NoEnt,
+                    format!("host {name:?}: unknown to this primary; join again"),
+                )
+            }
+        };
+        self.saw_host(name);
+        if !available {
+            let node = self.clone();
+            let name = name.to_string();
+            tokio::spawn(async move {
+                info!(host = %name, "host is heartbeating again");
+                let cmd = Command::SetHostAvailable {
+                    name,
+                    available: true,
+                };
+                if let Err(h) = node.write(cmd).await {
+                    warn!(message = %h.message, "could not mark the host available");
+                }
+            });
+        }
+        ReplyHeader::ok()
+    }
+
+    /// Records that a host is alive (a heartbeat or a join).
+    pub fn saw_host(&self, name: &str) {
+        self.heartbeats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), tokio::time::Instant::now());
     }
 
     /// Records a successful append-entries (or heartbeat) from the leader.
@@ -234,9 +292,18 @@ impl Node {
         E: std::error::Error
             + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
     {
-        match e.forward_to_leader() {
-            Some(f) => self.not_primary(f.leader_id),
-            None => ReplyHeader::status(Status::Internal, format!("{}: {e}", self.name)),
+        use openraft::error::Fatal;
+        if let Some(f) = e.forward_to_leader() {
+            return self.not_primary(f.leader_id);
+        }
+        match e {
+            // Storage failures and panics are ours to fix: surface them.
+            RaftError::Fatal(Fatal::StorageError(_) | Fatal::Panicked) => {
+                ReplyHeader::status(Status::Internal, format!("{}: {e}", self.name))
+            }
+            // Stopping, or no quorum confirmed this primary (QuorumNotEnough): another node
+            // may serve, so the client must back off and rotate, never give up.
+            _ => ReplyHeader::status(Status::NoMaster, format!("{}: {e}", self.name)),
         }
     }
 
@@ -387,6 +454,55 @@ async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
             let header = node.lost_majority("write");
             for reply in replies {
                 let _ = reply.send(Err(header.clone()));
+            }
+        }
+    }
+}
+
+/// Marks hosts unavailable when their worker has not heartbeated to this primary for the
+/// TTL. The clock for every host starts when this node becomes a ready primary, so a new
+/// primary gives each worker a whole TTL to find it.
+async fn run_liveness(node: Arc<Node>) {
+    let period = (node.timeouts.host_ttl / 4).max(Duration::from_millis(50));
+    let mut ready_term = node.ready_term.subscribe();
+    let mut serving_since: Option<(u64, tokio::time::Instant)> = None;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            r = ready_term.changed() => if r.is_err() { return },
+        }
+        if node.gate().is_err() {
+            serving_since = None;
+            continue;
+        }
+        let term = *node.ready_term.borrow();
+        let since = match serving_since {
+            Some((t, since)) if t == term => since,
+            _ => {
+                let now = tokio::time::Instant::now();
+                serving_since = Some((term, now));
+                now
+            }
+        };
+        let stale: Vec<String> = {
+            let available = node.state.read().state.available_hosts();
+            let seen = node.heartbeats.lock().unwrap_or_else(|p| p.into_inner());
+            available
+                .into_iter()
+                .filter(|h| {
+                    let last = seen.get(h).copied().unwrap_or(since).max(since);
+                    last.elapsed() > node.timeouts.host_ttl
+                })
+                .collect()
+        };
+        for name in stale {
+            warn!(host = %name, ttl = ?node.timeouts.host_ttl, "host stopped heartbeating; marking it unavailable");
+            let cmd = Command::SetHostAvailable {
+                name,
+                available: false,
+            };
+            if let Err(h) = node.write(cmd).await {
+                warn!(message = %h.message, "could not mark the host unavailable");
             }
         }
     }

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
-    Job, JobAction, JobFilter, JobId, JobSpec, JobState, Queue, QueueAction, RequestToken,
+    Host, HostAction, HostAttributes, HostState, Job, JobAction, JobFilter, JobId, JobSpec,
+    JobState, Queue, QueueAction, RequestToken,
 };
 use xce_proto::Status;
 
@@ -49,6 +50,21 @@ pub enum Command {
         name: String,
         action: QueueAction,
     },
+    /// A worker joined (or re-joined) with its host's attributes.
+    RegisterHost {
+        token: RequestToken,
+        host: HostAttributes,
+    },
+    ControlHost {
+        token: RequestToken,
+        name: String,
+        action: HostAction,
+    },
+    /// The primary's liveness tracking: a host stopped or resumed heartbeating.
+    SetHostAvailable {
+        name: String,
+        available: bool,
+    },
     /// Proposed by every new primary: once applied, the primary has committed an entry of its
     /// own term and applied everything before it (the readiness barrier). It also brings the
     /// configured queues into the replicated state.
@@ -63,8 +79,10 @@ impl Command {
         match self {
             Command::Submit { token, .. }
             | Command::ControlJob { token, .. }
-            | Command::ControlQueue { token, .. } => Some(*token),
-            Command::Barrier { .. } => None,
+            | Command::ControlQueue { token, .. }
+            | Command::RegisterHost { token, .. }
+            | Command::ControlHost { token, .. } => Some(*token),
+            Command::Barrier { .. } | Command::SetHostAvailable { .. } => None,
         }
     }
 }
@@ -99,6 +117,29 @@ pub struct QueueState {
     pub active: bool,
 }
 
+/// A host as stored. `available` is liveness (heartbeats); `closed` is operator state; the
+/// reported state is `unavailable` before `closed` before `ok`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRecord {
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub closed: bool,
+    pub available: bool,
+}
+
+impl HostRecord {
+    /// The reported state.
+    pub fn state(&self) -> HostState {
+        if !self.available {
+            HostState::Unavailable
+        } else if self.closed {
+            HostState::Closed
+        } else {
+            HostState::Ok
+        }
+    }
+}
+
 /// Applied tokens and their outcomes, bounded to [`TOKEN_WINDOW`] (oldest evicted first).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct TokenWindow {
@@ -129,6 +170,7 @@ pub struct State {
     next_job_id: JobId,
     jobs: BTreeMap<JobId, Job>,
     queues: BTreeMap<String, QueueState>,
+    hosts: BTreeMap<String, HostRecord>,
     tokens: TokenWindow,
 }
 
@@ -147,6 +189,7 @@ impl Default for State {
             next_job_id: 1,
             jobs: BTreeMap::new(),
             queues,
+            hosts: BTreeMap::new(),
             tokens: TokenWindow::default(),
         }
     }
@@ -181,6 +224,22 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a host name as given by a worker (`--name`).
+pub fn validate_host_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "host.name: {name:?} must be letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
 impl State {
     /// Applies one command stamped with the proposing primary's time.
     pub fn apply(&mut self, at_ms: u64, cmd: Command) -> Outcome {
@@ -195,6 +254,11 @@ impl State {
             Command::ControlJob { id, action, .. } => self.control_job(at_ms, id, action),
             Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
             Command::Barrier { queues, .. } => self.define_queues(queues),
+            Command::RegisterHost { host, .. } => self.register_host(host),
+            Command::ControlHost { name, action, .. } => self.control_host(&name, action),
+            Command::SetHostAvailable { name, available } => {
+                self.set_host_available(&name, available)
+            }
         };
         if let Some(token) = token {
             self.tokens.remember(token, outcome.clone());
@@ -303,6 +367,72 @@ impl State {
                 });
         }
         Outcome::Done
+    }
+
+    fn register_host(&mut self, attrs: HostAttributes) -> Outcome {
+        if let Err(message) = validate_host_name(&attrs.name) {
+            return Outcome::rejected(Status::Invalid, message);
+        }
+        if attrs.cpus == 0 {
+            return Outcome::rejected(Status::Invalid, "cpus: a host needs at least one cpu");
+        }
+        let record = self.hosts.entry(attrs.name).or_insert(HostRecord {
+            cpus: attrs.cpus,
+            mem_mb: attrs.mem_mb,
+            closed: false,
+            available: true,
+        });
+        record.cpus = attrs.cpus;
+        record.mem_mb = attrs.mem_mb;
+        record.available = true;
+        Outcome::Done
+    }
+
+    fn control_host(&mut self, name: &str, action: HostAction) -> Outcome {
+        let Some(h) = self.hosts.get_mut(name) else {
+            return Outcome::rejected(Status::NoEnt, format!("host {name:?}: no such host"));
+        };
+        h.closed = action == HostAction::Close;
+        Outcome::Done
+    }
+
+    fn set_host_available(&mut self, name: &str, available: bool) -> Outcome {
+        match self.hosts.get_mut(name) {
+            Some(h) => {
+                h.available = available;
+                Outcome::Done
+            }
+            None => Outcome::rejected(Status::NoEnt, format!("host {name:?}: no such host")),
+        }
+    }
+
+    /// One host record.
+    pub fn host(&self, name: &str) -> Option<&HostRecord> {
+        self.hosts.get(name)
+    }
+
+    /// Names of hosts currently marked available.
+    pub fn available_hosts(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter(|(_, h)| h.available)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// All hosts, by name.
+    pub fn hosts(&self) -> Vec<Host> {
+        self.hosts
+            .iter()
+            .map(|(name, h)| Host {
+                name: name.clone(),
+                cpus: h.cpus,
+                mem_mb: h.mem_mb,
+                state: h.state(),
+                running: 0,
+                cpus_used: 0,
+            })
+            .collect()
     }
 
     /// One job.
@@ -560,6 +690,67 @@ mod tests {
             states: vec![JobState::Exited],
         };
         assert_eq!(s.jobs(&filter).len(), 1);
+    }
+
+    #[test]
+    fn hosts_register_close_and_go_unavailable() {
+        let mut s = State::default();
+        let attrs = HostAttributes {
+            name: "w1".into(),
+            cpus: 4,
+            mem_mb: 1000,
+        };
+        let register = |s: &mut State, t, attrs: HostAttributes| {
+            s.apply(
+                1,
+                Command::RegisterHost {
+                    token: RequestToken(t),
+                    host: attrs,
+                },
+            )
+        };
+        assert_eq!(register(&mut s, 1, attrs.clone()), Outcome::Done);
+        assert_eq!(s.hosts()[0].state, HostState::Ok);
+        let close = Command::ControlHost {
+            token: RequestToken(2),
+            name: "w1".into(),
+            action: HostAction::Close,
+        };
+        assert_eq!(s.apply(1, close), Outcome::Done);
+        assert_eq!(s.hosts()[0].state, HostState::Closed);
+        let down = Command::SetHostAvailable {
+            name: "w1".into(),
+            available: false,
+        };
+        assert_eq!(s.apply(1, down), Outcome::Done);
+        assert_eq!(s.hosts()[0].state, HostState::Unavailable);
+        // Re-joining brings it back, still closed, with new attributes.
+        let mut bigger = attrs.clone();
+        bigger.cpus = 8;
+        assert_eq!(register(&mut s, 3, bigger), Outcome::Done);
+        assert_eq!(
+            (s.hosts()[0].state, s.hosts()[0].cpus),
+            (HostState::Closed, 8)
+        );
+        rejected_with(
+            &register(
+                &mut s,
+                4,
+                HostAttributes {
+                    name: "bad name".into(),
+                    cpus: 1,
+                    mem_mb: 0,
+                },
+            ),
+            Status::Invalid,
+            "host.name",
+        );
+        let missing = Command::ControlHost {
+            token: RequestToken(5),
+            name: "w9".into(),
+            action: HostAction::Open,
+        };
+        rejected_with(&s.apply(1, missing), Status::NoEnt, "w9");
     }
 
     #[test]

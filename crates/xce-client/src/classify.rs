@@ -30,6 +30,14 @@ pub fn classify<T>(
 ) -> Action<T> {
     let reply = match outcome {
         Ok(reply) => reply,
+        // The controller received the request and failed it (a request it could not decode,
+        // a method it does not have): every other node would too.
+        Err(TransportError::Rpc { reason, .. }) => {
+            return Action::Terminal {
+                status: Status::Internal,
+                message: reason,
+            }
+        }
         Err(_) => return Action::RetryNow { hint: None },
     };
     let status = reply.header.status;
@@ -149,6 +157,21 @@ mod tests {
         check(Status::DupJob, Write, 0, dup.clone());
         check(Status::DupJob, Read, 3, dup);
         check(Status::DupJob, Write, 1, Action::Success(7));
+    }
+
+    #[test]
+    fn a_request_the_controller_failed_is_terminal() {
+        let e = TransportError::Rpc {
+            addr: "a".into(),
+            reason: "unimplemented".into(),
+        };
+        assert_eq!(
+            classify::<u64>(Err(e), OpKind::Read, 0),
+            Action::Terminal {
+                status: Status::Internal,
+                message: "unimplemented".into()
+            }
+        );
     }
 
     #[test]

@@ -239,6 +239,12 @@ impl<T: Transport> Client<T> {
             && self.inner.rejoined.load(Ordering::Acquire) != generation
     }
 
+    /// Marks the rejoin as due (the primary said it does not know us, e.g. a heartbeat
+    /// answered `noEnt`); the next reply-bearing call runs it first.
+    pub fn request_rejoin(&self) {
+        self.inner.rejoined.store(u64::MAX, Ordering::Release);
+    }
+
     /// Whether the degraded breaker is set and not yet expired.
     pub fn is_degraded(&self) -> bool {
         self.degraded_remaining().is_some()
@@ -267,13 +273,23 @@ impl<T: Transport> Client<T> {
 
     /// Runs one reply-bearing op through the failover loop.
     pub async fn call<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
+        self.call_from(op, 0).await
+    }
+
+    /// Re-sends an op (same request token) that an earlier call may have applied before its
+    /// reply was lost: `dupJob` counts as success from the first send.
+    pub async fn call_again<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
+        self.call_from(op, 1).await
+    }
+
+    async fn call_from<O: Op>(&self, op: O, earlier_sends: u32) -> Result<O::Output, ClientError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         if self.inner.config.fail_fast_when_degraded {
             if let Some(remaining) = self.degraded_remaining() {
                 return Err(ClientError::Degraded { remaining });
             }
         }
-        let result = self.failover_loop(op).await;
+        let result = self.failover_loop(op, earlier_sends).await;
         if let Err(ClientError::ClusterNotReady { .. }) = &result {
             self.inner
                 .stats
@@ -285,10 +301,14 @@ impl<T: Transport> Client<T> {
         result
     }
 
-    async fn failover_loop<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
+    async fn failover_loop<O: Op>(
+        &self,
+        op: O,
+        earlier_sends: u32,
+    ) -> Result<O::Output, ClientError> {
         let policy = self.inner.config.retry;
         let n = self.inner.candidates.len() as u32;
-        let mut sends = 0u32;
+        let mut sends = earlier_sends;
         let mut backoffs = 0u32;
         let mut failures_in_rotation = 0u32;
         let mut followed_hint = false;

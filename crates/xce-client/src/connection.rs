@@ -153,15 +153,19 @@ impl Connection {
         }
     }
 
+    /// Maps a capnp error: a lost or overloaded connection is a transport failure (retry
+    /// elsewhere); anything else means the controller received the call and failed it.
     fn rpc_error(&self, e: capnp::Error) -> TransportError {
-        if e.kind == capnp::ErrorKind::Disconnected {
-            self.closed.store(true, Ordering::Release);
-            self.disconnected(&e.extra)
-        } else {
-            TransportError::Rpc {
+        match e.kind {
+            capnp::ErrorKind::Disconnected => {
+                self.closed.store(true, Ordering::Release);
+                self.disconnected(&e.extra)
+            }
+            capnp::ErrorKind::Overloaded => self.disconnected(&e.to_string()),
+            _ => TransportError::Rpc {
                 addr: self.addr.to_string(),
                 reason: e.to_string(),
-            }
+            },
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::types::{ClusterInfo, Job, Queue};
+use crate::types::{ClusterInfo, Host, Job, Queue};
 
 /// A job in the contract shape.
 pub fn job(job: &Job) -> Value {
@@ -38,6 +38,18 @@ pub fn queue(queue: &Queue) -> Value {
         "active": queue.active,
         "pending": queue.pending,
         "running": queue.running,
+    })
+}
+
+/// A host in the contract shape.
+pub fn host(host: &Host) -> Value {
+    json!({
+        "name": host.name,
+        "cpus": host.cpus,
+        "mem_mb": host.mem_mb,
+        "state": host.state.name(),
+        "running": host.running,
+        "cpus_used": host.cpus_used,
     })
 }
 

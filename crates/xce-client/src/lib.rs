@@ -2,6 +2,7 @@
 //! types and their wire and JSON forms, typed operations over capnp-rpc usable from `Send`
 //! code, and the failover loop that hides controller failover from callers.
 
+pub mod agent;
 pub mod backoff;
 pub mod candidates;
 pub mod classify;

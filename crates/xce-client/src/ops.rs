@@ -6,9 +6,11 @@ use futures::FutureExt;
 use xce_proto::xce_capnp::controller;
 use xce_proto::Status;
 
+use crate::agent::AgentHandle;
 use crate::connection::LocalFuture;
 use crate::types::{
-    ClusterInfo, Job, JobAction, JobFilter, JobId, JobSpec, Queue, QueueAction, RequestToken,
+    ClusterInfo, Host, HostAction, HostAttributes, Job, JobAction, JobFilter, JobId, JobSpec,
+    Queue, QueueAction, RequestToken, Role,
 };
 use crate::wire::{self, ReplyHeader};
 
@@ -242,6 +244,119 @@ impl Op for GetCluster {
             } else {
                 None
             };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// All hosts.
+#[derive(Debug, Clone, Default)]
+pub struct ListHosts;
+
+impl Op for ListHosts {
+    type Output = Vec<Host>;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "listHosts";
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Vec<Host>>, capnp::Error>> {
+        async move {
+            let resp = client.list_hosts_request().send().promise.await?;
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let value = if carries_value(&header) {
+                Some(
+                    r.get_hosts()?
+                        .iter()
+                        .map(wire::read_host)
+                        .collect::<Result<_, _>>()?,
+                )
+            } else {
+                None
+            };
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// Open or close a host.
+#[derive(Debug, Clone)]
+pub struct ControlHost {
+    pub token: RequestToken,
+    pub name: String,
+    pub action: HostAction,
+}
+
+impl Op for ControlHost {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "hostControl";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.host_control_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_name(self.name.as_str());
+            req.get().set_action(self.action.into());
+            let resp = req.send().promise.await?;
+            let header = wire::read_header(resp.get()?.get_header()?)?;
+            let value = carries_value(&header).then_some(());
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// A daemon announces itself; a worker registers its host and agent.
+#[derive(Debug, Clone)]
+pub struct Join {
+    pub token: RequestToken,
+    pub role: Role,
+    pub host: HostAttributes,
+    pub agent: Option<AgentHandle>,
+}
+
+impl Op for Join {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "join";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.join_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_role(self.role.into());
+            wire::write_attributes(req.get().init_host(), &self.host);
+            if let Some(agent) = &self.agent {
+                req.get().set_agent(agent.capability());
+            }
+            let resp = req.send().promise.await?;
+            let header = wire::read_header(resp.get()?.get_header()?)?;
+            let value = carries_value(&header).then_some(());
+            Ok(Reply { header, value })
+        }
+        .boxed_local()
+    }
+}
+
+/// A worker's liveness signal; sent with [`crate::Client::notify`].
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub name: String,
+}
+
+impl Op for Heartbeat {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "heartbeat";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.heartbeat_request();
+            req.get().set_name(self.name.as_str());
+            let resp = req.send().promise.await?;
+            let header = wire::read_header(resp.get()?.get_header()?)?;
+            let value = carries_value(&header).then_some(());
             Ok(Reply { header, value })
         }
         .boxed_local()

@@ -4,6 +4,7 @@
 //! and interrupts a round in progress. Callers publish in order and await each publish, so
 //! ordering is preserved.
 
+use futures::FutureExt;
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -24,8 +25,15 @@ pub async fn publish_until_done<T: Transport, O: Op>(
         if *shutdown.borrow() {
             return Err(ClientError::Shutdown);
         }
+        // A round whose reply was lost may have applied the decision: later rounds are
+        // re-sends, for which `dupJob` means done.
+        let attempt = if rounds == 0 {
+            client.call(op.clone()).boxed()
+        } else {
+            client.call_again(op.clone()).boxed()
+        };
         let result = tokio::select! {
-            r = client.call(op.clone()) => r,
+            r = attempt => r,
             _ = shutdown.wait_for(|stop| *stop) => return Err(ClientError::Shutdown),
         };
         match result {

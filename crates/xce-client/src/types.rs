@@ -177,3 +177,60 @@ impl JobFilter {
             && (self.states.is_empty() || self.states.contains(&job.state))
     }
 }
+
+/// Whether a host takes jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostState {
+    Ok,
+    /// Closed by an operator: no new jobs.
+    Closed,
+    /// Its worker stopped heartbeating for longer than the TTL.
+    Unavailable,
+}
+
+impl HostState {
+    /// The contract name (`ok`, `closed`, `unavailable`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HostState::Ok => "ok",
+            HostState::Closed => "closed",
+            HostState::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// A worker host as the controller reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub state: HostState,
+    pub running: u32,
+    pub cpus_used: u32,
+}
+
+/// A host control action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HostAction {
+    Open,
+    Close,
+}
+
+/// Who a joining daemon is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    User,
+    Worker,
+    Scheduler,
+    Apiserver,
+}
+
+/// What a worker reports about its host when it joins.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostAttributes {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_mb: u64,
+}

@@ -6,8 +6,8 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterInfo, Job, JobAction, JobFilter, JobSpec, JobState, Member, MemberRole, Queue,
-    QueueAction, RequestToken,
+    ClusterInfo, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobFilter, JobSpec,
+    JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
 };
 
 /// The common header of every reply, Rust side.
@@ -321,6 +321,92 @@ pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error
     })
 }
 
+/// Writes a host.
+pub fn write_host(mut b: w::host::Builder<'_>, h: &Host) {
+    b.set_name(h.name.as_str());
+    b.set_cpus(h.cpus);
+    b.set_mem_mb(h.mem_mb);
+    b.set_state(match h.state {
+        HostState::Ok => w::HostState::Ok,
+        HostState::Closed => w::HostState::Closed,
+        HostState::Unavailable => w::HostState::Unavailable,
+    });
+    b.set_running(h.running);
+    b.set_cpus_used(h.cpus_used);
+}
+
+/// Reads a host.
+pub fn read_host(r: w::host::Reader<'_>) -> Result<Host, Error> {
+    Ok(Host {
+        name: text(r.get_name()?)?,
+        cpus: r.get_cpus(),
+        mem_mb: r.get_mem_mb(),
+        state: match r.get_state()? {
+            w::HostState::Ok => HostState::Ok,
+            w::HostState::Closed => HostState::Closed,
+            w::HostState::Unavailable => HostState::Unavailable,
+        },
+        running: r.get_running(),
+        cpus_used: r.get_cpus_used(),
+    })
+}
+
+impl From<HostAction> for w::HostAction {
+    fn from(a: HostAction) -> Self {
+        match a {
+            HostAction::Open => w::HostAction::Open,
+            HostAction::Close => w::HostAction::Close,
+        }
+    }
+}
+
+impl From<w::HostAction> for HostAction {
+    fn from(a: w::HostAction) -> Self {
+        match a {
+            w::HostAction::Open => HostAction::Open,
+            w::HostAction::Close => HostAction::Close,
+        }
+    }
+}
+
+impl From<Role> for w::Role {
+    fn from(r: Role) -> Self {
+        match r {
+            Role::User => w::Role::User,
+            Role::Worker => w::Role::Worker,
+            Role::Scheduler => w::Role::Scheduler,
+            Role::Apiserver => w::Role::Apiserver,
+        }
+    }
+}
+
+impl From<w::Role> for Role {
+    fn from(r: w::Role) -> Self {
+        match r {
+            w::Role::User => Role::User,
+            w::Role::Worker => Role::Worker,
+            w::Role::Scheduler => Role::Scheduler,
+            w::Role::Apiserver => Role::Apiserver,
+        }
+    }
+}
+
+/// Writes host attributes.
+pub fn write_attributes(mut b: w::host_attributes::Builder<'_>, a: &HostAttributes) {
+    b.set_name(a.name.as_str());
+    b.set_cpus(a.cpus);
+    b.set_mem_mb(a.mem_mb);
+}
+
+/// Reads host attributes.
+pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttributes, Error> {
+    Ok(HostAttributes {
+        name: text(r.get_name()?)?,
+        cpus: r.get_cpus(),
+        mem_mb: r.get_mem_mb(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +454,21 @@ mod tests {
         let mut msg = capnp::message::Builder::new_default();
         write_header(msg.init_root(), &h);
         assert_eq!(read_header(msg.get_root_as_reader().unwrap()).unwrap(), h);
+    }
+
+    #[test]
+    fn host_round_trips_through_capnp() {
+        let host = Host {
+            name: "w1".into(),
+            cpus: 8,
+            mem_mb: 7900,
+            state: HostState::Unavailable,
+            running: 2,
+            cpus_used: 3,
+        };
+        let mut msg = capnp::message::Builder::new_default();
+        write_host(msg.init_root(), &host);
+        assert_eq!(read_host(msg.get_root_as_reader().unwrap()).unwrap(), host);
     }
 
     #[test]

@@ -142,6 +142,13 @@ interface Controller {
 
   # The controller-to-controller Raft interface of this node.
   raft @7 () -> (raft :Raft);
+
+  listHosts @8 () -> (header :ReplyHeader, hosts :List(Host));
+  hostControl @9 (token :Token, name :Text, action :HostAction) -> (header :ReplyHeader);
+  # A daemon announces itself; a worker registers (or re-registers) its host and its agent.
+  join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent) -> (header :ReplyHeader);
+  # Fire-and-forget liveness from a worker; `noEnt` asks it to join again.
+  heartbeat @11 (name :Text) -> (header :ReplyHeader);
 }
 
 # Carries openraft's messages between controllers. The payloads are openraft's own serde
@@ -151,4 +158,46 @@ interface Raft {
   appendEntries @0 (request :Data) -> (reply :Data);
   vote @1 (request :Data) -> (reply :Data);
   installSnapshot @2 (request :Data, chunk :Data) -> (reply :Data);
+}
+
+# ---- Hosts (workers) -------------------------------------------------------------------------
+
+enum HostState {
+  ok @0;
+  closed @1;        # An operator closed it: no new jobs.
+  unavailable @2;   # Its worker stopped heartbeating for longer than the TTL.
+}
+
+struct Host {
+  name @0 :Text;
+  cpus @1 :UInt32;
+  memMb @2 :UInt64;
+  state @3 :HostState;
+  running @4 :UInt32;
+  cpusUsed @5 :UInt32;
+}
+
+enum HostAction {
+  open @0;
+  close @1;
+}
+
+# Who is joining; decides what a connection may do.
+enum Role {
+  user @0;
+  worker @1;
+  scheduler @2;
+  apiserver @3;
+}
+
+# What a worker reports about its host when it joins.
+struct HostAttributes {
+  name @0 :Text;
+  cpus @1 :UInt32;
+  memMb @2 :UInt64;
+}
+
+# Capability a worker passes at join; the controller starts, signals and fences jobs through it.
+interface Agent {
+  ping @0 () -> ();
 }

@@ -10,7 +10,8 @@ use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
+use xce_client::types::Role;
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::{controller, raft};
 use xce_proto::Status;
@@ -192,6 +193,91 @@ impl controller::Server for ControllerService {
         if let Ok(info) = info {
             wire::write_cluster(r.init_cluster(), &info);
         }
+        Ok(())
+    }
+
+    async fn list_hosts(
+        self: Rc<Self>,
+        _params: controller::ListHostsParams,
+        mut results: controller::ListHostsResults,
+    ) -> Result<(), capnp::Error> {
+        let hosts = self.node.read(|s| s.hosts()).await;
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header_of(&hosts));
+        if let Ok(hosts) = hosts {
+            let mut list = r.init_hosts(hosts.len() as u32);
+            for (i, h) in hosts.iter().enumerate() {
+                wire::write_host(list.reborrow().get(i as u32), h);
+            }
+        }
+        Ok(())
+    }
+
+    async fn host_control(
+        self: Rc<Self>,
+        params: controller::HostControlParams,
+        mut results: controller::HostControlResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let cmd = Command::ControlHost {
+            token: wire::read_token(p.get_token()?),
+            name: p.get_name()?.to_str()?.to_string(),
+            action: p.get_action()?.into(),
+        };
+        let header = match self.node.write(cmd).await {
+            Ok(outcome) => outcome_reply(outcome).0,
+            Err(h) => h,
+        };
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn join(
+        self: Rc<Self>,
+        params: controller::JoinParams,
+        mut results: controller::JoinResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let role = Role::from(p.get_role()?);
+        let header = match role {
+            Role::Worker => {
+                let host = wire::read_attributes(p.get_host()?)?;
+                let name = host.name.clone();
+                let cmd = Command::RegisterHost {
+                    token: wire::read_token(p.get_token()?),
+                    host,
+                };
+                match self.node.write(cmd).await {
+                    Ok(outcome) => {
+                        let (header, _) = outcome_reply(outcome);
+                        if matches!(header.status, Status::Ok | Status::DupJob) {
+                            self.node.saw_host(&name);
+                            info!(host = %name, "worker joined");
+                        }
+                        header
+                    }
+                    Err(h) => h,
+                }
+            }
+            // Other roles hold no controller-side session yet: joining checks that this
+            // node is the ready primary, so a daemon's rejoin lands where its calls will.
+            Role::User | Role::Scheduler | Role::Apiserver => match self.node.admit().await {
+                Ok(()) => ReplyHeader::ok(),
+                Err(h) => h,
+            },
+        };
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn heartbeat(
+        self: Rc<Self>,
+        params: controller::HeartbeatParams,
+        mut results: controller::HeartbeatResults,
+    ) -> Result<(), capnp::Error> {
+        let name = params.get()?.get_name()?.to_str()?.to_string();
+        let header = self.node.heartbeat(&name);
+        wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
 

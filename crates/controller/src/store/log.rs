@@ -139,14 +139,22 @@ impl LogStore {
 
 /// Applies queued writes in order, one transaction and one fsync per group.
 fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>) {
+    // After one failed commit nothing more is written: a lost truncate or purge followed by
+    // later writes would leave a log that is wrong after a restart. Every later operation
+    // fails, and openraft stops the node.
+    let mut failed: Option<String> = None;
     while let Ok(first) = rx.recv() {
         let mut ops = vec![first];
         while let Ok(op) = rx.try_recv() {
             ops.push(op);
         }
-        let result = commit_group(db, &ops).map_err(|e| e.to_string());
-        if let Err(e) = &result {
-            tracing::error!(error = %e, "raft log write failed");
+        let result = match &failed {
+            Some(e) => Err(format!("an earlier log write failed: {e}")),
+            None => commit_group(db, &ops).map_err(|e| e.to_string()),
+        };
+        if let (Err(e), None) = (&result, &failed) {
+            tracing::error!(error = %e, "raft log write failed; no further writes");
+            failed = Some(e.clone());
         }
         for op in ops {
             match op.done {

@@ -10,7 +10,7 @@ use openraft::{
     AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, StorageError,
     StorageIOError, StoredMembership,
 };
-use redb::Database;
+use redb::{Database, ReadableTable};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -88,10 +88,20 @@ impl StateMachineStore {
     ) -> Result<(), StorageError<NodeId>> {
         let meta_bytes = encode(meta).map_err(write_err)?;
         let data_bytes = encode(&data).map_err(write_err)?;
+        let last = meta.last_log_id;
         blocking(&self.db, move |db| {
             let txn = db.begin_write()?;
             {
                 let mut table = txn.open_table(META)?;
+                // A snapshot build races with a snapshot install: never let an older snapshot
+                // replace a newer one (the log behind the newer one is already purged).
+                let stored: Option<SnapshotMeta<NodeId, openraft::BasicNode>> = table
+                    .get(KEY_SNAPSHOT_META)?
+                    .map(|v| decode(v.value()))
+                    .transpose()?;
+                if stored.is_some_and(|s| s.last_log_id > last) {
+                    return Ok(());
+                }
                 table.insert(KEY_SNAPSHOT_META, meta_bytes.as_slice())?;
                 table.insert(KEY_SNAPSHOT_DATA, data_bytes.as_slice())?;
             }

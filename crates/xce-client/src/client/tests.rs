@@ -537,6 +537,21 @@ mod publish {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_decision_that_landed_in_a_lost_round_counts_as_published() {
+        let mut config = ClientConfig::default();
+        config.retry.max_attempts = 1;
+        let (client, fake) = client_with(config);
+        // Round one: the write lands but every reply is lost, then no primary is found.
+        fake.script("a:1", &[Answer::Broken]);
+        fake.script("b:2", &[no_master()]);
+        fake.script("c:3", &[no_master()]);
+        // Round two's first send finds it applied.
+        fake.script("a:1", &[Answer::Reply(Status::DupJob, Some(11))]);
+        let (_tx, mut rx) = watch::channel(false);
+        assert_eq!(publish_until_done(&client, submit(), &mut rx).await, Ok(11));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn stops_within_one_attempt_of_shutdown() {
         let (client, fake) = fresh();
         for addr in ["a:1", "b:2", "c:3"] {

@@ -1,0 +1,54 @@
+//! The worker's agent: the capability a worker passes at join, through which the primary
+//! reaches back into the worker (to start, signal and fence jobs as the worker issue adds
+//! them). The capnp server lives on the connection's thread; it forwards every request to the
+//! worker's own `Send` code through an [`AgentHandle`].
+
+use capnp::capability::Rc;
+use tokio::sync::mpsc;
+use xce_proto::xce_capnp::agent;
+
+/// A request from the primary to the worker.
+#[derive(Debug)]
+pub enum AgentRequest {
+    /// The primary checks that the agent is alive.
+    Ping,
+}
+
+/// The worker's end: cheap to clone, `Send`; every joined connection gets a capability that
+/// feeds the same channel.
+#[derive(Debug, Clone)]
+pub struct AgentHandle {
+    requests: mpsc::UnboundedSender<AgentRequest>,
+}
+
+impl AgentHandle {
+    /// A handle and the stream of requests the worker serves.
+    pub fn new() -> (AgentHandle, mpsc::UnboundedReceiver<AgentRequest>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (AgentHandle { requests: tx }, rx)
+    }
+
+    /// The capnp capability for this handle; call it on a connection's thread.
+    pub fn capability(&self) -> agent::Client {
+        capnp_rpc::new_client(AgentServer {
+            handle: self.clone(),
+        })
+    }
+}
+
+struct AgentServer {
+    handle: AgentHandle,
+}
+
+impl agent::Server for AgentServer {
+    async fn ping(
+        self: Rc<Self>,
+        _params: agent::PingParams,
+        _results: agent::PingResults,
+    ) -> Result<(), capnp::Error> {
+        self.handle
+            .requests
+            .send(AgentRequest::Ping)
+            .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))
+    }
+}
