@@ -153,10 +153,23 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
         .iter()
         .map(|d| d["pid"].as_i64().unwrap() as i32)
         .collect();
-    assert_eq!(pids.len(), 3);
+    assert_eq!(pids.len(), 5, "3 controllers and 2 workers: {info}");
 
     let out = xce(&peers, &["submit", "-o", "json", "--", "true"]);
     assert_eq!(ok_json(&out)["id"], 1);
+    // Both workers join.
+    let peers2 = peers.clone();
+    wait_for("both dev workers", Duration::from_secs(30), || {
+        let out = xce(&peers2, &["hosts", "-o", "json"]);
+        let n = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| {
+                v.as_array()
+                    .map(|a| a.iter().filter(|h| h["state"] == "ok").count())
+            });
+        async move { (n == Some(2)).then_some(()) }
+    })
+    .await;
 
     kill(Pid::from_raw(dev.id() as i32), Signal::SIGTERM).unwrap();
     let status = wait_for("xce dev to exit", Duration::from_secs(30), || {
@@ -169,7 +182,7 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
         // Signal 0 probes existence: every controller must be gone.
         assert!(
             kill(Pid::from_raw(pid), None).is_err(),
-            "controller {pid} still running"
+            "daemon {pid} still running"
         );
     }
     let data_dir = info["data_dir"].as_str().unwrap();

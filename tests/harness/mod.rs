@@ -82,6 +82,16 @@ impl Cluster {
 
     /// Starts `n` controllers, all given the YAML `config` text.
     pub fn start_with_config(n: usize, config: Option<&str>) -> Cluster {
+        Self::start_full(n, config, 0, &[])
+    }
+
+    /// Starts `n` controllers with the YAML `config` and `workers` workers given `worker_args`.
+    pub fn start_full(
+        n: usize,
+        config: Option<&str>,
+        workers: usize,
+        worker_args: &[&str],
+    ) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("xce-test-")
             .tempdir()
@@ -92,12 +102,17 @@ impl Cluster {
             path
         });
         bin("xce-controller");
+        if workers > 0 {
+            bin("xce-worker");
+        }
         let local = LocalCluster::start(ClusterSpec {
             bin_dir: bin_dir(),
             data_dir: dir.path().to_path_buf(),
             ports: free_ports(n),
             config,
             log_filter: "info,openraft=warn".into(),
+            workers,
+            worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
         })
         .unwrap();
         Cluster {

@@ -35,6 +35,8 @@ impl BenchCluster {
             ports: free_ports(n)?,
             config: None,
             log_filter,
+            workers: 0,
+            worker_args: Vec::new(),
         })?;
         let cluster = BenchCluster { local, _dir: dir };
         cluster.wait_primary().await?;

@@ -3,8 +3,13 @@
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use xce_client::ops::{ControlJob, ControlQueue, GetCluster, GetJob, ListJobs, ListQueues, Submit};
-use xce_client::types::{JobAction, JobFilter, JobSpec, JobState, QueueAction, RequestToken};
+use xce_client::ops::{
+    ControlHost, ControlJob, ControlQueue, GetCluster, GetJob, ListHosts, ListJobs, ListQueues,
+    Submit,
+};
+use xce_client::types::{
+    HostAction, JobAction, JobFilter, JobSpec, JobState, QueueAction, RequestToken,
+};
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
 use crate::output::{self, fail};
@@ -93,6 +98,13 @@ impl From<QueueVerb> for QueueAction {
     }
 }
 
+/// `xce host` verbs.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum HostVerb {
+    Open,
+    Close,
+}
+
 /// The CLI's client budget: patient enough to ride out a failover, short enough that a dead
 /// cluster is reported within seconds (about 10 s with the default backoff).
 pub fn cli_client_config() -> ClientConfig {
@@ -154,6 +166,20 @@ pub async fn run(cli: Cli) -> i32 {
             };
             check(f, c.call(op).await);
             output::done(f, &format!("Queue <{name}>: {}", action.name()));
+        }
+        Command::Hosts => output::hosts(f, &check(f, c.call(ListHosts).await)),
+        Command::Host { action, name } => {
+            let (action, verb) = match action {
+                HostVerb::Open => (HostAction::Open, "opened"),
+                HostVerb::Close => (HostAction::Close, "closed"),
+            };
+            let op = ControlHost {
+                token: RequestToken::random(),
+                name: name.clone(),
+                action,
+            };
+            check(f, c.call(op).await);
+            output::done(f, &format!("Host <{name}> is {verb}."));
         }
         Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
         Command::Submit(_) | Command::Dev(_) => {}

@@ -23,6 +23,9 @@ pub struct DevArgs {
     /// Number of controllers (1 to 7).
     #[arg(long, default_value_t = 3)]
     controllers: usize,
+    /// Number of workers.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
     /// First client port; controllers take consecutive ports (default: any free ports).
     #[arg(long)]
     base_port: Option<u16>,
@@ -72,6 +75,8 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         ports,
         config: None,
         log_filter: "info,openraft=warn".into(),
+        workers: args.workers,
+        worker_args: Vec::new(),
     })?;
     if let Err(e) = wait_for_primary(&mut cluster).await {
         cluster.stop_all(STOP_GRACE);
@@ -115,7 +120,7 @@ fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool
         let v = serde_json::json!({
             "peers": peers,
             "data_dir": data.display().to_string(),
-            "daemons": cluster.controllers.iter().map(|d| serde_json::json!({
+            "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).map(|d| serde_json::json!({
                 "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
             })).collect::<Vec<_>>(),
         });
@@ -123,13 +128,14 @@ fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool
         return;
     }
     println!(
-        "xce dev: {} controllers are up on 127.0.0.1.",
-        cluster.controllers.len()
+        "xce dev: {} controllers and {} workers are up on 127.0.0.1.",
+        cluster.controllers.len(),
+        cluster.workers.len()
     );
     println!();
     println!("    export XCE_PEERS={peers}");
     println!();
-    println!("Then try: xce cluster; xce submit -- sleep 30; xce jobs");
+    println!("Then try: xce cluster; xce hosts; xce submit -- sleep 30; xce jobs");
     println!(
         "Data and logs: {}{}",
         data.display(),
@@ -148,13 +154,13 @@ async fn wait_for_stop(cluster: &mut LocalCluster) {
         eprintln!("xce dev: cannot install signal handlers; stopping");
         return;
     };
-    let mut reported = vec![false; cluster.controllers.len()];
+    let mut reported = vec![false; cluster.controllers.len() + cluster.workers.len()];
     loop {
         tokio::select! {
             _ = term.recv() => return,
             _ = int.recv() => return,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
-                for (i, d) in cluster.controllers.iter_mut().enumerate() {
+                for (i, d) in cluster.controllers.iter_mut().chain(cluster.workers.iter_mut()).enumerate() {
                     if let Some(status) = d.exited() {
                         if !reported[i] {
                             eprintln!("xce dev: {} exited ({status}); see {}", d.name, d.log.display());

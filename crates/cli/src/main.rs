@@ -59,6 +59,14 @@ pub enum Command {
         action: commands::QueueVerb,
         name: String,
     },
+    /// List worker hosts.
+    Hosts,
+    /// Open or close a host.
+    Host {
+        #[arg(value_enum)]
+        action: commands::HostVerb,
+        name: String,
+    },
     /// Show the controllers and which one is primary.
     Cluster,
     /// Run a local HA cluster in the foreground until Ctrl-C.

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 use xce_client::json;
-use xce_client::types::{ClusterInfo, Job, Queue};
+use xce_client::types::{ClusterInfo, Host, Job, Queue};
 
 use crate::Format;
 
@@ -102,6 +102,28 @@ pub fn queues(format: Format, queues: &[Queue]) {
             if q.active { "active" } else { "inact" },
             q.pending,
             q.running
+        );
+    }
+}
+
+/// Prints the hosts.
+pub fn hosts(format: Format, hosts: &[Host]) {
+    if format == Format::Json {
+        return print_json(&Value::Array(hosts.iter().map(json::host).collect()));
+    }
+    println!(
+        "{:<16} {:<12} {:>5} {:>9} {:>8} {:>9}",
+        "HOST", "STATE", "CPUS", "MEM_MB", "RUNNING", "CPUS_USED"
+    );
+    for h in hosts {
+        println!(
+            "{:<16} {:<12} {:>5} {:>9} {:>8} {:>9}",
+            h.name,
+            h.state.name(),
+            h.cpus,
+            h.mem_mb,
+            h.running,
+            h.cpus_used
         );
     }
 }

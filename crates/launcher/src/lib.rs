@@ -66,6 +66,10 @@ pub struct ClusterSpec {
     pub config: Option<PathBuf>,
     /// `RUST_LOG` for the daemons.
     pub log_filter: String,
+    /// Workers to start (`w1`, `w2`, ...), each with its spool under `data_dir`.
+    pub workers: usize,
+    /// Extra flags for every worker (e.g. a short `--heartbeat-ms` in tests).
+    pub worker_args: Vec<String>,
 }
 
 /// One daemon process and where its data and log live.
@@ -75,6 +79,8 @@ pub struct Daemon {
     pub port: u16,
     pub data_dir: PathBuf,
     pub log: PathBuf,
+    /// The binary, beside the launcher's `bin_dir`.
+    bin: &'static str,
     args: Vec<String>,
     child: Option<Child>,
 }
@@ -112,15 +118,12 @@ pub struct LocalCluster {
     spec: ClusterSpec,
     peers: String,
     pub controllers: Vec<Daemon>,
+    pub workers: Vec<Daemon>,
 }
 
 impl LocalCluster {
     /// Lays out the cluster and starts every controller.
     pub fn start(spec: ClusterSpec) -> Result<LocalCluster, LaunchError> {
-        let bin = spec.bin_dir.join("xce-controller");
-        if !bin.exists() {
-            return Err(LaunchError::MissingBinary { path: bin });
-        }
         std::fs::create_dir_all(&spec.data_dir)
             .map_err(io(format!("create {}", spec.data_dir.display())))?;
         let peers = spec
@@ -154,6 +157,31 @@ impl LocalCluster {
                     name,
                     port: *port,
                     data_dir,
+                    bin: "xce-controller",
+                    args,
+                    child: None,
+                }
+            })
+            .collect();
+        let workers = (1..=spec.workers)
+            .map(|i| {
+                let name = format!("w{i}");
+                let data_dir = spec.data_dir.join(&name);
+                let mut args = vec![
+                    "--name".to_string(),
+                    name.clone(),
+                    "--peers".to_string(),
+                    peers.clone(),
+                    "--spool-dir".to_string(),
+                    data_dir.display().to_string(),
+                ];
+                args.extend(spec.worker_args.iter().cloned());
+                Daemon {
+                    log: spec.data_dir.join(format!("{name}.log")),
+                    name,
+                    port: 0,
+                    data_dir,
+                    bin: "xce-worker",
                     args,
                     child: None,
                 }
@@ -163,9 +191,13 @@ impl LocalCluster {
             spec,
             peers,
             controllers,
+            workers,
         };
         for i in 0..cluster.controllers.len() {
             cluster.start_controller(i)?;
+        }
+        for i in 0..cluster.workers.len() {
+            cluster.start_worker(i)?;
         }
         Ok(cluster)
     }
@@ -177,28 +209,17 @@ impl LocalCluster {
 
     /// Starts controller `i` (again); its log is appended to.
     pub fn start_controller(&mut self, i: usize) -> Result<(), LaunchError> {
-        let bin = self.spec.bin_dir.join("xce-controller");
-        let d = &mut self.controllers[i];
-        if d.is_running() {
-            return Err(LaunchError::Running {
-                name: d.name.clone(),
-            });
-        }
-        let log = open_log(&d.log)?;
-        let log_err = log.try_clone().map_err(io("open log"))?;
-        let child = Command::new(&bin)
-            .args(&d.args)
-            .env("RUST_LOG", &self.spec.log_filter)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            // Own process group: a terminal's Ctrl-C reaches only the launcher, which then
-            // stops the daemons in order.
-            .process_group(0)
-            .spawn()
-            .map_err(io(format!("start {}", bin.display())))?;
-        d.child = Some(child);
-        Ok(())
+        spawn(&self.spec, &mut self.controllers[i])
+    }
+
+    /// Starts worker `i` (again); its log is appended to.
+    pub fn start_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        spawn(&self.spec, &mut self.workers[i])
+    }
+
+    /// Crashes worker `i` (SIGKILL) and reaps it.
+    pub fn kill9_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        kill9(&mut self.workers[i])
     }
 
     fn signal(&mut self, i: usize, sig: Signal) -> Result<(), LaunchError> {
@@ -212,11 +233,7 @@ impl LocalCluster {
 
     /// Crashes controller `i` (SIGKILL) and reaps it.
     pub fn kill9(&mut self, i: usize) -> Result<(), LaunchError> {
-        self.signal(i, Signal::SIGKILL)?;
-        if let Some(mut child) = self.controllers[i].child.take() {
-            child.wait().map_err(io("reap"))?;
-        }
-        Ok(())
+        kill9(&mut self.controllers[i])
     }
 
     /// Freezes controller `i` (SIGSTOP): a hung, not dead, node.
@@ -254,14 +271,14 @@ impl LocalCluster {
     /// Stops every running controller (SIGTERM to all first, then waits); returns the names
     /// of those that had to be killed.
     pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
-        for i in 0..self.controllers.len() {
-            if self.controllers[i].is_running() {
-                let _ = self.signal(i, Signal::SIGTERM);
+        for d in self.workers.iter_mut().chain(self.controllers.iter_mut()) {
+            if let (true, Some(pid)) = (d.is_running(), d.pid()) {
+                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
             }
         }
         let deadline = Instant::now() + grace;
         let mut killed = Vec::new();
-        for d in &mut self.controllers {
+        for d in self.workers.iter_mut().chain(self.controllers.iter_mut()) {
             let Some(mut child) = d.child.take() else {
                 continue;
             };
@@ -284,13 +301,54 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        for d in &mut self.controllers {
+        for d in self.workers.iter_mut().chain(self.controllers.iter_mut()) {
             if let Some(mut child) = d.child.take() {
                 let _ = child.kill();
                 let _ = child.wait();
             }
         }
     }
+}
+
+/// Starts one daemon process; its log is appended to.
+fn spawn(spec: &ClusterSpec, d: &mut Daemon) -> Result<(), LaunchError> {
+    let bin = spec.bin_dir.join(d.bin);
+    if !bin.exists() {
+        return Err(LaunchError::MissingBinary { path: bin });
+    }
+    if d.is_running() {
+        return Err(LaunchError::Running {
+            name: d.name.clone(),
+        });
+    }
+    let log = open_log(&d.log)?;
+    let log_err = log.try_clone().map_err(io("open log"))?;
+    let child = Command::new(&bin)
+        .args(&d.args)
+        .env("RUST_LOG", &spec.log_filter)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        // Own process group: a terminal's Ctrl-C reaches only the launcher, which then
+        // stops the daemons in order.
+        .process_group(0)
+        .spawn()
+        .map_err(io(format!("start {}", bin.display())))?;
+    d.child = Some(child);
+    Ok(())
+}
+
+/// SIGKILLs a daemon and reaps it.
+fn kill9(d: &mut Daemon) -> Result<(), LaunchError> {
+    let pid = d.pid().ok_or_else(|| LaunchError::NotRunning {
+        name: d.name.clone(),
+    })?;
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL)
+        .map_err(|e| io(format!("signal {}", d.name))(std::io::Error::from(e)))?;
+    if let Some(mut child) = d.child.take() {
+        child.wait().map_err(io("reap"))?;
+    }
+    Ok(())
 }
 
 fn open_log(path: &Path) -> Result<File, LaunchError> {

@@ -1,0 +1,90 @@
+//! `xce-worker`: flags, logging, signals; the daemon itself is `xce_worker::run`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use xce_client::parse_candidates;
+use xce_worker::{host, Config};
+
+/// An xce worker: runs jobs on this host for the cluster.
+#[derive(Debug, Parser)]
+#[command(name = "xce-worker", version)]
+struct Args {
+    /// Controller candidates: name=host:port,...
+    #[arg(long, env = "XCE_PEERS")]
+    peers: String,
+    /// This host's name in the cluster.
+    #[arg(long, env = "XCE_NAME")]
+    name: String,
+    /// Where job output and the outbox live.
+    #[arg(long, env = "XCE_SPOOL_DIR")]
+    spool_dir: PathBuf,
+    /// CPUs offered (default: detected).
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Memory offered in MiB (default: detected).
+    #[arg(long)]
+    mem_mb: Option<u64>,
+    /// Heartbeat interval in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    heartbeat_ms: u64,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    if let Err(e) = real_main() {
+        eprintln!("xce-worker: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let peers = parse_candidates(&args.peers).context("--peers")?;
+    if args.cpus == Some(0) {
+        anyhow::bail!("--cpus must be at least 1");
+    }
+    if args.heartbeat_ms < 10 {
+        anyhow::bail!("--heartbeat-ms must be at least 10");
+    }
+    let mem_mb = match args.mem_mb {
+        Some(m) => m,
+        None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
+    };
+    let config = Config {
+        name: args.name,
+        peers,
+        spool_dir: args.spool_dir,
+        cpus: args.cpus.unwrap_or_else(host::detect_cpus),
+        mem_mb,
+        heartbeat: Duration::from_millis(args.heartbeat_ms),
+    };
+    xce_worker::prepare_spool(&config.spool_dir)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start runtime")?;
+    runtime.block_on(xce_worker::run(config, shutdown_signal()))
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
