@@ -143,8 +143,12 @@ struct Inner<T: Transport> {
     config: ClientConfig,
     transport: T,
     route: Mutex<Route<T::Conn>>,
-    /// Serialises reconnects so that calls failing together share one reconnect.
-    reconnecting: tokio::sync::Mutex<()>,
+    /// Serialises reconnects so that calls failing together share one reconnect; it guards
+    /// the outcome of the latest attempt, which callers that queued behind it take as their
+    /// own (a dead host costs one connect timeout, not one per waiting call).
+    reconnecting: tokio::sync::Mutex<Option<TransportError>>,
+    /// Counts finished connect attempts.
+    connect_attempts: AtomicU64,
     rejoin: Mutex<Option<RejoinFn<T>>>,
     /// Serialises rejoins; never taken by the rejoin's own calls.
     rejoining: tokio::sync::Mutex<()>,
@@ -209,7 +213,8 @@ impl<T: Transport> Client<T> {
                     hint: None,
                     generation: 0,
                 }),
-                reconnecting: tokio::sync::Mutex::new(()),
+                reconnecting: tokio::sync::Mutex::new(None),
+                connect_attempts: AtomicU64::new(0),
                 rejoin: Mutex::new(None),
                 rejoining: tokio::sync::Mutex::new(()),
                 rejoined: AtomicU64::new(0),
@@ -436,9 +441,16 @@ impl<T: Transport> Client<T> {
         if let Some(conn) = self.current() {
             return Ok(conn);
         }
-        let _one_reconnect = self.inner.reconnecting.lock().await;
+        let attempts_before = self.inner.connect_attempts.load(Ordering::Acquire);
+        let mut last_failure = self.inner.reconnecting.lock().await;
         if let Some(conn) = self.current() {
             return Ok(conn);
+        }
+        if self.inner.connect_attempts.load(Ordering::Acquire) != attempts_before {
+            if let Some(e) = last_failure.clone() {
+                // An attempt finished (and failed) while this call waited: share its outcome.
+                return Err(e);
+            }
         }
         let (target, from_hint) = {
             let mut route = lock(&self.inner.route);
@@ -447,7 +459,10 @@ impl<T: Transport> Client<T> {
                 None => (self.inner.candidates[route.cursor].addr(), false),
             }
         };
-        match self.inner.transport.connect(&target).await {
+        let connected = self.inner.transport.connect(&target).await;
+        self.inner.connect_attempts.fetch_add(1, Ordering::AcqRel);
+        *last_failure = connected.as_ref().err().cloned();
+        match connected {
             Ok(conn) => {
                 info!(target = %target, "connected to controller");
                 self.inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);

@@ -90,6 +90,8 @@ impl Transport for Arc<Fake> {
         let up = !lock(&self.down).contains(addr);
         lock(&self.events).push(Event::Connect(addr.into(), up));
         if !up {
+            // A powered-off host: the connect times out rather than being refused.
+            tokio::time::sleep(Duration::from_secs(1)).await;
             return Err(TransportError::Connect {
                 addr: addr.into(),
                 reason: "refused".into(),
@@ -350,6 +352,31 @@ async fn concurrent_calls_share_one_reconnect() {
         assert_eq!(c.await.unwrap(), Ok(5));
     }
     assert_eq!(fake.connects("a:1"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_waiting_on_a_failed_reconnect_share_its_failure() {
+    let mut config = ClientConfig::default();
+    config.retry.max_attempts = 1;
+    let (client, fake) = client_with(config);
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.down(addr);
+    }
+    let calls: Vec<_> = (0..20)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.call(Read).await })
+        })
+        .collect();
+    for c in calls {
+        assert!(matches!(
+            c.await.unwrap(),
+            Err(ClientError::ClusterNotReady { .. })
+        ));
+    }
+    // Alone, each call would make 6 connects (two rotations of three); together they share.
+    let connects = fake.events().len();
+    assert!(connects < 20 * 6 / 2, "{connects} connects for 20 calls");
 }
 
 /// A rejoin that makes a client call of its own and records when it ran.
