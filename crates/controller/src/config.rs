@@ -170,6 +170,9 @@ impl Config {
             election_timeout_max: t.election_timeout_max_ms,
             snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(t.snapshot_logs),
             max_in_snapshot_log_to_keep: t.logs_kept,
+            // Entries per append-entries message: with batches of at most ~512 KiB this bounds
+            // a message to ~32 MiB, half of capnp's limit.
+            max_payload_entries: 64,
             ..Default::default()
         };
         config

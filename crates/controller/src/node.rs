@@ -14,11 +14,14 @@ use xce_client::Candidate;
 use xce_proto::Status;
 
 use crate::network::raft_client::Reachability;
-use crate::state::{Command, Outcome, QueueDef, State};
+use crate::state::{approx_size, Command, Outcome, QueueDef, State};
 use crate::store::{Batch, NodeId, SharedState, TypeConfig};
 
 /// Most commands in one Raft entry.
 const MAX_BATCH: usize = 2048;
+/// Most bytes (approximately) in one Raft entry; with `max_payload_entries` this keeps every
+/// append-entries message far below capnp's 64 MiB message limit.
+const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// How often a held request re-checks whether a primary has emerged.
 const RECHECK: Duration = Duration::from_millis(25);
 /// Batches in flight at once; while they are, new proposals queue up and form the next batch.
@@ -409,10 +412,14 @@ async fn run_proposer(node: Arc<Node>, mut rx: mpsc::Receiver<Proposal>) {
         let Ok(permit) = inflight.clone().acquire_owned().await else {
             return;
         };
+        let mut bytes = approx_size(&first.cmd);
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
-                Ok(p) => batch.push(p),
+                Ok(p) => {
+                    bytes += approx_size(&p.cmd);
+                    batch.push(p);
+                }
                 Err(_) => break,
             }
         }

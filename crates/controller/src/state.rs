@@ -195,9 +195,63 @@ impl Default for State {
     }
 }
 
+/// Largest name-like field (job name, user, queue), in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Largest working directory, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// Largest command line or environment, in bytes. Bounded specs keep every Raft batch and
+/// every message far below capnp's message limit.
+pub const MAX_LIST_BYTES: usize = 64 * 1024;
+
+fn check_size(field: &str, len: usize, max: usize) -> Result<(), String> {
+    if len > max {
+        return Err(format!("{field}: {len} bytes, at most {max} allowed"));
+    }
+    Ok(())
+}
+
+/// Approximate encoded size of a command, for bounding Raft batches.
+pub fn approx_size(cmd: &Command) -> usize {
+    match cmd {
+        Command::Submit { spec, .. } => {
+            64 + spec.name.len()
+                + spec.user.len()
+                + spec.queue.len()
+                + spec.cwd.len()
+                + spec.command.iter().map(|a| a.len() + 8).sum::<usize>()
+                + spec
+                    .env
+                    .iter()
+                    .map(|(k, v)| k.len() + v.len() + 16)
+                    .sum::<usize>()
+        }
+        Command::ControlQueue { name, .. } | Command::ControlHost { name, .. } => 64 + name.len(),
+        Command::RegisterHost { host, .. } => 64 + host.name.len(),
+        Command::SetHostAvailable { name, .. } => 32 + name.len(),
+        Command::ControlJob { .. } => 48,
+        Command::Barrier { queues, .. } => {
+            32 + queues.iter().map(|q| q.name.len() + 8).sum::<usize>()
+        }
+    }
+}
+
 /// Checks what can be checked without the state, so that a bad request is answered before it
 /// costs a log entry. `apply` checks again (it must stand alone); this only fails earlier.
 pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
+    check_size("name", spec.name.len(), MAX_NAME_BYTES)?;
+    check_size("user", spec.user.len(), MAX_NAME_BYTES)?;
+    check_size("queue", spec.queue.len(), MAX_NAME_BYTES)?;
+    check_size("cwd", spec.cwd.len(), MAX_PATH_BYTES)?;
+    check_size(
+        "command",
+        spec.command.iter().map(String::len).sum(),
+        MAX_LIST_BYTES,
+    )?;
+    check_size(
+        "env",
+        spec.env.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        MAX_LIST_BYTES,
+    )?;
     match spec.command.first() {
         None => return Err("command: must not be empty".into()),
         Some(arg0) if arg0.trim().is_empty() => {
@@ -566,6 +620,21 @@ mod tests {
         rejected_with(&submit(&mut s, 5, unknown), Status::Invalid, "queue");
         assert_eq!(s.jobs, before);
         assert_eq!(s.next_job_id, 1);
+    }
+
+    #[test]
+    fn oversized_specs_are_invalid_and_name_the_field() {
+        let mut s = State::default();
+        let mut big = spec(&["x"]);
+        big.command.push("a".repeat(MAX_LIST_BYTES));
+        rejected_with(&submit(&mut s, 1, big), Status::Invalid, "command:");
+        let mut big = spec(&["x"]);
+        big.name = "n".repeat(MAX_NAME_BYTES + 1);
+        rejected_with(&submit(&mut s, 2, big), Status::Invalid, "name:");
+        let mut big = spec(&["x"]);
+        big.env = vec![("K".into(), "v".repeat(MAX_LIST_BYTES))];
+        rejected_with(&submit(&mut s, 3, big), Status::Invalid, "env:");
+        assert_eq!(s.job_count(), 0);
     }
 
     #[test]

@@ -74,8 +74,12 @@ impl controller::Server for ControllerService {
         let p = params.get()?;
         let token = wire::read_token(p.get_token()?);
         let spec = wire::read_spec(p.get_spec()?)?;
-        let (header, id) = match validate_spec(&spec) {
-            Err(message) => (ReplyHeader::status(Status::Invalid, message), None),
+        // Only the ready primary judges requests: a standby redirects even a bad one.
+        let checked = self.node.admit().await.and_then(|()| {
+            validate_spec(&spec).map_err(|message| ReplyHeader::status(Status::Invalid, message))
+        });
+        let (header, id) = match checked {
+            Err(h) => (h, None),
             Ok(()) => match self.node.write(Command::Submit { token, spec }).await {
                 Ok(outcome) => outcome_reply(outcome),
                 Err(h) => (h, None),
