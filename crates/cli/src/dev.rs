@@ -146,19 +146,12 @@ fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool
 
 /// Waits for SIGINT or SIGTERM, reporting any daemon that dies meanwhile.
 async fn wait_for_stop(cluster: &mut LocalCluster) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        eprintln!("xce dev: cannot install signal handlers; stopping");
-        return;
-    };
+    let stop = xce_client::shutdown::signal();
+    tokio::pin!(stop);
     let mut reported = vec![false; cluster.controllers.len() + cluster.workers.len()];
     loop {
         tokio::select! {
-            _ = term.recv() => return,
-            _ = int.recv() => return,
+            () = &mut stop => return,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
                 for (i, d) in cluster.controllers.iter_mut().chain(cluster.workers.iter_mut()).enumerate() {
                     if let Some(status) = d.exited() {

@@ -67,22 +67,6 @@ fn real_main() -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
-        xce_controller::run_local(listener, config, shutdown_signal()).await
+        xce_controller::run_local(listener, config, xce_client::shutdown::signal()).await
     })
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the process still dies on the default action.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

@@ -71,20 +71,5 @@ fn real_main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("start runtime")?;
-    runtime.block_on(xce_worker::run(config, shutdown_signal()))
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    runtime.block_on(xce_worker::run(config, xce_client::shutdown::signal()))
 }

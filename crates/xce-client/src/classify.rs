@@ -159,6 +159,37 @@ mod tests {
         check(Status::DupJob, Write, 1, Action::Success(7));
     }
 
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Over every status, op kind, attempt and value presence: only `ok` with a value, or
+        /// `dupJob` with a value on a re-sent write, is success; redirect, standby, noMaster
+        /// and notReady always retry; the rest are always surfaced.
+        #[test]
+        fn classification_invariants(
+            i in 0usize..ALL_STATUSES.len(),
+            write in any::<bool>(),
+            attempt in 0u32..5,
+            value in proptest::option::of(any::<u64>()),
+        ) {
+            let status = ALL_STATUSES[i];
+            let kind = if write { OpKind::Write } else { OpKind::Read };
+            let header = ReplyHeader::status(status, "m");
+            let got = classify(Ok(Reply { header, value }), kind, attempt);
+            let success = matches!(got, Action::Success(_));
+            let expect_success = value.is_some()
+                && (status == Status::Ok || (status == Status::DupJob && write && attempt > 0));
+            prop_assert_eq!(success, expect_success, "{} {:?} {}", status, kind, attempt);
+            let right_kind = match status {
+                Status::Redirect | Status::Standby => matches!(got, Action::RetryNow { .. }),
+                Status::NoMaster | Status::NotReady => matches!(got, Action::RetryBackoff { .. }),
+                Status::Ok | Status::DupJob => true,
+                _ => matches!(got, Action::Terminal { status: s, .. } if s == status),
+            };
+            prop_assert!(right_kind, "{} {:?} {} -> {:?}", status, kind, attempt, got);
+        }
+    }
+
     #[test]
     fn a_request_the_controller_failed_is_terminal() {
         let e = TransportError::Rpc {

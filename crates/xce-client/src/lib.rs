@@ -11,6 +11,7 @@ pub mod connection;
 pub mod json;
 pub mod ops;
 pub mod publish;
+pub mod shutdown;
 pub mod transport;
 pub mod types;
 pub mod wire;
