@@ -47,6 +47,15 @@ fn carries_value(h: &ReplyHeader) -> bool {
     matches!(h.status, Status::Ok | Status::DupJob)
 }
 
+/// The reply of an op whose result is just its header.
+fn header_only(
+    header: xce_proto::xce_capnp::reply_header::Reader<'_>,
+) -> Result<Reply<()>, capnp::Error> {
+    let header = wire::read_header(header)?;
+    let value = carries_value(&header).then_some(());
+    Ok(Reply { header, value })
+}
+
 /// Submit a job. Output: its id (the original id on a replayed token).
 #[derive(Debug, Clone)]
 pub struct Submit {
@@ -156,9 +165,7 @@ impl Op for ControlJob {
             req.get().set_job_id(self.id);
             req.get().set_action(self.action.into());
             let resp = req.send().promise.await?;
-            let header = wire::read_header(resp.get()?.get_header()?)?;
-            let value = carries_value(&header).then_some(());
-            Ok(Reply { header, value })
+            header_only(resp.get()?.get_header()?)
         }
         .boxed_local()
     }
@@ -215,9 +222,7 @@ impl Op for ControlQueue {
             req.get().set_name(self.name.as_str());
             req.get().set_action(self.action.into());
             let resp = req.send().promise.await?;
-            let header = wire::read_header(resp.get()?.get_header()?)?;
-            let value = carries_value(&header).then_some(());
-            Ok(Reply { header, value })
+            header_only(resp.get()?.get_header()?)
         }
         .boxed_local()
     }
@@ -301,9 +306,7 @@ impl Op for ControlHost {
             req.get().set_name(self.name.as_str());
             req.get().set_action(self.action.into());
             let resp = req.send().promise.await?;
-            let header = wire::read_header(resp.get()?.get_header()?)?;
-            let value = carries_value(&header).then_some(());
-            Ok(Reply { header, value })
+            header_only(resp.get()?.get_header()?)
         }
         .boxed_local()
     }
@@ -332,9 +335,7 @@ impl Op for Join {
                 req.get().set_agent(agent.capability());
             }
             let resp = req.send().promise.await?;
-            let header = wire::read_header(resp.get()?.get_header()?)?;
-            let value = carries_value(&header).then_some(());
-            Ok(Reply { header, value })
+            header_only(resp.get()?.get_header()?)
         }
         .boxed_local()
     }
@@ -355,9 +356,7 @@ impl Op for Heartbeat {
             let mut req = client.heartbeat_request();
             req.get().set_name(self.name.as_str());
             let resp = req.send().promise.await?;
-            let header = wire::read_header(resp.get()?.get_header()?)?;
-            let value = carries_value(&header).then_some(());
-            Ok(Reply { header, value })
+            header_only(resp.get()?.get_header()?)
         }
         .boxed_local()
     }

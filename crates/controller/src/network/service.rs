@@ -65,6 +65,16 @@ fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
     }
 }
 
+impl ControllerService {
+    /// Commits a write whose reply is just a header.
+    async fn write_for_header(&self, cmd: Command) -> ReplyHeader {
+        match self.node.write(cmd).await {
+            Ok(outcome) => outcome_reply(outcome).0,
+            Err(h) => h,
+        }
+    }
+}
+
 impl controller::Server for ControllerService {
     async fn submit(
         self: Rc<Self>,
@@ -142,10 +152,7 @@ impl controller::Server for ControllerService {
             id: p.get_job_id(),
             action: p.get_action()?.into(),
         };
-        let header = match self.node.write(cmd).await {
-            Ok(outcome) => outcome_reply(outcome).0,
-            Err(h) => h,
-        };
+        let header = self.write_for_header(cmd).await;
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
@@ -178,10 +185,7 @@ impl controller::Server for ControllerService {
             name: p.get_name()?.to_str()?.to_string(),
             action: p.get_action()?.into(),
         };
-        let header = match self.node.write(cmd).await {
-            Ok(outcome) => outcome_reply(outcome).0,
-            Err(h) => h,
-        };
+        let header = self.write_for_header(cmd).await;
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
@@ -228,10 +232,7 @@ impl controller::Server for ControllerService {
             name: p.get_name()?.to_str()?.to_string(),
             action: p.get_action()?.into(),
         };
-        let header = match self.node.write(cmd).await {
-            Ok(outcome) => outcome_reply(outcome).0,
-            Err(h) => h,
-        };
+        let header = self.write_for_header(cmd).await;
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
