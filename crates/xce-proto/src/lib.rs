@@ -2,7 +2,7 @@
 //! so that plain `cargo` builds it) and the status taxonomy every component shares.
 
 #[rustfmt::skip]
-#[allow(clippy::all, clippy::unwrap_used, clippy::unimplemented, unused, missing_docs)]
+#[allow(clippy::all, clippy::unwrap_used, unused, missing_docs)]
 #[path = "generated/xce_capnp.rs"]
 pub mod xce_capnp;
 

@@ -3545,7 +3545,7 @@ pub mod controller {
     }
     impl <'a,> ::capnp::traits::FromPointerBuilder<'a> for Client<>  {
         fn init_pointer(_builder: ::capnp::private::layout::PointerBuilder<'a>, _size: u32) -> Self {
-            unimplemented!()
+            panic!("a capability pointer cannot be initialised in place")
         }
         fn get_from_pointer(builder: ::capnp::private::layout::PointerBuilder<'a>, _default: ::core::option::Option<&'a [::capnp::Word]>) -> ::capnp::Result<Self> {
             ::core::result::Result::Ok(::capnp::capability::FromClientHook::new(builder.get_capability()?))
@@ -9156,7 +9156,7 @@ pub mod raft {
     }
     impl <'a,> ::capnp::traits::FromPointerBuilder<'a> for Client<>  {
         fn init_pointer(_builder: ::capnp::private::layout::PointerBuilder<'a>, _size: u32) -> Self {
-            unimplemented!()
+            panic!("a capability pointer cannot be initialised in place")
         }
         fn get_from_pointer(builder: ::capnp::private::layout::PointerBuilder<'a>, _default: ::core::option::Option<&'a [::capnp::Word]>) -> ::capnp::Result<Self> {
             ::core::result::Result::Ok(::capnp::capability::FromClientHook::new(builder.get_capability()?))
@@ -11374,7 +11374,7 @@ pub mod agent {
     }
     impl <'a,> ::capnp::traits::FromPointerBuilder<'a> for Client<>  {
         fn init_pointer(_builder: ::capnp::private::layout::PointerBuilder<'a>, _size: u32) -> Self {
-            unimplemented!()
+            panic!("a capability pointer cannot be initialised in place")
         }
         fn get_from_pointer(builder: ::capnp::private::layout::PointerBuilder<'a>, _default: ::core::option::Option<&'a [::capnp::Word]>) -> ::capnp::Result<Self> {
             ::core::result::Result::Ok(::capnp::capability::FromClientHook::new(builder.get_capability()?))
