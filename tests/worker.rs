@@ -5,8 +5,8 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use xce_client::ops::ListHosts;
-use xce_client::types::{Host, HostState};
+use xce_client::ops::{GetJob, ListHosts};
+use xce_client::types::{Host, HostState, Job, JobState};
 use xce_tests::{bin, json_of, wait_for, Cluster};
 
 /// Short liveness for tests: heartbeats every 200 ms, unavailable after 1 s of silence.
@@ -120,4 +120,102 @@ fn an_unwritable_spool_dir_is_refused() {
         stderr.contains("spool dir") && stderr.contains("a-file"),
         "{stderr}"
     );
+}
+
+async fn wait_job(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> Job {
+    wait_for(&format!("job {id}"), Duration::from_secs(30), || async {
+        let job = cluster.client().call(GetJob { id }).await.ok()?;
+        done(&job).then_some(job)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_dispatched_job_runs_on_its_worker_and_reports_its_exit() {
+    let cluster = Cluster::start_full(3, Some(CONFIG), 1, WORKER_ARGS);
+    wait_state(&cluster, "w1", HostState::Ok).await;
+    let spool = cluster.local.workers[0].data_dir.clone();
+    let submit = |cmd: &[&str]| {
+        let mut args = vec!["-o", "json", "submit", "--cwd", "/tmp", "--"];
+        args.extend_from_slice(cmd);
+        json_of(&cluster.xce(&args))["id"].as_u64().unwrap()
+    };
+    let id = submit(&["sh", "-c", "echo hello from $0; echo oops >&2; exit 3"]);
+    let out = cluster.xce(&["dispatch", &id.to_string(), "w1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = wait_job(&cluster, id, |j| j.state.is_final()).await;
+    assert_eq!(
+        (job.state, job.exit_code, job.attempt),
+        (JobState::Exited, Some(3), 1)
+    );
+    assert_eq!(job.host.as_deref(), Some("w1"));
+    assert!(job.start_time_ms.is_some() && job.end_time_ms.is_some());
+    let stdout = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
+    assert_eq!(stdout, "hello from sh\n");
+    let stderr = std::fs::read_to_string(spool.join(format!("{id}.1.err"))).unwrap();
+    assert_eq!(stderr, "oops\n");
+
+    // A command that does not exist ends the job with a clear reason; the worker lives on.
+    let missing = submit(&["/no/such/program"]);
+    assert!(cluster
+        .xce(&["dispatch", &missing.to_string(), "w1"])
+        .status
+        .success());
+    let job = wait_job(&cluster, missing, |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Exited);
+    assert_eq!(
+        job.reason.as_deref(),
+        Some("command not found: /no/such/program")
+    );
+
+    // A zero exit is done; the host's cpus are free again afterwards.
+    let ok = submit(&["true"]);
+    assert!(cluster
+        .xce(&["dispatch", &ok.to_string(), "w1"])
+        .status
+        .success());
+    let job = wait_job(&cluster, ok, |j| j.state.is_final()).await;
+    assert_eq!((job.state, job.exit_code), (JobState::Done, Some(0)));
+    assert_eq!(host(&cluster, "w1").await.unwrap().cpus_used, 0);
+}
+
+#[tokio::test]
+async fn dispatch_refuses_what_cannot_run_and_names_why() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    wait_state(&cluster, "w1", HostState::Ok).await;
+    let sleeper =
+        json_of(&cluster.xce(&["-o", "json", "submit", "--cpus", "2", "--", "sleep", "2"]))["id"]
+            .as_u64()
+            .unwrap();
+    let other = json_of(&cluster.xce(&["-o", "json", "submit", "--", "true"]))["id"]
+        .as_u64()
+        .unwrap();
+    let refused = |args: &[&str], code: &str, fragment: &str| {
+        let mut all = vec!["-o", "json", "dispatch"];
+        all.extend_from_slice(args);
+        let out = cluster.xce(&all);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        let err = json_of(&out);
+        assert_eq!(err["error"]["code"], code, "{err}");
+        let msg = err["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(fragment), "{msg:?} lacks {fragment:?}");
+    };
+    refused(&["999", "w1"], "noEnt", "999");
+    refused(&[&other.to_string(), "w9"], "noEnt", "w9");
+    assert!(cluster.xce(&["host", "close", "w1"]).status.success());
+    refused(&[&other.to_string(), "w1"], "conflict", "closed");
+    assert!(cluster.xce(&["host", "open", "w1"]).status.success());
+    assert!(cluster
+        .xce(&["dispatch", &sleeper.to_string(), "w1"])
+        .status
+        .success());
+    refused(&[&sleeper.to_string(), "w1"], "conflict", "not pending");
+    refused(&[&other.to_string(), "w1"], "conflict", "cpus free");
+    // The sleeper (2 s) ends on its own; wait for it so no process outlives the test.
+    let job = wait_job(&cluster, sleeper, |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Done);
 }

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use xce_client::ops::{
-    ControlHost, ControlJob, ControlQueue, GetCluster, GetJob, ListHosts, ListJobs, ListQueues,
-    Submit,
+    ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob, ListHosts, ListJobs,
+    ListQueues, Submit,
 };
 use xce_client::types::{
     HostAction, JobAction, JobFilter, JobSpec, JobState, QueueAction, RequestToken,
@@ -156,6 +156,15 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Suspend { id } => control(&c, f, id, JobAction::Suspend, "suspended").await,
         Command::Resume { id } => control(&c, f, id, JobAction::Resume, "resumed").await,
         Command::Requeue { id } => control(&c, f, id, JobAction::Requeue, "requeued").await,
+        Command::Dispatch { id, host } => {
+            let op = Dispatch {
+                token: RequestToken::random(),
+                id,
+                host: host.clone(),
+            };
+            check(f, c.call(op).await);
+            output::done(f, &format!("Job <{id}> is dispatched to <{host}>."));
+        }
         Command::Queues => output::queues(f, &check(f, c.call(ListQueues).await)),
         Command::Queue { action, name } => {
             let action = QueueAction::from(action);

@@ -51,6 +51,8 @@ pub enum Command {
     Resume { id: u64 },
     /// Put a job back in its queue.
     Requeue { id: u64 },
+    /// Place a pending job on a host by hand (operator placement).
+    Dispatch { id: u64, host: String },
     /// List queues.
     Queues,
     /// Open, close, activate or inactivate a queue.

@@ -179,6 +179,12 @@ impl Node {
         ReplyHeader::ok()
     }
 
+    /// A job as applied on this node (no linearizability check: for the primary's own use
+    /// right after it committed a change to it).
+    pub fn applied_job(&self, id: JobId) -> Option<xce_client::types::Job> {
+        self.state.read().state.job(id).cloned()
+    }
+
     /// Records that a host is alive (a heartbeat or a join).
     pub fn saw_host(&self, name: &str) {
         self.heartbeats

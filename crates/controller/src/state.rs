@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
-    Host, HostAction, HostAttributes, HostState, Job, JobAction, JobFilter, JobId, JobSpec,
+    Host, HostAction, HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobId, JobSpec,
     JobState, Queue, QueueAction, RequestToken,
 };
 use xce_proto::Status;
@@ -65,6 +65,28 @@ pub enum Command {
         name: String,
         available: bool,
     },
+    /// Place a pending job on a host; validated here, at apply time, so a stale decision is a
+    /// conflict and never a double placement.
+    Dispatch {
+        token: RequestToken,
+        id: JobId,
+        host: String,
+    },
+    /// A worker started an attempt.
+    JobStarted {
+        token: RequestToken,
+        id: JobId,
+        attempt: u32,
+        host: String,
+    },
+    /// A worker saw an attempt end.
+    JobFinished {
+        token: RequestToken,
+        id: JobId,
+        attempt: u32,
+        host: String,
+        end: JobEnd,
+    },
     /// Proposed by every new primary: once applied, the primary has committed an entry of its
     /// own term and applied everything before it (the readiness barrier). It also brings the
     /// configured queues into the replicated state.
@@ -81,7 +103,10 @@ impl Command {
             | Command::ControlJob { token, .. }
             | Command::ControlQueue { token, .. }
             | Command::RegisterHost { token, .. }
-            | Command::ControlHost { token, .. } => Some(*token),
+            | Command::ControlHost { token, .. }
+            | Command::Dispatch { token, .. }
+            | Command::JobStarted { token, .. }
+            | Command::JobFinished { token, .. } => Some(*token),
             Command::Barrier { .. } | Command::SetHostAvailable { .. } => None,
         }
     }
@@ -229,6 +254,14 @@ pub fn approx_size(cmd: &Command) -> usize {
         Command::RegisterHost { host, .. } => 64 + host.name.len(),
         Command::SetHostAvailable { name, .. } => 32 + name.len(),
         Command::ControlJob { .. } => 48,
+        Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
+        Command::JobFinished { host, end, .. } => {
+            64 + host.len()
+                + match end {
+                    JobEnd::Failed(r) => r.len(),
+                    _ => 8,
+                }
+        }
         Command::Barrier { queues, .. } => {
             32 + queues.iter().map(|q| q.name.len() + 8).sum::<usize>()
         }
@@ -278,6 +311,14 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a job in this state holds a place on its host.
+fn is_placed(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Dispatched | JobState::Running | JobState::Suspended
+    )
+}
+
 /// Checks a host name as given by a worker (`--name`).
 pub fn validate_host_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
@@ -313,6 +354,17 @@ impl State {
             Command::SetHostAvailable { name, available } => {
                 self.set_host_available(&name, available)
             }
+            Command::Dispatch { id, host, .. } => self.dispatch(id, host),
+            Command::JobStarted {
+                id, attempt, host, ..
+            } => self.job_started(at_ms, id, attempt, &host),
+            Command::JobFinished {
+                id,
+                attempt,
+                host,
+                end,
+                ..
+            } => self.job_finished(at_ms, id, attempt, &host, end),
         };
         if let Some(token) = token {
             self.tokens.remember(token, outcome.clone());
@@ -460,6 +512,135 @@ impl State {
         }
     }
 
+    /// CPUs taken on `host` by jobs placed there and not yet ended.
+    fn cpus_used(&self, host: &str) -> (u32, u32) {
+        let mut running = 0;
+        let mut cpus = 0;
+        for j in self.jobs.values() {
+            if j.host.as_deref() == Some(host) && is_placed(j.state) {
+                running += 1;
+                cpus += j.spec.cpus.max(0) as u32;
+            }
+        }
+        (running, cpus)
+    }
+
+    fn dispatch(&mut self, id: JobId, host: String) -> Outcome {
+        let Some(record) = self.hosts.get(&host) else {
+            return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
+        };
+        let (host_state, host_cpus) = (record.state(), record.cpus);
+        let (_, used) = self.cpus_used(&host);
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"));
+        };
+        if job.state != JobState::Pending {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("job {id} is {}, not pending", job.state.name()),
+            );
+        }
+        if host_state != HostState::Ok {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("host {host:?} is {}", host_state.name()),
+            );
+        }
+        let need = job.spec.cpus.max(0) as u32;
+        if used + need > host_cpus {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "host {host:?} has {} of {host_cpus} cpus free; job {id} needs {need}",
+                    host_cpus.saturating_sub(used)
+                ),
+            );
+        }
+        job.state = JobState::Dispatched;
+        job.pend_reason = None;
+        job.host = Some(host);
+        job.attempt += 1;
+        Outcome::Done
+    }
+
+    /// The job, if `attempt` on `host` is its current attempt; stale reports are refused so
+    /// that an old copy of a job can never change it.
+    fn current_attempt(
+        &mut self,
+        id: JobId,
+        attempt: u32,
+        host: &str,
+    ) -> Result<&mut Job, Outcome> {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return Err(Outcome::rejected(
+                Status::NoEnt,
+                format!("job {id}: no such job"),
+            ));
+        };
+        if job.attempt != attempt || job.host.as_deref() != Some(host) {
+            return Err(Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "job {id}: attempt {attempt} on {host:?} is stale (current: attempt {} on {:?})",
+                    job.attempt, job.host
+                ),
+            ));
+        }
+        Ok(job)
+    }
+
+    fn job_started(&mut self, at_ms: u64, id: JobId, attempt: u32, host: &str) -> Outcome {
+        let job = match self.current_attempt(id, attempt, host) {
+            Ok(job) => job,
+            Err(rejected) => return rejected,
+        };
+        if job.state == JobState::Dispatched {
+            job.state = JobState::Running;
+            job.start_time_ms = Some(at_ms);
+        }
+        // Already running or ended: a repeated report changes nothing.
+        Outcome::Done
+    }
+
+    fn job_finished(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        attempt: u32,
+        host: &str,
+        end: JobEnd,
+    ) -> Outcome {
+        let job = match self.current_attempt(id, attempt, host) {
+            Ok(job) => job,
+            Err(rejected) => return rejected,
+        };
+        if job.state.is_final() {
+            return Outcome::Done;
+        }
+        job.end_time_ms = Some(at_ms);
+        job.start_time_ms.get_or_insert(at_ms);
+        match end {
+            JobEnd::Exit(0) => {
+                job.state = JobState::Done;
+                job.exit_code = Some(0);
+            }
+            JobEnd::Exit(code) => {
+                job.state = JobState::Exited;
+                job.exit_code = Some(code);
+            }
+            JobEnd::Signal(sig) => {
+                job.state = JobState::Exited;
+                job.signal = Some(sig);
+                job.reason = Some(format!("killed by signal {sig}"));
+            }
+            JobEnd::Failed(reason) => {
+                job.state = JobState::Exited;
+                job.reason = Some(reason);
+            }
+        }
+        Outcome::Done
+    }
+
     /// One host record.
     pub fn host(&self, name: &str) -> Option<&HostRecord> {
         self.hosts.get(name)
@@ -478,13 +659,16 @@ impl State {
     pub fn hosts(&self) -> Vec<Host> {
         self.hosts
             .iter()
-            .map(|(name, h)| Host {
-                name: name.clone(),
-                cpus: h.cpus,
-                mem_mb: h.mem_mb,
-                state: h.state(),
-                running: 0,
-                cpus_used: 0,
+            .map(|(name, h)| {
+                let (running, cpus_used) = self.cpus_used(name);
+                Host {
+                    name: name.clone(),
+                    cpus: h.cpus,
+                    mem_mb: h.mem_mb,
+                    state: h.state(),
+                    running,
+                    cpus_used,
+                }
             })
             .collect()
     }
@@ -820,6 +1004,76 @@ mod tests {
             action: HostAction::Open,
         };
         rejected_with(&s.apply(1, missing), Status::NoEnt, "w9");
+    }
+
+    #[test]
+    fn dispatch_start_finish_with_attempt_fencing() {
+        let mut s = State::default();
+        s.apply(
+            1,
+            Command::RegisterHost {
+                token: RequestToken(100),
+                host: HostAttributes {
+                    name: "w1".into(),
+                    cpus: 2,
+                    mem_mb: 0,
+                },
+            },
+        );
+        let mut two = spec(&["x"]);
+        two.cpus = 2;
+        submit(&mut s, 1, two.clone());
+        submit(&mut s, 2, two);
+        let dispatch = |s: &mut State, t, id| {
+            s.apply(
+                2,
+                Command::Dispatch {
+                    token: RequestToken(t),
+                    id,
+                    host: "w1".into(),
+                },
+            )
+        };
+        assert_eq!(dispatch(&mut s, 10, 1), Outcome::Done);
+        rejected_with(&dispatch(&mut s, 11, 1), Status::Conflict, "not pending");
+        rejected_with(
+            &dispatch(&mut s, 12, 2),
+            Status::Conflict,
+            "0 of 2 cpus free",
+        );
+        assert_eq!(s.hosts()[0].cpus_used, 2);
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (job.state, job.attempt, job.host.as_deref()),
+            (JobState::Dispatched, 1, Some("w1"))
+        );
+        let started = |t, attempt| Command::JobStarted {
+            token: RequestToken(t),
+            id: 1,
+            attempt,
+            host: "w1".into(),
+        };
+        rejected_with(&s.apply(3, started(20, 7)), Status::Conflict, "stale");
+        assert_eq!(s.apply(3, started(21, 1)), Outcome::Done);
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        let finished = |t, end| Command::JobFinished {
+            token: RequestToken(t),
+            id: 1,
+            attempt: 1,
+            host: "w1".into(),
+            end,
+        };
+        assert_eq!(s.apply(4, finished(30, JobEnd::Exit(3))), Outcome::Done);
+        let job = s.job(1).unwrap().clone();
+        assert_eq!(
+            (job.state, job.exit_code, job.end_time_ms),
+            (JobState::Exited, Some(3), Some(4))
+        );
+        // The same end reported again (a new token, as after a worker restart) changes nothing.
+        assert_eq!(s.apply(5, finished(31, JobEnd::Exit(0))), Outcome::Done);
+        assert_eq!(s.job(1).unwrap(), &job);
+        // The host has room again.
+        assert_eq!(dispatch(&mut s, 13, 2), Outcome::Done);
     }
 
     #[test]

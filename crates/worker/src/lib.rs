@@ -3,6 +3,7 @@
 //! durable outbox and resync come next (see the worker issue).
 
 pub mod host;
+pub mod jobs;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -55,10 +56,20 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let client = Client::new(config.peers.clone(), ClientConfig::default());
     let (agent, mut agent_requests) = AgentHandle::new();
     client.set_rejoin(rejoin_action(&config, agent));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let runner = Arc::new(jobs::Runner {
+        client: client.clone(),
+        host: config.name.clone(),
+        spool: config.spool_dir.clone(),
+        stop: stop_rx,
+    });
     tokio::spawn(async move {
         while let Some(request) = agent_requests.recv().await {
             match request {
                 AgentRequest::Ping => debug!("pinged by the primary"),
+                AgentRequest::StartJob { job, attempt } => {
+                    tokio::spawn(jobs::run_attempt(runner.clone(), *job, attempt));
+                }
             }
         }
     });
@@ -99,6 +110,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Err(e) => debug!(worker = %config.name, error = %e, "heartbeat not delivered"),
         }
     }
+    stop_tx.send_replace(true);
     info!(worker = %config.name, "worker stopped");
     Ok(())
 }

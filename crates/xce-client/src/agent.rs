@@ -7,11 +7,16 @@ use capnp::capability::Rc;
 use tokio::sync::mpsc;
 use xce_proto::xce_capnp::agent;
 
+use crate::types::Job;
+use crate::wire::{self, ReplyHeader};
+
 /// A request from the primary to the worker.
 #[derive(Debug)]
 pub enum AgentRequest {
     /// The primary checks that the agent is alive.
     Ping,
+    /// Run this attempt of the job.
+    StartJob { job: Box<Job>, attempt: u32 },
 }
 
 /// The worker's end: cheap to clone, `Send`; every joined connection gets a capability that
@@ -50,5 +55,24 @@ impl agent::Server for AgentServer {
             .requests
             .send(AgentRequest::Ping)
             .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))
+    }
+
+    async fn start_job(
+        self: Rc<Self>,
+        params: agent::StartJobParams,
+        mut results: agent::StartJobResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let job = wire::read_job(p.get_job()?)?;
+        let attempt = p.get_attempt();
+        self.handle
+            .requests
+            .send(AgentRequest::StartJob {
+                job: Box::new(job),
+                attempt,
+            })
+            .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
+        wire::write_header(results.get().init_header(), &ReplyHeader::ok());
+        Ok(())
     }
 }

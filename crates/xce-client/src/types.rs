@@ -234,3 +234,14 @@ pub struct HostAttributes {
     pub cpus: u32,
     pub mem_mb: u64,
 }
+
+/// How a job attempt ended, as its worker saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobEnd {
+    /// The process exited with this code.
+    Exit(i32),
+    /// The process was killed by this signal.
+    Signal(i32),
+    /// It never ran; the reason ("command not found: ...").
+    Failed(String),
+}

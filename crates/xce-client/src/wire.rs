@@ -6,8 +6,8 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterInfo, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobFilter, JobSpec,
-    JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
+    ClusterInfo, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter,
+    JobSpec, JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
 };
 
 /// The common header of every reply, Rust side.
@@ -404,6 +404,24 @@ pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttribut
         name: text(r.get_name()?)?,
         cpus: r.get_cpus(),
         mem_mb: r.get_mem_mb(),
+    })
+}
+
+/// Writes how a job ended.
+pub fn write_end(mut b: w::job_end::Builder<'_>, end: &JobEnd) {
+    match end {
+        JobEnd::Exit(code) => b.set_exit_code(*code),
+        JobEnd::Signal(sig) => b.set_signal(*sig),
+        JobEnd::Failed(reason) => b.set_failed(reason.as_str()),
+    }
+}
+
+/// Reads how a job ended.
+pub fn read_end(r: w::job_end::Reader<'_>) -> Result<JobEnd, Error> {
+    Ok(match r.which()? {
+        w::job_end::ExitCode(code) => JobEnd::Exit(code),
+        w::job_end::Signal(sig) => JobEnd::Signal(sig),
+        w::job_end::Failed(reason) => JobEnd::Failed(text(reason?)?),
     })
 }
 

@@ -149,6 +149,22 @@ interface Controller {
   join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent) -> (header :ReplyHeader);
   # Fire-and-forget liveness from a worker; `noEnt` asks it to join again.
   heartbeat @11 (name :Text) -> (header :ReplyHeader);
+
+  # Operator (later: scheduler) placement of a pending job on a host; validated at apply time.
+  dispatch @12 (token :Token, jobId :UInt64, host :Text) -> (header :ReplyHeader);
+  # A worker reports a job attempt started or ended; idempotent per job and attempt.
+  jobStarted @13 (token :Token, host :Text, jobId :UInt64, attempt :UInt32) -> (header :ReplyHeader);
+  jobFinished @14 (token :Token, host :Text, jobId :UInt64, attempt :UInt32, end :JobEnd) -> (header :ReplyHeader);
+}
+
+# How a job attempt ended, as its worker saw it.
+struct JobEnd {
+  union {
+    exitCode @0 :Int32;
+    signal @1 :Int32;
+    # It never ran (command not found, bad working directory, ...): the reason.
+    failed @2 :Text;
+  }
 }
 
 # Carries openraft's messages between controllers. The payloads are openraft's own serde
@@ -200,4 +216,6 @@ struct HostAttributes {
 # Capability a worker passes at join; the controller starts, signals and fences jobs through it.
 interface Agent {
   ping @0 () -> ();
+  # Run attempt `attempt` of `job`; the worker reports its start and end through the controller.
+  startJob @1 (job :Job, attempt :UInt32) -> (header :ReplyHeader);
 }

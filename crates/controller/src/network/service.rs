@@ -13,7 +13,7 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, info, warn};
 use xce_client::types::Role;
 use xce_client::wire::{self, ReplyHeader};
-use xce_proto::xce_capnp::{controller, raft};
+use xce_proto::xce_capnp::{agent, controller, raft};
 use xce_proto::Status;
 
 use super::codec;
@@ -24,6 +24,7 @@ use crate::store::{NodeId, TypeConfig};
 /// Accepts connections until the future is dropped; each connection gets the `Controller`
 /// bootstrap capability.
 pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+    let agents = Agents::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -43,8 +44,10 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
             rpc_twoparty_capnp::Side::Server,
             Default::default(),
         );
-        let service: controller::Client =
-            capnp_rpc::new_client(ControllerService { node: node.clone() });
+        let service: controller::Client = capnp_rpc::new_client(ControllerService {
+            node: node.clone(),
+            agents: agents.clone(),
+        });
         let rpc = RpcSystem::new(Box::new(network), Some(service.client));
         tokio::task::spawn_local(async move {
             if let Err(e) = rpc.await {
@@ -54,8 +57,25 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
     }
 }
 
+/// The agent capability of every worker that joined this node, by host name. capnp
+/// capabilities are `!Send`, so the registry lives on the service's thread and is shared by
+/// its connections.
+#[derive(Clone, Default)]
+struct Agents(std::rc::Rc<std::cell::RefCell<std::collections::HashMap<String, agent::Client>>>);
+
+impl Agents {
+    fn set(&self, host: &str, agent: agent::Client) {
+        self.0.borrow_mut().insert(host.to_string(), agent);
+    }
+
+    fn get(&self, host: &str) -> Option<agent::Client> {
+        self.0.borrow().get(host).cloned()
+    }
+}
+
 struct ControllerService {
     node: Arc<Node>,
+    agents: Agents,
 }
 
 fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
@@ -66,6 +86,30 @@ fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
 }
 
 impl ControllerService {
+    /// Asks the worker on `host` to run the attempt just committed. A push that fails leaves
+    /// the job dispatched; the worker's resync on rejoin reconciles it (worker issue).
+    async fn push_start(&self, id: u64, host: &str) {
+        let Some(job) = self.node.applied_job(id) else {
+            return;
+        };
+        let Some(agent) = self.agents.get(host) else {
+            warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
+            return;
+        };
+        let mut req = agent.start_job_request();
+        wire::write_job(req.get().init_job(), &job);
+        req.get().set_attempt(job.attempt);
+        let sent =
+            tokio::time::timeout(std::time::Duration::from_secs(5), req.send().promise).await;
+        match sent {
+            Ok(Ok(_)) => info!(job = id, %host, attempt = job.attempt, "job sent to its worker"),
+            Ok(Err(e)) => {
+                warn!(job = id, %host, error = %e, "could not send the job to its worker")
+            }
+            Err(_) => warn!(job = id, %host, "the worker did not take the job in time"),
+        }
+    }
+
     /// Commits a write whose reply is just a header.
     async fn write_for_header(&self, cmd: Command) -> ReplyHeader {
         match self.node.write(cmd).await {
@@ -248,6 +292,7 @@ impl controller::Server for ControllerService {
             Role::Worker => {
                 let host = wire::read_attributes(p.get_host()?)?;
                 let name = host.name.clone();
+                let agent = p.get_agent().ok();
                 let cmd = Command::RegisterHost {
                     token: wire::read_token(p.get_token()?),
                     host,
@@ -257,6 +302,9 @@ impl controller::Server for ControllerService {
                         let (header, _) = outcome_reply(outcome);
                         if matches!(header.status, Status::Ok | Status::DupJob) {
                             self.node.saw_host(&name);
+                            if let Some(agent) = agent {
+                                self.agents.set(&name, agent);
+                            }
                             info!(host = %name, "worker joined");
                         }
                         header
@@ -282,6 +330,62 @@ impl controller::Server for ControllerService {
     ) -> Result<(), capnp::Error> {
         let name = params.get()?.get_name()?.to_str()?.to_string();
         let header = self.node.heartbeat(&name);
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn dispatch(
+        self: Rc<Self>,
+        params: controller::DispatchParams,
+        mut results: controller::DispatchResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let id = p.get_job_id();
+        let host = p.get_host()?.to_str()?.to_string();
+        let cmd = Command::Dispatch {
+            token: wire::read_token(p.get_token()?),
+            id,
+            host: host.clone(),
+        };
+        let header = self.write_for_header(cmd).await;
+        if header.status == Status::Ok {
+            self.push_start(id, &host).await;
+        }
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn job_started(
+        self: Rc<Self>,
+        params: controller::JobStartedParams,
+        mut results: controller::JobStartedResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let cmd = Command::JobStarted {
+            token: wire::read_token(p.get_token()?),
+            id: p.get_job_id(),
+            attempt: p.get_attempt(),
+            host: p.get_host()?.to_str()?.to_string(),
+        };
+        let header = self.write_for_header(cmd).await;
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn job_finished(
+        self: Rc<Self>,
+        params: controller::JobFinishedParams,
+        mut results: controller::JobFinishedResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let cmd = Command::JobFinished {
+            token: wire::read_token(p.get_token()?),
+            id: p.get_job_id(),
+            attempt: p.get_attempt(),
+            host: p.get_host()?.to_str()?.to_string(),
+            end: wire::read_end(p.get_end()?)?,
+        };
+        let header = self.write_for_header(cmd).await;
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
