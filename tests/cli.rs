@@ -126,16 +126,30 @@ async fn a_dead_cluster_is_reported_as_cluster_not_ready() {
     assert_eq!(json_of(&out)["error"]["code"], "clusterNotReady");
 }
 
+/// Stops `xce dev` (SIGTERM, so it stops its daemons) if a failed assertion leaves it running.
+struct DevGuard(std::process::Child);
+
+impl Drop for DevGuard {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = kill(Pid::from_raw(self.0.id() as i32), Signal::SIGTERM);
+            let _ = self.0.wait();
+        }
+    }
+}
+
 #[tokio::test]
 async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
-    let mut dev = Command::new(bin("xce"))
-        .args(["dev", "-o", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = dev.stdout.take().unwrap();
+    let mut dev = DevGuard(
+        Command::new(bin("xce"))
+            .args(["dev", "-o", "json"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = dev.0.stdout.take().unwrap();
     let line = tokio::task::spawn_blocking(move || {
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line).unwrap();
@@ -171,9 +185,9 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
     })
     .await;
 
-    kill(Pid::from_raw(dev.id() as i32), Signal::SIGTERM).unwrap();
+    kill(Pid::from_raw(dev.0.id() as i32), Signal::SIGTERM).unwrap();
     let status = wait_for("xce dev to exit", Duration::from_secs(30), || {
-        let s = dev.try_wait().unwrap();
+        let s = dev.0.try_wait().unwrap();
         async move { s }
     })
     .await;

@@ -5,6 +5,16 @@
 
 use std::process::{Command, Output};
 
+/// Kills (and reaps) a child when dropped, so a failed assertion never leaves it running.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn controller(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_xce-controller"))
         .args(args)
@@ -134,19 +144,21 @@ fn foreign_corrupt_and_unwritable_data_dirs_are_refused() {
     let peers = "c1=127.0.0.1:1,c2=127.0.0.1:2";
     // A data dir that belongs to c2...
     let c2 = dir.path().join("c2");
-    let mut owner = Command::new(env!("CARGO_BIN_EXE_xce-controller"))
-        .args([
-            "--name",
-            "c2",
-            "--peers",
-            peers,
-            "--listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(&c2)
-        .spawn()
-        .unwrap();
+    let mut owner = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_xce-controller"))
+            .args([
+                "--name",
+                "c2",
+                "--peers",
+                peers,
+                "--listen",
+                "127.0.0.1:0",
+                "--data-dir",
+            ])
+            .arg(&c2)
+            .spawn()
+            .unwrap(),
+    );
     let store = c2.join("xce.redb");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !store.exists() {
@@ -170,8 +182,8 @@ fn foreign_corrupt_and_unwritable_data_dirs_are_refused() {
         ],
         "in use by another running controller",
     );
-    owner.kill().unwrap();
-    owner.wait().unwrap();
+    owner.0.kill().unwrap();
+    owner.0.wait().unwrap();
     let before = std::fs::read(&store).unwrap();
     fails_with(
         &[
