@@ -106,6 +106,17 @@ async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times()
     assert_eq!(stored.into_iter().collect::<BTreeSet<_>>(), acked);
 }
 
+/// A submit of `true` with a fresh token.
+fn true_job() -> Submit {
+    Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            command: vec!["true".into()],
+            ..JobSpec::default()
+        },
+    }
+}
+
 #[tokio::test]
 async fn majority_down_gives_cluster_not_ready_then_transparent_success() {
     use xce_client::{ClientConfig, ClientError};
@@ -119,10 +130,7 @@ async fn majority_down_gives_cluster_not_ready_then_transparent_success() {
     let mut config = ClientConfig::default();
     config.retry.max_attempts = 3;
     config.retry.initial = Duration::from_millis(50);
-    let client = xce_client::Client::new(
-        xce_client::parse_candidates(&cluster.peers).unwrap(),
-        config,
-    );
+    let client = cluster.client_with(config);
     let started = Instant::now();
     let err = client.call(ListJobs::default()).await.unwrap_err();
     assert!(
@@ -148,16 +156,7 @@ async fn majority_down_gives_cluster_not_ready_then_transparent_success() {
     })
     .await;
     assert!(jobs.is_empty());
-    let id = client
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            },
-        })
-        .await
-        .unwrap();
+    let id = client.call(true_job()).await.unwrap();
     assert_eq!(id, 1);
 }
 
@@ -170,23 +169,12 @@ async fn a_hung_primary_is_left_behind_within_the_call_timeout() {
         call_timeout: Duration::from_secs(1),
         ..ClientConfig::default()
     };
-    let client = xce_client::Client::new(
-        xce_client::parse_candidates(&cluster.peers).unwrap(),
-        config,
-    );
+    let client = cluster.client_with(config);
     // Make the primary the client's sticky connection, then freeze it.
     client.call(ListJobs::default()).await.unwrap();
     cluster.local.pause(primary).unwrap();
     let started = Instant::now();
-    let id = client
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            },
-        })
-        .await;
+    let id = client.call(true_job()).await;
     let took = started.elapsed();
     cluster.local.resume(primary).unwrap();
     assert_eq!(id.unwrap(), 1);

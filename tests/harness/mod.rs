@@ -153,10 +153,12 @@ impl Cluster {
 
     /// A failover client over every controller, with the library's default retry budget.
     pub fn client_with_default_budget(&self) -> Client {
-        Client::new(
-            parse_candidates(&self.peers).unwrap(),
-            ClientConfig::default(),
-        )
+        self.client_with(ClientConfig::default())
+    }
+
+    /// A failover client over every controller with the given settings.
+    pub fn client_with(&self, config: ClientConfig) -> Client {
+        Client::new(parse_candidates(&self.peers).unwrap(), config)
     }
 
     /// A failover client over the given candidate list.

@@ -133,58 +133,26 @@ impl LocalCluster {
             .map(|(i, p)| format!("c{}=127.0.0.1:{p}", i + 1))
             .collect::<Vec<_>>()
             .join(",");
+        let mut controller_args = Vec::new();
+        if let Some(config) = &spec.config {
+            controller_args.push("--config".to_string());
+            controller_args.push(config.display().to_string());
+        }
         let controllers = spec
             .ports
             .iter()
             .enumerate()
             .map(|(i, port)| {
                 let name = format!("c{}", i + 1);
-                let data_dir = spec.data_dir.join(&name);
-                let mut args = vec![
-                    "--name".to_string(),
-                    name.clone(),
-                    "--peers".to_string(),
-                    peers.clone(),
-                    "--data-dir".to_string(),
-                    data_dir.display().to_string(),
-                ];
-                if let Some(config) = &spec.config {
-                    args.push("--config".into());
-                    args.push(config.display().to_string());
-                }
-                Daemon {
-                    log: spec.data_dir.join(format!("{name}.log")),
-                    name,
-                    port: *port,
-                    data_dir,
-                    bin: "xce-controller",
-                    args,
-                    child: None,
-                }
+                let (bin, dir_flag) = ("xce-controller", "--data-dir");
+                daemon(&spec, &peers, name, bin, *port, dir_flag, &controller_args)
             })
             .collect();
         let workers = (1..=spec.workers)
             .map(|i| {
                 let name = format!("w{i}");
-                let data_dir = spec.data_dir.join(&name);
-                let mut args = vec![
-                    "--name".to_string(),
-                    name.clone(),
-                    "--peers".to_string(),
-                    peers.clone(),
-                    "--spool-dir".to_string(),
-                    data_dir.display().to_string(),
-                ];
-                args.extend(spec.worker_args.iter().cloned());
-                Daemon {
-                    log: spec.data_dir.join(format!("{name}.log")),
-                    name,
-                    port: 0,
-                    data_dir,
-                    bin: "xce-worker",
-                    args,
-                    child: None,
-                }
+                let (bin, dir_flag) = ("xce-worker", "--spool-dir");
+                daemon(&spec, &peers, name, bin, 0, dir_flag, &spec.worker_args)
             })
             .collect();
         let mut cluster = LocalCluster {
@@ -307,6 +275,38 @@ impl Drop for LocalCluster {
                 let _ = child.wait();
             }
         }
+    }
+}
+
+/// Lays out one daemon: its data dir (given with `dir_flag`) and log under the cluster's data
+/// dir, its name and the peers list, then `extra` flags.
+fn daemon(
+    spec: &ClusterSpec,
+    peers: &str,
+    name: String,
+    bin: &'static str,
+    port: u16,
+    dir_flag: &str,
+    extra: &[String],
+) -> Daemon {
+    let data_dir = spec.data_dir.join(&name);
+    let mut args = vec![
+        "--name".to_string(),
+        name.clone(),
+        "--peers".to_string(),
+        peers.to_string(),
+        dir_flag.to_string(),
+        data_dir.display().to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    Daemon {
+        log: spec.data_dir.join(format!("{name}.log")),
+        name,
+        port,
+        data_dir,
+        bin,
+        args,
+        child: None,
     }
 }
 
