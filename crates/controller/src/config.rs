@@ -46,12 +46,17 @@ impl Default for RaftTuning {
 pub struct HostsConfig {
     /// A host whose worker is silent this long becomes `unavailable`.
     pub heartbeat_ttl_ms: u64,
+    /// A host `unavailable` this much longer is lost: its jobs are requeued (or exited, per
+    /// queue policy). Long enough to ride out a worker restart; a copy that reappears later
+    /// is killed by attempt fencing.
+    pub lost_grace_ms: u64,
 }
 
 impl Default for HostsConfig {
     fn default() -> Self {
         HostsConfig {
             heartbeat_ttl_ms: 10_000,
+            lost_grace_ms: 30_000,
         }
     }
 }

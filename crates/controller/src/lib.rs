@@ -63,6 +63,7 @@ pub async fn run(
             hold: config.hold,
             leader_silence: Duration::from_millis((config.raft.heartbeat_ms * 3).max(150)),
             host_ttl: Duration::from_millis(config.hosts.heartbeat_ttl_ms),
+            host_lost_grace: Duration::from_millis(config.hosts.lost_grace_ms),
         },
     );
     info!(

@@ -42,6 +42,8 @@ pub struct Timeouts {
     pub leader_silence: Duration,
     /// A host whose worker has not heartbeated for this long is marked unavailable.
     pub host_ttl: Duration,
+    /// How much longer an unavailable host may keep its jobs before they are lost.
+    pub host_lost_grace: Duration,
 }
 
 /// A write waiting to be proposed, with the channel its outcome goes back on.
@@ -147,35 +149,29 @@ impl Node {
     }
 
     /// A worker's heartbeat: fire-and-forget, so it is answered at once (no hold). `noEnt`
-    /// tells a worker this primary does not know its host and it must join again.
-    pub fn heartbeat(self: &Arc<Self>, name: &str) -> ReplyHeader {
+    /// tells a worker it must join again: this primary does not know its host, or marked it
+    /// unavailable (a host comes back only through a join, whose resync fences what it ran
+    /// while it was away).
+    pub fn heartbeat(&self, name: &str) -> ReplyHeader {
         if let Err(h) = self.gate() {
             return h;
         }
-        let available = match self.state.read().state.host(name) {
-            Some(h) => h.available,
+        match self.state.read().state.host(name) {
+            Some(h) if h.available => {}
+            Some(_) => {
+                return ReplyHeader::status(
+                    Status::NoEnt,
+                    format!("host {name:?}: marked unavailable; join again to resync"),
+                )
+            }
             None => {
                 return ReplyHeader::status(
                     Status::NoEnt,
                     format!("host {name:?}: unknown to this primary; join again"),
                 )
             }
-        };
-        self.saw_host(name);
-        if !available {
-            let node = self.clone();
-            let name = name.to_string();
-            tokio::spawn(async move {
-                info!(host = %name, "host is heartbeating again");
-                let cmd = Command::SetHostAvailable {
-                    name,
-                    available: true,
-                };
-                if let Err(h) = node.write(cmd).await {
-                    warn!(message = %h.message, "could not mark the host available");
-                }
-            });
         }
+        self.saw_host(name);
         ReplyHeader::ok()
     }
 
@@ -383,7 +379,9 @@ impl Node {
 pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
     match outcome {
         Outcome::Submitted(id) => (ReplyHeader::ok(), Some(id)),
-        Outcome::Done => (ReplyHeader::ok(), None),
+        Outcome::Done | Outcome::Signal { .. } | Outcome::Resynced { .. } => {
+            (ReplyHeader::ok(), None)
+        }
         Outcome::Rejected { status, message } => (ReplyHeader::status(status, message), None),
         Outcome::Duplicate(original) => match *original {
             // A re-sent write whose original was rejected gets the same rejection: `dupJob`
@@ -394,7 +392,7 @@ pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 Some(id),
             ),
-            Outcome::Done => (
+            Outcome::Done | Outcome::Signal { .. } | Outcome::Resynced { .. } => (
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 None,
             ),
@@ -473,12 +471,15 @@ async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
 }
 
 /// Marks hosts unavailable when their worker has not heartbeated to this primary for the
-/// TTL. The clock for every host starts when this node becomes a ready primary, so a new
-/// primary gives each worker a whole TTL to find it.
+/// TTL, and loses their jobs when they stay unavailable beyond the grace period. Both clocks
+/// start no earlier than when this node became a ready primary, so a new primary gives each
+/// worker a whole TTL (and grace) to find it.
 async fn run_liveness(node: Arc<Node>) {
     let period = (node.timeouts.host_ttl / 4).max(Duration::from_millis(50));
     let mut ready_term = node.ready_term.subscribe();
     let mut serving_since: Option<(u64, tokio::time::Instant)> = None;
+    // When this primary first saw each host unavailable with jobs on it.
+    let mut unavailable_since = std::collections::HashMap::<String, tokio::time::Instant>::new();
     loop {
         tokio::select! {
             () = tokio::time::sleep(period) => {}
@@ -516,6 +517,25 @@ async fn run_liveness(node: Arc<Node>) {
             };
             if let Err(h) = node.write(cmd).await {
                 warn!(message = %h.message, "could not mark the host unavailable");
+            }
+        }
+        let unavailable = node.state.read().state.unavailable_hosts_with_jobs();
+        unavailable_since.retain(|h, _| unavailable.contains(h));
+        for name in unavailable {
+            let first_seen = *unavailable_since
+                .entry(name.clone())
+                .or_insert_with(tokio::time::Instant::now);
+            if first_seen.max(since).elapsed() <= node.timeouts.host_lost_grace {
+                continue;
+            }
+            warn!(host = %name, grace = ?node.timeouts.host_lost_grace, "host stayed unavailable; its jobs are lost");
+            match node.write(Command::HostLost { name: name.clone() }).await {
+                Ok(_) => {
+                    unavailable_since.remove(&name);
+                }
+                Err(h) => {
+                    warn!(host = %name, message = %h.message, "could not mark the host's jobs lost")
+                }
             }
         }
     }

@@ -7,7 +7,7 @@ use capnp::capability::Rc;
 use tokio::sync::mpsc;
 use xce_proto::xce_capnp::agent;
 
-use crate::types::Job;
+use crate::types::{Job, JobOrder};
 use crate::wire::{self, ReplyHeader};
 
 /// A request from the primary to the worker.
@@ -17,6 +17,11 @@ pub enum AgentRequest {
     Ping,
     /// Run this attempt of the job.
     StartJob { job: Box<Job>, attempt: u32 },
+    /// Signal one attempt's process group; the worker answers whether it holds the attempt.
+    Signal {
+        order: JobOrder,
+        held: tokio::sync::oneshot::Sender<bool>,
+    },
 }
 
 /// The worker's end: cheap to clone, `Send`; every joined connection gets a capability that
@@ -73,6 +78,29 @@ impl agent::Server for AgentServer {
             })
             .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
         wire::write_header(results.get().init_header(), &ReplyHeader::ok());
+        Ok(())
+    }
+
+    async fn signal_job(
+        self: Rc<Self>,
+        params: agent::SignalJobParams,
+        mut results: agent::SignalJobResults,
+    ) -> Result<(), capnp::Error> {
+        let order = wire::read_order(params.get()?.get_order()?)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handle
+            .requests
+            .send(AgentRequest::Signal { order, held: tx })
+            .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
+        let header = match rx.await {
+            Ok(true) => ReplyHeader::ok(),
+            Ok(false) => ReplyHeader::status(
+                xce_proto::Status::NoEnt,
+                format!("job {} attempt {}: not held here", order.id, order.attempt),
+            ),
+            Err(_) => return Err(capnp::Error::disconnected("the worker is shutting down".into())),
+        };
+        wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
 }

@@ -9,8 +9,8 @@ use xce_proto::Status;
 use crate::agent::AgentHandle;
 use crate::connection::LocalFuture;
 use crate::types::{
-    ClusterInfo, Host, HostAction, HostAttributes, Job, JobAction, JobEnd, JobFilter, JobId,
-    JobSpec, Queue, QueueAction, RequestToken, Role,
+    ClusterInfo, HeldJob, Host, HostAction, HostAttributes, Job, JobAction, JobEnd, JobFilter,
+    JobId, JobOrder, JobSpec, Queue, QueueAction, RequestToken, Role,
 };
 use crate::wire::{self, ReplyHeader};
 
@@ -319,13 +319,16 @@ pub struct Join {
     pub role: Role,
     pub host: HostAttributes,
     pub agent: Option<AgentHandle>,
+    /// The attempts a worker holds (resync); empty for other roles.
+    pub held: Vec<HeldJob>,
 }
 
 impl Op for Join {
-    type Output = ();
+    /// What the primary tells a worker to do with the attempts it holds.
+    type Output = Vec<JobOrder>;
     const KIND: OpKind = OpKind::Write;
     const NAME: &'static str = "join";
-    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Vec<JobOrder>>, capnp::Error>> {
         async move {
             let mut req = client.join_request();
             wire::write_token(req.get().init_token(), self.token);
@@ -334,8 +337,20 @@ impl Op for Join {
             if let Some(agent) = &self.agent {
                 req.get().set_agent(agent.capability());
             }
+            let mut held = req.get().init_held(self.held.len() as u32);
+            for (i, h) in self.held.iter().enumerate() {
+                wire::write_held(held.reborrow().get(i as u32), h);
+            }
             let resp = req.send().promise.await?;
-            header_only(resp.get()?.get_header()?)
+            let r = resp.get()?;
+            let header = wire::read_header(r.get_header()?)?;
+            let orders = r
+                .get_orders()?
+                .iter()
+                .map(wire::read_order)
+                .collect::<Result<Vec<_>, _>>()?;
+            let value = carries_value(&header).then_some(orders);
+            Ok(Reply { header, value })
         }
         .boxed_local()
     }

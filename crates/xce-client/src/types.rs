@@ -245,3 +245,39 @@ pub enum JobEnd {
     /// It never ran; the reason ("command not found: ...").
     Failed(String),
 }
+
+/// A signal the primary sends to one attempt's process group through the worker's agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum JobSignal {
+    /// SIGTERM, then SIGKILL after the worker's grace period.
+    Kill,
+    /// SIGSTOP.
+    Suspend,
+    /// SIGCONT.
+    Resume,
+}
+
+/// What the primary tells a worker to do with one attempt it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct JobOrder {
+    pub id: JobId,
+    pub attempt: u32,
+    pub signal: JobSignal,
+}
+
+/// Where an attempt stands on the worker that holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HeldPhase {
+    Running,
+    Suspended,
+    /// Ended; its end report is not acknowledged yet.
+    Finished,
+}
+
+/// One attempt a worker holds, as it reports it at every join (resync).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HeldJob {
+    pub id: JobId,
+    pub attempt: u32,
+    pub phase: HeldPhase,
+}

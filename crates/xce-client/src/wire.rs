@@ -6,8 +6,9 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterInfo, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter,
-    JobSpec, JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
+    ClusterInfo, HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction,
+    JobEnd, JobFilter, JobOrder, JobSignal, JobSpec, JobState, Member, MemberRole, Queue,
+    QueueAction, RequestToken, Role,
 };
 
 /// The common header of every reply, Rust side.
@@ -422,6 +423,78 @@ pub fn read_end(r: w::job_end::Reader<'_>) -> Result<JobEnd, Error> {
         w::job_end::ExitCode(code) => JobEnd::Exit(code),
         w::job_end::Signal(sig) => JobEnd::Signal(sig),
         w::job_end::Failed(reason) => JobEnd::Failed(text(reason?)?),
+    })
+}
+
+impl From<JobSignal> for w::JobSignal {
+    fn from(s: JobSignal) -> Self {
+        match s {
+            JobSignal::Kill => w::JobSignal::Kill,
+            JobSignal::Suspend => w::JobSignal::Suspend,
+            JobSignal::Resume => w::JobSignal::Resume,
+        }
+    }
+}
+
+impl From<w::JobSignal> for JobSignal {
+    fn from(s: w::JobSignal) -> Self {
+        match s {
+            w::JobSignal::Kill => JobSignal::Kill,
+            w::JobSignal::Suspend => JobSignal::Suspend,
+            w::JobSignal::Resume => JobSignal::Resume,
+        }
+    }
+}
+
+impl From<HeldPhase> for w::HeldPhase {
+    fn from(p: HeldPhase) -> Self {
+        match p {
+            HeldPhase::Running => w::HeldPhase::Running,
+            HeldPhase::Suspended => w::HeldPhase::Suspended,
+            HeldPhase::Finished => w::HeldPhase::Finished,
+        }
+    }
+}
+
+impl From<w::HeldPhase> for HeldPhase {
+    fn from(p: w::HeldPhase) -> Self {
+        match p {
+            w::HeldPhase::Running => HeldPhase::Running,
+            w::HeldPhase::Suspended => HeldPhase::Suspended,
+            w::HeldPhase::Finished => HeldPhase::Finished,
+        }
+    }
+}
+
+/// Writes an order for one attempt.
+pub fn write_order(mut b: w::job_order::Builder<'_>, o: &JobOrder) {
+    b.set_job_id(o.id);
+    b.set_attempt(o.attempt);
+    b.set_signal(o.signal.into());
+}
+
+/// Reads an order for one attempt.
+pub fn read_order(r: w::job_order::Reader<'_>) -> Result<JobOrder, Error> {
+    Ok(JobOrder {
+        id: r.get_job_id(),
+        attempt: r.get_attempt(),
+        signal: r.get_signal()?.into(),
+    })
+}
+
+/// Writes one attempt a worker holds.
+pub fn write_held(mut b: w::held_job::Builder<'_>, h: &HeldJob) {
+    b.set_job_id(h.id);
+    b.set_attempt(h.attempt);
+    b.set_phase(h.phase.into());
+}
+
+/// Reads one attempt a worker holds.
+pub fn read_held(r: w::held_job::Reader<'_>) -> Result<HeldJob, Error> {
+    Ok(HeldJob {
+        id: r.get_job_id(),
+        attempt: r.get_attempt(),
+        phase: r.get_phase()?.into(),
     })
 }
 

@@ -145,8 +145,11 @@ interface Controller {
 
   listHosts @8 () -> (header :ReplyHeader, hosts :List(Host));
   hostControl @9 (token :Token, name :Text, action :HostAction) -> (header :ReplyHeader);
-  # A daemon announces itself; a worker registers (or re-registers) its host and its agent.
-  join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent) -> (header :ReplyHeader);
+  # A daemon announces itself; a worker registers (or re-registers) its host and its agent,
+  # and lists the attempts it holds (resync). `orders` tell the worker what to do with them:
+  # kill stale or unknown attempts (fencing), re-apply a suspend or resume it missed.
+  join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent, held :List(HeldJob))
+      -> (header :ReplyHeader, orders :List(JobOrder));
   # Fire-and-forget liveness from a worker; `noEnt` asks it to join again.
   heartbeat @11 (name :Text) -> (header :ReplyHeader);
 
@@ -218,4 +221,33 @@ interface Agent {
   ping @0 () -> ();
   # Run attempt `attempt` of `job`; the worker reports its start and end through the controller.
   startJob @1 (job :Job, attempt :UInt32) -> (header :ReplyHeader);
+  # Kill (SIGTERM, then SIGKILL after the worker's grace period), suspend or resume one
+  # attempt's whole process group. An attempt the worker does not hold answers noEnt.
+  signalJob @2 (order :JobOrder) -> (header :ReplyHeader);
+}
+
+# A signal for one attempt of a job.
+enum JobSignal {
+  kill @0;
+  suspend @1;
+  resume @2;
+}
+
+struct JobOrder {
+  jobId @0 :UInt64;
+  attempt @1 :UInt32;
+  signal @2 :JobSignal;
+}
+
+# Where an attempt a worker holds stands on the worker.
+enum HeldPhase {
+  running @0;
+  suspended @1;
+  finished @2;   # Ended; its end report is not acknowledged yet.
+}
+
+struct HeldJob {
+  jobId @0 :UInt64;
+  attempt @1 :UInt32;
+  phase @2 :HeldPhase;
 }

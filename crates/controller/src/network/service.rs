@@ -11,15 +11,21 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, info, warn};
-use xce_client::types::Role;
+use xce_client::types::{JobOrder, Role};
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::{agent, controller, raft};
 use xce_proto::Status;
 
 use super::codec;
 use crate::node::{outcome_reply, Node};
-use crate::state::{validate_spec, Command};
+use crate::state::{validate_spec, Command, Outcome};
 use crate::store::{NodeId, TypeConfig};
+
+/// How long the primary waits for a worker's agent to take a request.
+const AGENT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Most attempts a worker may list at join: far above any host's job slots.
+const MAX_HELD: usize = 100_000;
 
 /// Accepts connections until the future is dropped; each connection gets the `Controller`
 /// bootstrap capability.
@@ -99,14 +105,95 @@ impl ControllerService {
         let mut req = agent.start_job_request();
         wire::write_job(req.get().init_job(), &job);
         req.get().set_attempt(job.attempt);
-        let sent =
-            tokio::time::timeout(std::time::Duration::from_secs(5), req.send().promise).await;
+        let sent = tokio::time::timeout(AGENT_CALL_TIMEOUT, req.send().promise).await;
         match sent {
             Ok(Ok(_)) => info!(job = id, %host, attempt = job.attempt, "job sent to its worker"),
             Ok(Err(e)) => {
                 warn!(job = id, %host, error = %e, "could not send the job to its worker")
             }
             Err(_) => warn!(job = id, %host, "the worker did not take the job in time"),
+        }
+    }
+
+    /// Registers a worker's host, reconciles the attempts it holds, keeps its agent and sends
+    /// it again what it was dispatched but never got. Returns the reply and the worker's orders.
+    async fn join_worker(
+        &self,
+        cmd: Command,
+        agent: Option<agent::Client>,
+    ) -> (ReplyHeader, Vec<JobOrder>) {
+        let Command::RegisterHost { host, .. } = &cmd else {
+            return (
+                ReplyHeader::status(Status::Internal, "not a join"),
+                Vec::new(),
+            );
+        };
+        let name = host.name.clone();
+        let outcome = match self.node.write(cmd).await {
+            Ok(outcome) => outcome,
+            Err(h) => return (h, Vec::new()),
+        };
+        let (orders, restart) = match &outcome {
+            Outcome::Resynced { orders, restart } => (orders.clone(), restart.clone()),
+            Outcome::Duplicate(original) => match original.as_ref() {
+                Outcome::Resynced { orders, restart } => (orders.clone(), restart.clone()),
+                _ => (Vec::new(), Vec::new()),
+            },
+            _ => (Vec::new(), Vec::new()),
+        };
+        let (header, _) = outcome_reply(outcome);
+        if !matches!(header.status, Status::Ok | Status::DupJob) {
+            return (header, Vec::new());
+        }
+        self.node.saw_host(&name);
+        if let Some(agent) = agent {
+            self.agents.set(&name, agent);
+        }
+        info!(host = %name, fenced = orders.len(), resent = restart.len(), "worker joined");
+        for id in restart {
+            // After the reply: the worker applies its orders before it takes new work.
+            let this = self.clone_handle();
+            let name = name.clone();
+            tokio::task::spawn_local(async move { this.push_start(id, &name).await });
+        }
+        (header, orders)
+    }
+
+    /// A handle on the same node and agents, for work that outlives one request.
+    fn clone_handle(&self) -> ControllerService {
+        ControllerService {
+            node: self.node.clone(),
+            agents: self.agents.clone(),
+        }
+    }
+
+    /// Sends a committed kill, suspend or resume to the attempt's worker. A push that does
+    /// not arrive is repaired by the worker's resync when it rejoins.
+    async fn push_signal(&self, host: &str, order: JobOrder) {
+        let Some(agent) = self.agents.get(host) else {
+            warn!(job = order.id, %host, "no agent for the host on this primary; the signal waits for its worker to rejoin");
+            return;
+        };
+        let mut req = agent.signal_job_request();
+        wire::write_order(req.get().init_order(), &order);
+        let sent = tokio::time::timeout(AGENT_CALL_TIMEOUT, req.send().promise).await;
+        match sent {
+            Ok(Ok(resp)) => {
+                let header = resp
+                    .get()
+                    .and_then(|r| r.get_header())
+                    .and_then(wire::read_header);
+                match header.map(|h| h.status) {
+                    Ok(Status::Ok) => {
+                        info!(job = order.id, %host, attempt = order.attempt, signal = ?order.signal, "job signalled")
+                    }
+                    _ => {
+                        warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
+                    }
+                }
+            }
+            Ok(Err(e)) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
+            Err(_) => warn!(job = order.id, %host, "the worker did not take the signal in time"),
         }
     }
 
@@ -196,8 +283,16 @@ impl controller::Server for ControllerService {
             id: p.get_job_id(),
             action: p.get_action()?.into(),
         };
-        let header = self.write_for_header(cmd).await;
+        let (header, signal) = match self.node.write(cmd).await {
+            Ok(Outcome::Signal { host, order }) => (ReplyHeader::ok(), Some((host, order))),
+            Ok(outcome) => (outcome_reply(outcome).0, None),
+            Err(h) => (h, None),
+        };
         wire::write_header(results.get().init_header(), &header);
+        if let Some((host, order)) = signal {
+            let this = self.clone_handle();
+            tokio::task::spawn_local(async move { this.push_signal(&host, order).await });
+        }
         Ok(())
     }
 
@@ -288,38 +383,36 @@ impl controller::Server for ControllerService {
     ) -> Result<(), capnp::Error> {
         let p = params.get()?;
         let role = Role::from(p.get_role()?);
-        let header = match role {
+        let (header, orders) = match role {
             Role::Worker => {
-                let host = wire::read_attributes(p.get_host()?)?;
-                let name = host.name.clone();
-                let agent = p.get_agent().ok();
-                let cmd = Command::RegisterHost {
-                    token: wire::read_token(p.get_token()?),
-                    host,
-                };
-                match self.node.write(cmd).await {
-                    Ok(outcome) => {
-                        let (header, _) = outcome_reply(outcome);
-                        if matches!(header.status, Status::Ok | Status::DupJob) {
-                            self.node.saw_host(&name);
-                            if let Some(agent) = agent {
-                                self.agents.set(&name, agent);
-                            }
-                            info!(host = %name, "worker joined");
-                        }
-                        header
-                    }
-                    Err(h) => h,
+                let held = p.get_held()?;
+                if held.len() as usize > MAX_HELD {
+                    let message = format!("held: {} attempts, at most {MAX_HELD}", held.len());
+                    (ReplyHeader::status(Status::Invalid, message), Vec::new())
+                } else {
+                    let held = held.iter().map(wire::read_held).collect::<Result<_, _>>()?;
+                    let agent = p.get_agent().ok();
+                    let cmd = Command::RegisterHost {
+                        token: wire::read_token(p.get_token()?),
+                        host: wire::read_attributes(p.get_host()?)?,
+                        held,
+                    };
+                    self.join_worker(cmd, agent).await
                 }
             }
             // Other roles hold no controller-side session yet: joining checks that this
             // node is the ready primary, so a daemon's rejoin lands where its calls will.
             Role::User | Role::Scheduler | Role::Apiserver => match self.node.admit().await {
-                Ok(()) => ReplyHeader::ok(),
-                Err(h) => h,
+                Ok(()) => (ReplyHeader::ok(), Vec::new()),
+                Err(h) => (h, Vec::new()),
             },
         };
-        wire::write_header(results.get().init_header(), &header);
+        let mut r = results.get();
+        wire::write_header(r.reborrow().init_header(), &header);
+        let mut list = r.init_orders(orders.len() as u32);
+        for (i, o) in orders.iter().enumerate() {
+            wire::write_order(list.reborrow().get(i as u32), o);
+        }
         Ok(())
     }
 
