@@ -5,26 +5,19 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use xce_client::ops::{GetJob, ListHosts};
 use xce_client::types::{Host, HostState, Job, JobState};
-use xce_tests::{bin, json_of, wait_for, Cluster};
+use xce_tests::{bin, json_of, Cluster};
 
 /// Short liveness for tests: heartbeats every 200 ms, unavailable after 1 s of silence.
 const CONFIG: &str = "hosts:\n  heartbeat_ttl_ms: 1000\n";
 const WORKER_ARGS: &[&str] = &["--heartbeat-ms", "200", "--cpus", "2", "--mem-mb", "1024"];
 
 async fn host(cluster: &Cluster, name: &str) -> Option<Host> {
-    let hosts = cluster.client().call(ListHosts).await.ok()?;
-    hosts.into_iter().find(|h| h.name == name)
+    cluster.host(name).await
 }
 
 async fn wait_state(cluster: &Cluster, name: &str, state: HostState) -> Host {
-    wait_for(
-        &format!("{name} {}", state.name()),
-        Duration::from_secs(30),
-        || async { host(cluster, name).await.filter(|h| h.state == state) },
-    )
-    .await
+    cluster.wait_host(name, state).await
 }
 
 #[tokio::test]
@@ -123,11 +116,7 @@ fn an_unwritable_spool_dir_is_refused() {
 }
 
 async fn wait_job(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> Job {
-    wait_for(&format!("job {id}"), Duration::from_secs(30), || async {
-        let job = cluster.client().call(GetJob { id }).await.ok()?;
-        done(&job).then_some(job)
-    })
-    .await
+    cluster.wait_job(id, "to end", done).await
 }
 
 #[tokio::test]

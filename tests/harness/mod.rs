@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use xce_client::ops::{GetCluster, Op, Reply};
-use xce_client::types::{ClusterInfo, MemberRole};
+use xce_client::ops::{GetCluster, GetJob, ListHosts, Op, Reply};
+use xce_client::types::{ClusterInfo, Host, HostState, Job, MemberRole};
 use xce_client::{parse_candidates, Client, ClientConfig, ConnectOptions, Connection};
 use xce_launcher::{ClusterSpec, Daemon, LocalCluster};
 
@@ -227,6 +227,56 @@ impl Cluster {
     /// Runs the `xce` CLI with `XCE_PEERS` set to this cluster.
     pub fn xce(&self, args: &[&str]) -> Output {
         xce(&self.peers, args)
+    }
+
+    /// Runs the `xce` CLI and panics (with its stderr) unless it succeeds.
+    pub fn xce_ok(&self, args: &[&str]) -> Output {
+        let out = self.xce(args);
+        assert!(
+            out.status.success(),
+            "xce {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// Submits `cmd` with `xce submit --cwd cwd` and returns the job id.
+    pub fn submit_in(&self, cwd: &Path, cmd: &[&str]) -> u64 {
+        let cwd = cwd.to_string_lossy();
+        let mut args = vec!["-o", "json", "submit", "--cwd", &cwd, "--"];
+        args.extend_from_slice(cmd);
+        json_of(&self.xce_ok(&args))["id"].as_u64().unwrap()
+    }
+
+    /// One job as the primary reports it.
+    pub async fn job(&self, id: u64) -> Option<Job> {
+        self.client().call(GetJob { id }).await.ok()
+    }
+
+    /// Waits (30 s at most) until job `id` satisfies `done`, naming `what` if it never does.
+    pub async fn wait_job(&self, id: u64, what: &str, done: impl Fn(&Job) -> bool) -> Job {
+        wait_for(
+            &format!("job {id} {what}"),
+            Duration::from_secs(30),
+            || async { self.job(id).await.filter(|j| done(j)) },
+        )
+        .await
+    }
+
+    /// One host as the primary reports it.
+    pub async fn host(&self, name: &str) -> Option<Host> {
+        let hosts = self.client().call(ListHosts).await.ok()?;
+        hosts.into_iter().find(|h| h.name == name)
+    }
+
+    /// Waits (30 s at most) until host `name` is in `state`.
+    pub async fn wait_host(&self, name: &str, state: HostState) -> Host {
+        wait_for(
+            &format!("{name} {}", state.name()),
+            Duration::from_secs(30),
+            || async { self.host(name).await.filter(|h| h.state == state) },
+        )
+        .await
     }
 
     /// Panics if any controller log holds an ERROR line.

@@ -190,13 +190,28 @@ impl LocalCluster {
         kill9(&mut self.workers[i])
     }
 
+    /// Freezes worker `i` (SIGSTOP): cut off from the cluster while its jobs run on.
+    pub fn pause_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        signal(&self.workers[i], Signal::SIGSTOP)
+    }
+
+    /// Thaws a paused worker (SIGCONT).
+    pub fn resume_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        signal(&self.workers[i], Signal::SIGCONT)
+    }
+
+    /// Stops worker `i` cleanly (SIGTERM, then SIGKILL after `grace`).
+    pub fn stop_worker(
+        &mut self,
+        i: usize,
+        grace: Duration,
+    ) -> Result<Option<ExitStatus>, LaunchError> {
+        signal(&self.workers[i], Signal::SIGTERM)?;
+        wait_or_kill(&mut self.workers[i], grace)
+    }
+
     fn signal(&mut self, i: usize, sig: Signal) -> Result<(), LaunchError> {
-        let d = &self.controllers[i];
-        let pid = d.pid().ok_or_else(|| LaunchError::NotRunning {
-            name: d.name.clone(),
-        })?;
-        kill(Pid::from_raw(pid as i32), sig)
-            .map_err(|e| io(format!("signal {}", d.name))(std::io::Error::from(e)))
+        signal(&self.controllers[i], sig)
     }
 
     /// Crashes controller `i` (SIGKILL) and reaps it.
@@ -218,22 +233,7 @@ impl LocalCluster {
     /// status, or `None` when it had to be killed.
     pub fn stop(&mut self, i: usize, grace: Duration) -> Result<Option<ExitStatus>, LaunchError> {
         self.signal(i, Signal::SIGTERM)?;
-        let mut child = match self.controllers[i].child.take() {
-            Some(c) => c,
-            None => return Ok(None),
-        };
-        let deadline = Instant::now() + grace;
-        loop {
-            if let Some(status) = child.try_wait().map_err(io("wait"))? {
-                return Ok(Some(status));
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Ok(None);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_or_kill(&mut self.controllers[i], grace)
     }
 
     /// Stops every running controller (SIGTERM to all first, then waits); returns the names
@@ -357,4 +357,32 @@ fn open_log(path: &Path) -> Result<File, LaunchError> {
         .append(true)
         .open(path)
         .map_err(io(format!("open {}", path.display())))
+}
+
+/// Sends `sig` to a running daemon.
+fn signal(d: &Daemon, sig: Signal) -> Result<(), LaunchError> {
+    let pid = d.pid().ok_or_else(|| LaunchError::NotRunning {
+        name: d.name.clone(),
+    })?;
+    kill(Pid::from_raw(pid as i32), sig)
+        .map_err(|e| io(format!("signal {}", d.name))(std::io::Error::from(e)))
+}
+
+/// Waits for a signalled daemon to exit; SIGKILL after `grace`. `None` when it had to be killed.
+fn wait_or_kill(d: &mut Daemon, grace: Duration) -> Result<Option<ExitStatus>, LaunchError> {
+    let Some(mut child) = d.child.take() else {
+        return Ok(None);
+    };
+    let deadline = Instant::now() + grace;
+    loop {
+        if let Some(status) = child.try_wait().map_err(io("wait"))? {
+            return Ok(Some(status));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

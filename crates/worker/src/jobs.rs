@@ -1,30 +1,46 @@
-//! Running one attempt of a job: its own process group, its command, environment and working
-//! directory, stdout/stderr in `<spool>/<job id>.<attempt>.out|err`, and its start and end
-//! reported to the primary. Supervision never waits on the controller: the process is waited
-//! for while its start report is still being delivered.
-//!
-//! Not yet here (next steps of the worker issue): the durable outbox (reports are retried until
-//! delivered or shutdown, but not persisted across a worker restart), kill/suspend/resume and
-//! resync on rejoin.
+//! The attempts this worker holds: starting them (each in its own process group, with its
+//! command, environment and working directory, output in `<spool>/<job id>.<attempt>.out|err`),
+//! signalling them for the primary, and reporting their start and end through the durable
+//! outbox. Supervision never waits on the controller: a process is waited for while its
+//! reports are still being delivered.
 
+use std::collections::HashMap;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn, Instrument};
 use xce_client::ops::{JobFinished, JobStarted};
 use xce_client::publish::publish_until_done;
-use xce_client::types::{Job, JobEnd, RequestToken};
-use xce_client::Client;
+use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal};
+use xce_client::{Client, ClientError, Status};
 
-/// What every attempt needs.
-pub struct Runner {
-    pub client: Client,
-    pub host: String,
-    pub spool: PathBuf,
-    pub stop: watch::Receiver<bool>,
+use crate::outbox::{Outbox, Report};
+use crate::procs::{self, Records};
+
+/// One attempt this worker holds, from its start until its end report is acknowledged.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    attempt: u32,
+    /// The process group; `None` once the attempt's leader has been reaped (or never ran).
+    pgid: Option<i32>,
+    phase: HeldPhase,
+}
+
+/// Everything the worker's attempts share.
+pub struct Jobs {
+    client: Client,
+    host: String,
+    spool: PathBuf,
+    outbox: Outbox,
+    records: Records,
+    kill_grace: Duration,
+    stop: watch::Receiver<bool>,
+    held: Mutex<HashMap<JobId, Held>>,
 }
 
 /// Where an attempt's output goes.
@@ -35,65 +51,369 @@ pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
     )
 }
 
-/// Runs one attempt to its end and reports it.
-pub async fn run_attempt(runner: Arc<Runner>, job: Job, attempt: u32) {
-    let id = job.id;
-    let end = match spawn(&runner, &job, attempt) {
-        Err(reason) => {
-            warn!(job = id, attempt, %reason, "job could not start");
-            JobEnd::Failed(reason)
+impl Jobs {
+    /// The job table of a worker; `stop` turning true ends report delivery (what is not
+    /// delivered stays in the outbox for the next run).
+    pub fn new(
+        client: Client,
+        host: String,
+        spool: PathBuf,
+        kill_grace: Duration,
+        stop: watch::Receiver<bool>,
+    ) -> anyhow::Result<Arc<Jobs>> {
+        Ok(Arc::new(Jobs {
+            client,
+            host,
+            outbox: Outbox::open(&spool)?,
+            records: Records::open(&spool)?,
+            spool,
+            kill_grace,
+            stop,
+            held: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    fn table(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What this worker holds, for the resync at every join.
+    pub fn held(&self) -> Vec<HeldJob> {
+        let mut held: Vec<HeldJob> = self
+            .table()
+            .iter()
+            .map(|(id, h)| HeldJob {
+                id: *id,
+                attempt: h.attempt,
+                phase: h.phase,
+            })
+            .collect();
+        held.sort_by_key(|h| h.id);
+        held
+    }
+
+    /// Picks up where a previous run of this worker stopped, before it joins: attempts it
+    /// left running are killed (the primary's resync requeues them), and end reports it did
+    /// not deliver are held and sent again.
+    pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
+        let leftovers = self.records.kill_leftovers()?;
+        let (reports, bad) = self.outbox.load()?;
+        for b in bad {
+            warn!(file = %b, "unreadable report left in the outbox");
         }
-        Ok(mut child) => {
-            info!(job = id, attempt, pid = child.id(), "job started");
-            let reporter = runner.clone();
-            let started = tokio::spawn(async move {
-                let op = JobStarted {
-                    token: RequestToken::random(),
-                    host: reporter.host.clone(),
-                    id,
-                    attempt,
-                };
-                let mut stop = reporter.stop.clone();
-                if let Err(e) = publish_until_done(&reporter.client, op, &mut stop).await {
-                    warn!(job = id, attempt, error = %e, "start not reported");
+        let mut by_attempt: HashMap<(JobId, u32), Vec<Report>> = HashMap::new();
+        for r in reports {
+            by_attempt.entry((r.id, r.attempt)).or_default().push(r);
+        }
+        let mut resent = 0;
+        for ((id, attempt), reports) in by_attempt {
+            if reports.iter().all(|r| r.end.is_none()) {
+                // Started but its end was never recorded: the attempt is gone; the resync
+                // tells the primary.
+                for r in &reports {
+                    let _ = self.outbox.remove(r);
                 }
-            });
-            let status = child.wait().await;
-            let _ = started.await;
-            match status {
-                Ok(s) => match (s.code(), s.signal()) {
-                    (Some(code), _) => JobEnd::Exit(code),
-                    (None, Some(sig)) => JobEnd::Signal(sig),
-                    (None, None) => JobEnd::Failed("ended without exit code or signal".into()),
+                continue;
+            }
+            self.table().insert(
+                id,
+                Held {
+                    attempt,
+                    pgid: None,
+                    phase: HeldPhase::Finished,
                 },
-                Err(e) => JobEnd::Failed(format!("lost track of the process: {e}")),
+            );
+            resent += 1;
+            let jobs = self.clone();
+            tokio::spawn(async move {
+                for r in reports {
+                    jobs.deliver(r).await;
+                }
+                jobs.release(id, attempt);
+            });
+        }
+        info!(
+            killed = leftovers.len(),
+            resent, "recovered the previous run's attempts"
+        );
+        Ok(())
+    }
+
+    /// Starts `attempt` of `job`, unless this worker already holds it (a start sent again
+    /// after a failover). A newer attempt fences an older copy still held here.
+    pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
+        let id = job.id;
+        let mut table = self.table();
+        if let Some(old) = table.get(&id).copied() {
+            if old.attempt >= attempt {
+                debug!(
+                    job = id,
+                    attempt, "start for an attempt already held; ignored"
+                );
+                return;
+            }
+            if let Some(pgid) = old.pgid {
+                warn!(
+                    job = id,
+                    attempt = old.attempt,
+                    "a newer attempt arrived; killing the old copy"
+                );
+                procs::signal_group(pgid, Signal::SIGKILL);
             }
         }
-    };
-    info!(job = id, attempt, ?end, "job ended");
-    let op = JobFinished {
-        token: RequestToken::random(),
-        host: runner.host.clone(),
-        id,
-        attempt,
-        end,
-    };
-    let mut stop = runner.stop.clone();
-    if let Err(e) = publish_until_done(&runner.client, op, &mut stop).await {
-        warn!(job = id, attempt, error = %e, "end not reported");
+        let span = tracing::info_span!("job", id, attempt);
+        match spawn(&self.spool, &job, attempt) {
+            Err(reason) => {
+                warn!(job = id, attempt, %reason, "job could not start");
+                table.insert(
+                    id,
+                    Held {
+                        attempt,
+                        pgid: None,
+                        phase: HeldPhase::Finished,
+                    },
+                );
+                drop(table);
+                let jobs = self.clone();
+                tokio::spawn(
+                    async move { jobs.finish(id, attempt, JobEnd::Failed(reason)).await }
+                        .instrument(span),
+                );
+            }
+            Ok(child) => {
+                let pid = child.id().map(|p| p as i32);
+                info!(job = id, attempt, pid, "job started");
+                table.insert(
+                    id,
+                    Held {
+                        attempt,
+                        pgid: pid,
+                        phase: HeldPhase::Running,
+                    },
+                );
+                drop(table);
+                if let Some(pid) = pid {
+                    if let Err(e) = self.records.remember(id, attempt, pid) {
+                        warn!(job = id, error = %e, "cannot record the process; a worker restart will not find it");
+                    }
+                }
+                let jobs = self.clone();
+                tokio::spawn(
+                    async move { jobs.supervise(child, id, attempt).await }.instrument(span),
+                );
+            }
+        }
+    }
+
+    /// Waits for the attempt's process while its start is reported, then reports its end.
+    async fn supervise(self: Arc<Self>, mut child: tokio::process::Child, id: JobId, attempt: u32) {
+        let start = Report::started(id, attempt);
+        if let Err(e) = self.outbox.put(&start) {
+            warn!(job = id, error = %e, "start report not durable; sending it anyway");
+        }
+        let reporter = self.clone();
+        let started = tokio::spawn(async move { reporter.deliver(start).await });
+        let status = child.wait().await;
+        if let Some(pgid) = self.mark_finished(id, attempt) {
+            // The leader is gone; whatever it left behind in its group goes with it.
+            procs::signal_group(pgid, Signal::SIGKILL);
+        }
+        let end = match status {
+            Ok(s) => match (s.code(), s.signal()) {
+                (Some(code), _) => JobEnd::Exit(code),
+                (None, Some(sig)) => JobEnd::Signal(sig),
+                (None, None) => JobEnd::Failed("ended without exit code or signal".into()),
+            },
+            Err(e) => JobEnd::Failed(format!("lost track of the process: {e}")),
+        };
+        if *self.stop.borrow() {
+            // The worker is stopping and killed it: not the job's own end. Left unreported,
+            // the attempt is requeued by the primary's resync (or its host's loss).
+            info!(job = id, attempt, "attempt stopped with the worker");
+            self.records.forget(id, attempt);
+            return;
+        }
+        info!(job = id, attempt, ?end, "job ended");
+        let _ = started.await;
+        self.finish(id, attempt, end).await;
+    }
+
+    /// Records the end durably, then reports it.
+    async fn finish(self: &Arc<Self>, id: JobId, attempt: u32, end: JobEnd) {
+        let report = Report::finished(id, attempt, end);
+        if let Err(e) = self.outbox.put(&report) {
+            warn!(job = id, error = %e, "end report not durable; sending it anyway");
+        }
+        self.records.forget(id, attempt);
+        self.deliver(report).await;
+        self.release(id, attempt);
+    }
+
+    /// Marks the attempt ended; returns its process group.
+    fn mark_finished(&self, id: JobId, attempt: u32) -> Option<i32> {
+        let mut table = self.table();
+        let held = table.get_mut(&id).filter(|h| h.attempt == attempt)?;
+        held.phase = HeldPhase::Finished;
+        held.pgid.take()
+    }
+
+    /// Forgets the attempt once its end is acknowledged.
+    fn release(&self, id: JobId, attempt: u32) {
+        let mut table = self.table();
+        if table.get(&id).is_some_and(|h| h.attempt == attempt) {
+            table.remove(&id);
+        }
+    }
+
+    /// Sends one report until the primary acknowledges or refuses it (or the worker stops:
+    /// then it stays in the outbox). A refused start means the attempt is stale: it is killed.
+    async fn deliver(self: &Arc<Self>, report: Report) {
+        let mut stop = self.stop.clone();
+        loop {
+            let result = match &report.end {
+                None => {
+                    let op = JobStarted {
+                        token: report.token,
+                        host: self.host.clone(),
+                        id: report.id,
+                        attempt: report.attempt,
+                    };
+                    publish_until_done(&self.client, op, &mut stop).await
+                }
+                Some(end) => {
+                    let op = JobFinished {
+                        token: report.token,
+                        host: self.host.clone(),
+                        id: report.id,
+                        attempt: report.attempt,
+                        end: end.clone(),
+                    };
+                    publish_until_done(&self.client, op, &mut stop).await
+                }
+            };
+            let (id, attempt) = (report.id, report.attempt);
+            match result {
+                Ok(()) => break,
+                Err(ClientError::Shutdown) => return,
+                Err(ClientError::Status { status, message })
+                    if matches!(status, Status::Conflict | Status::NoEnt | Status::Invalid) =>
+                {
+                    warn!(job = id, attempt, %status, %message, "report refused by the primary");
+                    if report.end.is_none() {
+                        self.signal(JobOrder {
+                            id,
+                            attempt,
+                            signal: JobSignal::Kill,
+                        });
+                    }
+                    break;
+                }
+                Err(e) => {
+                    warn!(job = id, attempt, error = %e, "report not delivered; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.outbox.remove(&report) {
+            warn!(job = report.id, error = %e, "cannot delete a delivered report; it will be sent again");
+        }
+    }
+
+    /// Carries out an order for one attempt; false if this worker does not hold it.
+    pub fn signal(self: &Arc<Self>, order: JobOrder) -> bool {
+        let mut table = self.table();
+        let Some(held) = table
+            .get_mut(&order.id)
+            .filter(|h| h.attempt == order.attempt)
+        else {
+            return false;
+        };
+        let Some(pgid) = held.pgid else {
+            // Already ended: its end report settles it.
+            return true;
+        };
+        let (id, attempt) = (order.id, order.attempt);
+        match order.signal {
+            JobSignal::Suspend => {
+                procs::signal_group(pgid, Signal::SIGSTOP);
+                held.phase = HeldPhase::Suspended;
+                info!(job = id, attempt, "job suspended");
+            }
+            JobSignal::Resume => {
+                procs::signal_group(pgid, Signal::SIGCONT);
+                held.phase = HeldPhase::Running;
+                info!(job = id, attempt, "job resumed");
+            }
+            JobSignal::Kill => {
+                // A stopped group must run to act on SIGTERM.
+                procs::signal_group(pgid, Signal::SIGTERM);
+                procs::signal_group(pgid, Signal::SIGCONT);
+                info!(job = id, attempt, grace = ?self.kill_grace, "job terminated; killing it after the grace period");
+                let jobs = self.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(jobs.kill_grace).await;
+                    // Only while its leader is unreaped is the group id surely still its own.
+                    let still = jobs
+                        .table()
+                        .get(&id)
+                        .filter(|h| h.attempt == attempt)
+                        .and_then(|h| h.pgid);
+                    if let Some(pgid) = still {
+                        warn!(
+                            job = id,
+                            attempt, "job outlived its grace period; killing it"
+                        );
+                        procs::signal_group(pgid, Signal::SIGKILL);
+                    }
+                });
+            }
+        }
+        true
+    }
+
+    /// Kills every running attempt when the worker stops (SIGTERM, then SIGKILL after the
+    /// grace period) and waits for them, bounded. Their ends are not reported: the primary
+    /// requeues them when this worker rejoins or its host is lost.
+    pub async fn stop_all(self: &Arc<Self>) {
+        let running: Vec<JobOrder> = self
+            .table()
+            .iter()
+            .filter(|(_, h)| h.pgid.is_some())
+            .map(|(id, h)| JobOrder {
+                id: *id,
+                attempt: h.attempt,
+                signal: JobSignal::Kill,
+            })
+            .collect();
+        if running.is_empty() {
+            return;
+        }
+        info!(jobs = running.len(), "stopping the jobs still running");
+        for order in running {
+            self.signal(order);
+        }
+        let deadline = tokio::time::Instant::now() + self.kill_grace + Duration::from_secs(1);
+        while tokio::time::Instant::now() < deadline
+            && self.table().values().any(|h| h.pgid.is_some())
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 
-fn spawn(runner: &Runner, job: &Job, attempt: u32) -> Result<tokio::process::Child, String> {
+fn spawn(spool: &Path, job: &Job, attempt: u32) -> Result<tokio::process::Child, String> {
     let Some((program, args)) = job.spec.command.split_first() else {
         return Err("empty command".into());
     };
-    let (out, err) = output_paths(&runner.spool, job.id, attempt);
+    let (out, err) = output_paths(spool, job.id, attempt);
     let open = |p: &Path| {
         std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
     };
     let cwd = if job.spec.cwd.is_empty() {
-        runner.spool.clone()
+        spool.to_path_buf()
     } else {
         PathBuf::from(&job.spec.cwd)
     };

@@ -1,9 +1,12 @@
 //! xce-worker: joins the cluster as a worker with its host's attributes and an agent
-//! capability, heartbeats to the primary, and rejoins after every failover. Running jobs, the
-//! durable outbox and resync come next (see the worker issue).
+//! capability, runs the attempts the primary sends it, reports them through a durable outbox,
+//! heartbeats, and on every rejoin re-syncs the attempts it holds so the primary can fence
+//! stale copies and requeue lost ones.
 
 pub mod host;
 pub mod jobs;
+pub mod outbox;
+pub mod procs;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -14,6 +17,8 @@ use tracing::{debug, info, warn};
 use xce_client::agent::{AgentHandle, AgentRequest};
 use xce_client::ops::{GetCluster, Heartbeat, Join};
 use xce_client::types::{HostAttributes, RequestToken, Role};
+
+use crate::jobs::Jobs;
 use xce_client::{Candidate, Client, ClientConfig, ClientError, RejoinFn, Status};
 
 /// A validated worker configuration.
@@ -26,6 +31,8 @@ pub struct Config {
     pub mem_mb: u64,
     /// How often to heartbeat; well under the controllers' host TTL.
     pub heartbeat: Duration,
+    /// How long a killed job has between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
 }
 
 /// Why the worker refused to start.
@@ -36,6 +43,38 @@ pub enum StartError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("spool dir {path} is in use by another worker (its lock file is held)")]
+    InUse { path: PathBuf },
+}
+
+/// Holds the spool dir for this worker: two workers on one spool would kill each other's
+/// jobs at restart and send each other's reports.
+pub struct SpoolLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// Takes the spool dir's lock, or says who holds it.
+pub fn lock_spool(dir: &Path) -> Result<SpoolLock, StartError> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StartError::Spool {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(SpoolLock { _lock: lock }),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(StartError::InUse {
+            path: dir.to_path_buf(),
+        }),
+        Err((_, errno)) => Err(StartError::Spool {
+            path: dir.to_path_buf(),
+            source: std::io::Error::from(errno),
+        }),
+    }
 }
 
 /// Creates the spool dir if needed and checks that job output can be written there.
@@ -53,22 +92,27 @@ pub fn prepare_spool(dir: &Path) -> Result<(), StartError> {
 /// Runs the worker until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     prepare_spool(&config.spool_dir)?;
+    let _lock = lock_spool(&config.spool_dir)?;
     let client = Client::new(config.peers.clone(), ClientConfig::default());
     let (agent, mut agent_requests) = AgentHandle::new();
-    client.set_rejoin(rejoin_action(&config, agent));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let runner = Arc::new(jobs::Runner {
-        client: client.clone(),
-        host: config.name.clone(),
-        spool: config.spool_dir.clone(),
-        stop: stop_rx,
-    });
+    let jobs = Jobs::new(
+        client.clone(),
+        config.name.clone(),
+        config.spool_dir.clone(),
+        config.kill_grace,
+        stop_rx,
+    )?;
+    jobs.recover()?;
+    client.set_rejoin(rejoin_action(&config, agent, jobs.clone()));
+    let served = jobs.clone();
     tokio::spawn(async move {
         while let Some(request) = agent_requests.recv().await {
             match request {
                 AgentRequest::Ping => debug!("pinged by the primary"),
-                AgentRequest::StartJob { job, attempt } => {
-                    tokio::spawn(jobs::run_attempt(runner.clone(), *job, attempt));
+                AgentRequest::StartJob { job, attempt } => served.start(*job, attempt),
+                AgentRequest::Signal { order, held } => {
+                    let _ = held.send(served.signal(order));
                 }
             }
         }
@@ -86,7 +130,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                         info!(worker = %config.name, primary = info.primary.as_deref(), "joined the cluster");
                         joined = true;
                     }
-                    Err(e) => warn!(worker = %config.name, error = %e, "cannot join yet; retrying"),
+                    Err(e) => {
+                        warn!(worker = %config.name, error = %e, "cannot join yet; retrying");
+                        tokio::select! {
+                            () = &mut shutdown => break,
+                            () = tokio::time::sleep(config.heartbeat) => {}
+                        }
+                    }
                 },
             }
             continue;
@@ -102,23 +152,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Ok(()) => {}
             Err(ClientError::Status {
                 status: Status::NoEnt,
-                ..
+                message,
             }) => {
-                info!(worker = %config.name, "the primary does not know this host; joining again");
+                info!(worker = %config.name, %message, "the primary wants this worker to join again");
                 client.request_rejoin();
             }
             Err(e) => debug!(worker = %config.name, error = %e, "heartbeat not delivered"),
         }
     }
     stop_tx.send_replace(true);
+    jobs.stop_all().await;
     info!(worker = %config.name, "worker stopped");
     Ok(())
 }
 
 /// Joins as a worker with this host's attributes and agent: run on every new connection.
+/// The join carries the attempts held here; the primary's orders (fence, re-suspend, ...)
+/// are carried out before the rejoin counts as done.
 fn rejoin_action(
     config: &Config,
     agent: AgentHandle,
+    jobs: Arc<Jobs>,
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
     let host = HostAttributes {
         name: config.name.clone(),
@@ -131,7 +185,16 @@ fn rejoin_action(
             role: Role::Worker,
             host: host.clone(),
             agent: Some(agent.clone()),
+            held: jobs.held(),
         };
-        Box::pin(async move { client.call(join).await })
+        let jobs = jobs.clone();
+        Box::pin(async move {
+            let orders = client.call(join).await?;
+            for order in orders {
+                info!(job = order.id, attempt = order.attempt, signal = ?order.signal, "resync order from the primary");
+                jobs.signal(order);
+            }
+            Ok(())
+        })
     })
 }

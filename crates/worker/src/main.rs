@@ -30,6 +30,9 @@ struct Args {
     /// Heartbeat interval in milliseconds.
     #[arg(long, default_value_t = 2000)]
     heartbeat_ms: u64,
+    /// How long a killed job has to exit after SIGTERM before SIGKILL, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    kill_grace_ms: u64,
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn real_main() -> anyhow::Result<()> {
         cpus: args.cpus.unwrap_or_else(host::detect_cpus),
         mem_mb,
         heartbeat: Duration::from_millis(args.heartbeat_ms),
+        kill_grace: Duration::from_millis(args.kill_grace_ms),
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -98,7 +98,11 @@ impl agent::Server for AgentServer {
                 xce_proto::Status::NoEnt,
                 format!("job {} attempt {}: not held here", order.id, order.attempt),
             ),
-            Err(_) => return Err(capnp::Error::disconnected("the worker is shutting down".into())),
+            Err(_) => {
+                return Err(capnp::Error::disconnected(
+                    "the worker is shutting down".into(),
+                ))
+            }
         };
         wire::write_header(results.get().init_header(), &header);
         Ok(())

@@ -328,7 +328,10 @@ impl Op for Join {
     type Output = Vec<JobOrder>;
     const KIND: OpKind = OpKind::Write;
     const NAME: &'static str = "join";
-    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Vec<JobOrder>>, capnp::Error>> {
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Vec<JobOrder>>, capnp::Error>> {
         async move {
             let mut req = client.join_request();
             wire::write_token(req.get().init_token(), self.token);

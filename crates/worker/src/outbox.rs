@@ -1,0 +1,177 @@
+//! The durable outbox: a job's start and end reports are written to disk (and synced) before
+//! they are sent, and deleted only once the primary acknowledged them. After a reconnect or a
+//! worker restart whatever is still here is sent again with its original request token, so
+//! a report the primary already applied comes back `dupJob` and is applied once.
+//!
+//! One file per report: `<spool>/outbox/<job id>.<attempt>.start|end`, JSON, written to a
+//! temporary name, synced, renamed, and the directory synced.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::{JobEnd, JobId, RequestToken};
+
+/// One report waiting for its acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub attempt: u32,
+    /// `None` for the start report; how the attempt ended for the end report.
+    pub end: Option<JobEnd>,
+}
+
+impl Report {
+    /// A start report with a fresh token.
+    pub fn started(id: JobId, attempt: u32) -> Report {
+        Report {
+            token: RequestToken::random(),
+            id,
+            attempt,
+            end: None,
+        }
+    }
+
+    /// An end report with a fresh token.
+    pub fn finished(id: JobId, attempt: u32, end: JobEnd) -> Report {
+        Report {
+            token: RequestToken::random(),
+            id,
+            attempt,
+            end: Some(end),
+        }
+    }
+
+    fn file_name(&self) -> String {
+        let kind = if self.end.is_some() { "end" } else { "start" };
+        format!("{}.{}.{kind}", self.id, self.attempt)
+    }
+}
+
+/// Why the outbox could not do its job.
+#[derive(Debug, thiserror::Error)]
+#[error("outbox {path}: {source}")]
+pub struct OutboxError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+/// The outbox directory.
+#[derive(Debug, Clone)]
+pub struct Outbox {
+    dir: PathBuf,
+}
+
+impl Outbox {
+    /// Opens (creating if needed) the outbox under `spool`.
+    pub fn open(spool: &Path) -> Result<Outbox, OutboxError> {
+        let dir = spool.join("outbox");
+        std::fs::create_dir_all(&dir).map_err(|source| OutboxError {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(Outbox { dir })
+    }
+
+    /// Makes `report` durable; returns once it would survive a crash.
+    pub fn put(&self, report: &Report) -> Result<(), OutboxError> {
+        let path = self.dir.join(report.file_name());
+        let tmp = self.dir.join(format!(".{}.tmp", report.file_name()));
+        let err = |source| OutboxError {
+            path: path.clone(),
+            source,
+        };
+        let bytes = serde_json::to_vec(report).map_err(|e| err(std::io::Error::other(e)))?;
+        let mut f = File::create(&tmp).map_err(err)?;
+        f.write_all(&bytes).map_err(err)?;
+        f.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, &path).map_err(err)?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(err)
+    }
+
+    /// Deletes an acknowledged (or refused) report.
+    pub fn remove(&self, report: &Report) -> Result<(), OutboxError> {
+        let path = self.dir.join(report.file_name());
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(OutboxError { path, source }),
+        }
+    }
+
+    /// Every report still waiting, start before end for each attempt. Files that cannot be
+    /// read or parsed are named in the error list and left in place for an operator.
+    pub fn load(&self) -> Result<(Vec<Report>, Vec<String>), OutboxError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| OutboxError {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let mut reports = Vec::new();
+        let mut bad = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                // A report whose write did not complete was never sent: nothing to redo.
+                let _ = std::fs::remove_file(&path);
+                continue;
+            }
+            let parsed = std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Report>(&b).map_err(|e| e.to_string()));
+            match parsed {
+                Ok(r) if r.file_name() == name => reports.push(r),
+                Ok(_) => bad.push(format!(
+                    "{}: name does not match its content",
+                    path.display()
+                )),
+                Err(e) => bad.push(format!("{}: {e}", path.display())),
+            }
+        }
+        reports.sort_by_key(|r| (r.id, r.attempt, r.end.is_some()));
+        Ok((reports, bad))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_survive_until_removed_in_start_then_end_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let end = Report::finished(7, 2, JobEnd::Signal(9));
+        let start = Report::started(7, 2);
+        let other = Report::started(3, 1);
+        for r in [&end, &start, &other] {
+            outbox.put(r).unwrap();
+        }
+        // A fresh handle on the same directory (a restarted worker) sees them all.
+        let reopened = Outbox::open(dir.path()).unwrap();
+        let (loaded, bad) = reopened.load().unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(loaded, vec![other.clone(), start.clone(), end.clone()]);
+        reopened.remove(&start).unwrap();
+        reopened.remove(&start).unwrap();
+        assert_eq!(reopened.load().unwrap().0, vec![other, end]);
+    }
+
+    #[test]
+    fn unreadable_reports_are_named_and_kept_and_torn_writes_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        std::fs::write(dir.path().join("outbox/5.1.end"), b"{not json").unwrap();
+        std::fs::write(dir.path().join("outbox/.5.1.start.tmp"), b"{").unwrap();
+        let (loaded, bad) = outbox.load().unwrap();
+        assert!(loaded.is_empty());
+        assert_eq!(bad.len(), 1);
+        assert!(bad[0].contains("5.1.end"), "{bad:?}");
+        assert!(dir.path().join("outbox/5.1.end").exists());
+        assert!(!dir.path().join("outbox/.5.1.start.tmp").exists());
+    }
+}

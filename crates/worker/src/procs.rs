@@ -1,0 +1,182 @@
+//! Process groups of running attempts: signalling them, and remembering them on disk so that
+//! a restarted worker can find the attempts its previous run left behind.
+//!
+//! A worker that restarts cannot wait for children it did not spawn, so it cannot report how
+//! they end. It kills them before it joins instead; the primary's resync then sees them
+//! missing and requeues them (or ends them, per queue policy). A job never runs twice at once.
+//!
+//! A record is `<spool>/running/<job id>.<attempt>` holding the pid and its start time
+//! (clock ticks since boot, from `/proc/<pid>/stat`): a pid alone could have been reused.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+use xce_client::types::JobId;
+
+/// A live attempt as recorded on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRecord {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// The directory of records.
+#[derive(Debug, Clone)]
+pub struct Records {
+    dir: PathBuf,
+}
+
+impl Records {
+    /// Opens (creating if needed) the records under `spool`.
+    pub fn open(spool: &Path) -> std::io::Result<Records> {
+        let dir = spool.join("running");
+        std::fs::create_dir_all(&dir)?;
+        Ok(Records { dir })
+    }
+
+    fn path(&self, id: JobId, attempt: u32) -> PathBuf {
+        self.dir.join(format!("{id}.{attempt}"))
+    }
+
+    /// Remembers a freshly spawned attempt (synced: it must survive a crash of the worker).
+    pub fn remember(&self, id: JobId, attempt: u32, pid: i32) -> std::io::Result<()> {
+        let record = ProcRecord {
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        };
+        let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        let file = std::fs::File::create(self.path(id, attempt))?;
+        std::io::Write::write_all(&mut &file, &bytes)?;
+        file.sync_all()
+    }
+
+    /// Forgets an attempt whose end is recorded (or that was killed).
+    pub fn forget(&self, id: JobId, attempt: u32) {
+        let _ = std::fs::remove_file(self.path(id, attempt));
+    }
+
+    /// Kills every attempt a previous run of the worker left alive and forgets them all.
+    /// Returns the attempts that were recorded, alive or not.
+    pub fn kill_leftovers(&self) -> std::io::Result<Vec<(JobId, u32)>> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some((id, attempt)) = parse_name(&name) else {
+                warn!(file = %entry.path().display(), "ignoring a stray file among the process records");
+                continue;
+            };
+            let record = std::fs::read(entry.path())
+                .ok()
+                .and_then(|b| serde_json::from_slice::<ProcRecord>(&b).ok());
+            if let Some(r) = record {
+                if r.start_ticks != 0 && start_ticks(r.pid) == Some(r.start_ticks) {
+                    info!(
+                        job = id,
+                        attempt,
+                        pid = r.pid,
+                        "killing an attempt left by the previous run of this worker"
+                    );
+                    signal_group(r.pid, Signal::SIGKILL);
+                    wait_gone(r, Duration::from_secs(5));
+                }
+            }
+            let _ = std::fs::remove_file(entry.path());
+            found.push((id, attempt));
+        }
+        Ok(found)
+    }
+}
+
+fn parse_name(name: &str) -> Option<(JobId, u32)> {
+    let (id, attempt) = name.split_once('.')?;
+    Some((id.parse().ok()?, attempt.parse().ok()?))
+}
+
+/// Waits (bounded) until the recorded process is gone.
+fn wait_gone(r: ProcRecord, limit: Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while start_ticks(r.pid) == Some(r.start_ticks) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// When `pid` started, in clock ticks since boot; `None` if there is no such process or it is
+/// a zombie (already dead).
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parentheses: fields are counted after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); the start time is field 22.
+    if fields.first() == Some(&"Z") {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
+}
+
+/// Sends `signal` to the whole process group `pgid`; false if the group is gone.
+pub fn signal_group(pgid: i32, signal: Signal) -> bool {
+    killpg(Pid::from_raw(pgid), signal).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn start_ticks_identify_a_live_process() {
+        let me = std::process::id() as i32;
+        let ticks = start_ticks(me);
+        assert!(ticks.is_some());
+        assert_eq!(start_ticks(me), ticks);
+        assert_eq!(start_ticks(i32::MAX), None);
+    }
+
+    #[test]
+    fn leftovers_are_killed_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        records.remember(4, 2, pid).unwrap();
+        // A record whose process is long gone (pid reuse is caught by the start time).
+        std::fs::write(
+            dir.path().join("running/5.1"),
+            serde_json::to_vec(&ProcRecord {
+                pid,
+                start_ticks: 1,
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        let mut found = Records::open(dir.path()).unwrap().kill_leftovers().unwrap();
+        found.sort();
+        assert_eq!(found, vec![(4, 2), (5, 1)]);
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9));
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("running"))
+                .unwrap()
+                .count(),
+            0
+        );
+    }
+
+    #[test]
+    fn record_names_parse_strictly() {
+        assert_eq!(parse_name("12.3"), Some((12, 3)));
+        assert_eq!(parse_name("12"), None);
+        assert_eq!(parse_name("a.3"), None);
+        assert_eq!(parse_name("1.2.3"), None);
+    }
+}

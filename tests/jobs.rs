@@ -1,0 +1,405 @@
+//! Running jobs through the real binaries: kill, suspend, resume and requeue reach the whole
+//! process group; reports survive a primary crash and a worker restart (durable outbox); a
+//! worker cut off from the cluster loses its jobs to another host and its stale copy is
+//! fenced when it comes back. A job never runs twice at once.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use xce_client::types::{HostState, JobState};
+use xce_tests::{wait_for, Cluster};
+
+/// Liveness for tests: heartbeats every 200 ms, unavailable after 1 s, lost 1 s later.
+const CONFIG: &str = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 1000\n";
+const WORKER_ARGS: &[&str] = &[
+    "--heartbeat-ms",
+    "200",
+    "--cpus",
+    "16",
+    "--mem-mb",
+    "1024",
+    "--kill-grace-ms",
+    "1000",
+];
+
+/// The state letter of a process (`R`, `S`, `T` stopped, `Z` zombie), `None` once it is gone.
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+fn alive(pid: i32) -> bool {
+    proc_state(pid).is_some_and(|s| s != 'Z')
+}
+
+/// Kills, when the test ends however it ends, every pid a job wrote into `<dir>/*.pid`: no
+/// job process outlives its test.
+struct JobReaper(PathBuf);
+
+impl Drop for JobReaper {
+    fn drop(&mut self) {
+        for pid in read_pids(&self.0) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+fn read_pids(dir: &Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pid"))
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .flat_map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect()
+}
+
+/// A working dir for job files, reaped at the end of the test.
+fn workdir(cluster: &Cluster) -> (PathBuf, JobReaper) {
+    let dir = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&dir).unwrap();
+    (dir.clone(), JobReaper(dir))
+}
+
+/// Waits until `<dir>/<name>` holds a pid and returns it.
+async fn pid_in(dir: &Path, name: &str) -> i32 {
+    let path = dir.join(name);
+    wait_for(
+        &format!("{}", path.display()),
+        Duration::from_secs(30),
+        || async { std::fs::read_to_string(&path).ok()?.trim().parse().ok() },
+    )
+    .await
+}
+
+async fn wait_gone(pid: i32, what: &str) {
+    wait_for(what, Duration::from_secs(30), || async {
+        (!alive(pid)).then_some(())
+    })
+    .await
+}
+
+/// A job that records its shell's pid and a background child's pid, then waits forever.
+fn group_job(name: &str) -> String {
+    format!("sleep 300 & echo $! > {name}.child.pid; echo $$ > {name}.pid; wait")
+}
+
+#[tokio::test]
+async fn kill_reaches_the_whole_group_and_sigkills_after_the_grace_period() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let polite = cluster.submit_in(&work, &["sh", "-c", &group_job("polite")]);
+    // Ignores SIGTERM (and so does its child): only SIGKILL after the grace period ends it.
+    let stubborn = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            &format!("trap '' TERM; {}", group_job("stubborn")),
+        ],
+    );
+    for id in [polite, stubborn] {
+        cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+        cluster
+            .wait_job(id, "running", |j| j.state == JobState::Running)
+            .await;
+    }
+    let mut pids = Vec::new();
+    for file in [
+        "polite.pid",
+        "polite.child.pid",
+        "stubborn.pid",
+        "stubborn.child.pid",
+    ] {
+        pids.push(pid_in(&work, file).await);
+    }
+    for id in [polite, stubborn] {
+        cluster.xce_ok(&["kill", &id.to_string()]);
+    }
+    let job = cluster
+        .wait_job(polite, "killed", |j| j.state.is_final())
+        .await;
+    assert_eq!(
+        (job.state, job.reason.as_deref(), job.signal),
+        (JobState::Exited, Some("killed"), Some(15))
+    );
+    let job = cluster
+        .wait_job(stubborn, "killed", |j| j.state.is_final())
+        .await;
+    assert_eq!(
+        (job.state, job.reason.as_deref(), job.signal),
+        (JobState::Exited, Some("killed"), Some(9))
+    );
+    for pid in pids {
+        wait_gone(pid, &format!("job process {pid} to be gone")).await;
+    }
+    assert_eq!(cluster.host("w1").await.unwrap().cpus_used, 0);
+    // Killing it again is a conflict that names the state.
+    let out = cluster.xce(&["-o", "json", "kill", &polite.to_string()]);
+    assert!(!out.status.success());
+}
+
+#[tokio::test]
+async fn suspend_and_resume_stop_and_continue_the_whole_group() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(&work, &["sh", "-c", &group_job("s")]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let shell = pid_in(&work, "s.pid").await;
+    let child = pid_in(&work, "s.child.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+
+    cluster.xce_ok(&["suspend", &id.to_string()]);
+    assert_eq!(cluster.job(id).await.unwrap().state, JobState::Suspended);
+    for pid in [shell, child] {
+        wait_for(
+            &format!("{pid} stopped"),
+            Duration::from_secs(10),
+            || async { (proc_state(pid) == Some('T')).then_some(()) },
+        )
+        .await;
+    }
+    cluster.xce_ok(&["resume", &id.to_string()]);
+    assert_eq!(cluster.job(id).await.unwrap().state, JobState::Running);
+    for pid in [shell, child] {
+        wait_for(
+            &format!("{pid} running"),
+            Duration::from_secs(10),
+            || async { proc_state(pid).filter(|s| *s != 'T').map(|_| ()) },
+        )
+        .await;
+    }
+    // A suspended job can be killed: the worker continues the group so it sees SIGTERM.
+    cluster.xce_ok(&["suspend", &id.to_string()]);
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    let job = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+    assert_eq!(job.reason.as_deref(), Some("killed"));
+    wait_gone(child, "the suspended job's child to be gone").await;
+}
+
+#[tokio::test]
+async fn requeue_kills_the_attempt_and_the_next_dispatch_is_a_new_attempt() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    // The first attempt waits; the second (after requeue) sees the marker and exits at once.
+    let id = cluster.submit_in(
+        &work,
+        &["sh", "-c", "if [ -e again ]; then echo second; exit 0; fi; echo $$ > first.pid; touch again; sleep 300"],
+    );
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let first = pid_in(&work, "first.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    cluster.xce_ok(&["requeue", &id.to_string()]);
+    let job = cluster
+        .wait_job(id, "pending again", |j| j.state == JobState::Pending)
+        .await;
+    assert_eq!((job.attempt, job.host.as_deref()), (1, None));
+    assert_eq!(job.pend_reason.as_deref(), Some("requeued by an operator"));
+    assert!(!alive(first), "the first attempt still runs");
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
+    assert_eq!((job.state, job.attempt), (JobState::Done, 2));
+    let spool = &cluster.local.workers[0].data_dir;
+    assert_eq!(
+        std::fs::read_to_string(spool.join(format!("{id}.2.out"))).unwrap(),
+        "second\n"
+    );
+}
+
+/// Every `<id>.<attempt>.out` file in the spool, as (id, attempt).
+fn outputs(spool: &Path) -> Vec<(u64, u32)> {
+    let mut found: Vec<(u64, u32)> = std::fs::read_dir(spool)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let stem = name.strip_suffix(".out")?;
+            let (id, attempt) = stem.split_once('.')?;
+            Some((id.parse().ok()?, attempt.parse().ok()?))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn twenty_short_jobs_finish_exactly_once_across_a_primary_crash() {
+    let mut cluster = Cluster::start_full(3, Some(CONFIG), 2, WORKER_ARGS);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let id = cluster.submit_in(
+            &work,
+            &[
+                "sh",
+                "-c",
+                "sleep 0.$((RANDOM % 9 + 1)); echo ran >> runs.$XCE_N",
+                "job",
+            ],
+        );
+        let host = if i % 2 == 0 { "w1" } else { "w2" };
+        cluster.xce_ok(&["dispatch", &id.to_string(), host]);
+        ids.push(id);
+    }
+    cluster.kill9(primary);
+    for id in &ids {
+        let job = cluster.wait_job(*id, "done", |j| j.state.is_final()).await;
+        assert_eq!((job.state, job.attempt), (JobState::Done, 1), "{job:?}");
+    }
+    // Exactly one attempt of each ran.
+    let mut ran: Vec<(u64, u32)> = outputs(&cluster.local.workers[0].data_dir);
+    ran.extend(outputs(&cluster.local.workers[1].data_dir));
+    ran.sort();
+    assert_eq!(ran, ids.iter().map(|id| (*id, 1)).collect::<Vec<_>>());
+    for w in &cluster.local.workers {
+        let left = std::fs::read_dir(w.data_dir.join("outbox"))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "{} still holds reports", w.name);
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_running() {
+    let mut cluster = Cluster::start_full(3, Some(CONFIG), 1, WORKER_ARGS);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let spool = cluster.local.workers[0].data_dir.clone();
+    // Three jobs end (exit 7) once `go` exists; one runs on.
+    let mut enders = Vec::new();
+    for _ in 0..3 {
+        let id = cluster.submit_in(
+            &work,
+            &["sh", "-c", "while [ ! -e go ]; do sleep 0.05; done; exit 7"],
+        );
+        cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+        enders.push(id);
+    }
+    let runner = cluster.submit_in(&work, &["sh", "-c", "echo $$ > runner.pid; exec sleep 300"]);
+    cluster.xce_ok(&["dispatch", &runner.to_string(), "w1"]);
+    let runner_pid = pid_in(&work, "runner.pid").await;
+    for id in enders.iter().chain([&runner]) {
+        cluster
+            .wait_job(*id, "running", |j| j.state == JobState::Running)
+            .await;
+    }
+    // No majority: the ends cannot be reported and pile up in the outbox.
+    let standbys: Vec<usize> = (0..3).filter(|i| *i != primary).collect();
+    for i in &standbys {
+        cluster.kill9(*i);
+    }
+    std::fs::write(work.join("go"), b"").unwrap();
+    wait_for(
+        "3 end reports in the outbox",
+        Duration::from_secs(30),
+        || async {
+            let ends = std::fs::read_dir(spool.join("outbox"))
+                .ok()?
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".end"))
+                .count();
+            (ends == 3).then_some(())
+        },
+    )
+    .await;
+    cluster.local.kill9_worker(0).unwrap();
+    assert!(alive(runner_pid), "the runner died with its worker");
+    for i in &standbys {
+        cluster.restart(*i);
+    }
+    cluster.local.start_worker(0).unwrap();
+    // The restarted worker killed what it could no longer supervise...
+    wait_gone(runner_pid, "the left-behind runner to be killed").await;
+    // ...reported the ends it had recorded...
+    for id in &enders {
+        let job = cluster
+            .wait_job(*id, "exited", |j| j.state.is_final())
+            .await;
+        assert_eq!(
+            (job.state, job.exit_code, job.attempt),
+            (JobState::Exited, Some(7), 1)
+        );
+    }
+    // ...and the primary's resync requeued the job it no longer holds.
+    let job = cluster
+        .wait_job(runner, "requeued", |j| j.state == JobState::Pending)
+        .await;
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("requeued: lost by its worker on w1")
+    );
+    wait_for("an empty outbox", Duration::from_secs(30), || async {
+        (std::fs::read_dir(spool.join("outbox")).ok()?.count() == 0).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_cut_off_worker_loses_its_job_to_another_host_and_its_copy_is_fenced() {
+    let mut cluster = Cluster::start_full(3, Some(CONFIG), 2, WORKER_ARGS);
+    cluster.wait_primary().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            "echo $$ >> copies.pid; echo $$ > copy.$XCE_X.pid; exec sleep 300",
+        ],
+    );
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let first = pid_in(&work, "copies.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+
+    cluster.local.pause_worker(0).unwrap();
+    cluster.wait_host("w1", HostState::Unavailable).await;
+    let job = cluster
+        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
+        .await;
+    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
+    // The job goes elsewhere as attempt 2 while the cut-off copy still runs on w1.
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
+    let job = cluster
+        .wait_job(id, "running on w2", |j| j.state == JobState::Running)
+        .await;
+    assert_eq!((job.attempt, job.host.as_deref()), (2, Some("w2")));
+    assert!(alive(first));
+
+    // w1 comes back: it must join again, and its resync kills the stale copy.
+    cluster.local.resume_worker(0).unwrap();
+    wait_gone(first, "the stale copy on w1 to be killed").await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!(
+        (job.state, job.attempt, job.host.as_deref()),
+        (JobState::Running, 2, Some("w2"))
+    );
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    let job = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+    assert_eq!((job.reason.as_deref(), job.attempt), (Some("killed"), 2));
+}
