@@ -147,6 +147,11 @@ async fn a_dispatched_job_runs_on_its_worker_and_reports_its_exit() {
     assert_eq!(stdout, "hello from sh\n");
     let stderr = std::fs::read_to_string(spool.join(format!("{id}.1.err"))).unwrap();
     assert_eq!(stderr, "oops\n");
+    // `xce job` tells the user where the output is.
+    let shown = cluster.xce_ok(&["job", &id.to_string()]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    let out_path = format!("{}/{id}.1.out (on w1)", spool.display());
+    assert!(shown.contains(&out_path), "{shown:?} lacks {out_path:?}");
 
     // A command that does not exist ends the job with a clear reason; the worker lives on.
     let missing = submit(&["/no/such/program"]);

@@ -17,6 +17,16 @@ pub struct BenchCluster {
 impl BenchCluster {
     /// Starts `n` controllers and waits until a primary serves.
     pub async fn start(n: usize) -> anyhow::Result<BenchCluster> {
+        Self::start_with_workers(n, 0, &[]).await
+    }
+
+    /// Starts `n` controllers and `workers` workers (`w1`, ...) given `worker_args`, and
+    /// waits until a primary serves.
+    pub async fn start_with_workers(
+        n: usize,
+        workers: usize,
+        worker_args: &[&str],
+    ) -> anyhow::Result<BenchCluster> {
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
             .tempdir()
@@ -35,8 +45,8 @@ impl BenchCluster {
             ports: free_ports(n)?,
             config: None,
             log_filter,
-            workers: 0,
-            worker_args: Vec::new(),
+            workers,
+            worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
         })?;
         let cluster = BenchCluster { local, _dir: dir };
         cluster.wait_primary().await?;

@@ -5,6 +5,7 @@
 
 mod cluster;
 mod failover;
+mod jobs;
 mod submit;
 
 use clap::{Parser, Subcommand};
@@ -22,6 +23,8 @@ enum Bench {
     Submit(submit::SubmitArgs),
     /// Client-visible outage when the primary is killed under load.
     Failover(failover::FailoverArgs),
+    /// Jobs run end to end on two workers: dispatch-to-start latency and jobs/s.
+    Jobs(jobs::JobsArgs),
 }
 
 /// Prints one metric line.
@@ -51,6 +54,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Bench::Submit(args) => submit::run(args).await,
             Bench::Failover(args) => failover::run(args).await,
+            Bench::Jobs(args) => jobs::run(args).await,
         }
     })
 }

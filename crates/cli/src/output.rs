@@ -66,6 +66,11 @@ pub fn job(format: Format, j: &Job) {
             println!("{k:<12} {shown}");
         }
     }
+    if let (Some(dir), Some(host)) = (&j.output_dir, &j.host) {
+        let base = format!("{dir}/{}.{}", j.id, j.attempt);
+        println!("{:<12} {base}.out (on {host})", "stdout");
+        println!("{:<12} {base}.err (on {host})", "stderr");
+    }
 }
 
 /// Prints the id of a submitted job.

@@ -193,6 +193,7 @@ pub struct QueueState {
 pub struct HostRecord {
     pub cpus: u32,
     pub mem_mb: u64,
+    pub spool_dir: String,
     pub closed: bool,
     pub available: bool,
 }
@@ -484,6 +485,7 @@ impl State {
                 submit_time_ms: at_ms,
                 start_time_ms: None,
                 end_time_ms: None,
+                output_dir: None,
             },
         );
         Outcome::Submitted(id)
@@ -598,15 +600,20 @@ impl State {
         if attrs.cpus == 0 {
             return Outcome::rejected(Status::Invalid, "cpus: a host needs at least one cpu");
         }
+        if let Err(message) = check_size("host.spool_dir", attrs.spool_dir.len(), MAX_PATH_BYTES) {
+            return Outcome::rejected(Status::Invalid, message);
+        }
         let name = attrs.name.clone();
         let record = self.hosts.entry(attrs.name).or_insert(HostRecord {
             cpus: attrs.cpus,
             mem_mb: attrs.mem_mb,
+            spool_dir: String::new(),
             closed: false,
             available: true,
         });
         record.cpus = attrs.cpus;
         record.mem_mb = attrs.mem_mb;
+        record.spool_dir = attrs.spool_dir;
         record.available = true;
         self.resync(at_ms, &name, &held)
     }
@@ -746,6 +753,7 @@ impl State {
             return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
         };
         let (host_state, host_cpus) = (record.state(), record.cpus);
+        let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
         let (_, used) = self.cpus_used(&host);
         let Some(job) = self.jobs.get_mut(&id) else {
             return Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"));
@@ -775,6 +783,7 @@ impl State {
         job.state = JobState::Dispatched;
         job.pend_reason = None;
         job.host = Some(host);
+        job.output_dir = spool_dir;
         job.attempt += 1;
         Outcome::Done
     }
@@ -1178,6 +1187,7 @@ mod tests {
             name: "w1".into(),
             cpus: 4,
             mem_mb: 1000,
+            spool_dir: "/spool".into(),
         };
         let register = |s: &mut State, t, attrs: HostAttributes| {
             s.apply(
@@ -1224,6 +1234,7 @@ mod tests {
                     name: "bad name".into(),
                     cpus: 1,
                     mem_mb: 0,
+                    spool_dir: "/spool".into(),
                 },
             ),
             Status::Invalid,
@@ -1248,6 +1259,7 @@ mod tests {
                     name: "w1".into(),
                     cpus: 2,
                     mem_mb: 0,
+                    spool_dir: "/spool".into(),
                 },
                 held: vec![],
             },
@@ -1355,6 +1367,7 @@ mod tests {
                 name: host.into(),
                 cpus: 8,
                 mem_mb: 0,
+                spool_dir: "/spool".into(),
             },
             held,
         }
@@ -1698,6 +1711,7 @@ mod tests {
                             name,
                             cpus,
                             mem_mb: 0,
+                            spool_dir: "/spool".into(),
                         },
                         held,
                     }

@@ -174,10 +174,13 @@ fn rejoin_action(
     agent: AgentHandle,
     jobs: Arc<Jobs>,
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
+    // Absolute, so the path users are shown means something on this host.
+    let spool = std::path::absolute(&config.spool_dir).unwrap_or_else(|_| config.spool_dir.clone());
     let host = HostAttributes {
         name: config.name.clone(),
         cpus: config.cpus,
         mem_mb: config.mem_mb,
+        spool_dir: spool.to_string_lossy().into_owned(),
     };
     Arc::new(move |client: Client| {
         let join = Join {

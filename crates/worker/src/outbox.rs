@@ -4,7 +4,10 @@
 //! a report the primary already applied comes back `dupJob` and is applied once.
 //!
 //! One file per report: `<spool>/outbox/<job id>.<attempt>.start|end`, JSON, written to a
-//! temporary name, synced, renamed, and the directory synced.
+//! temporary name and renamed into place. End reports are synced (file and directory) before
+//! they are sent: a finished job's result must survive even a machine crash, or the job would
+//! run again. Start reports only need to survive the worker process (the page cache does
+//! that): a machine crash kills the attempt too, and the resync then requeues or resends it.
 
 use std::fs::File;
 use std::io::Write;
@@ -75,7 +78,7 @@ impl Outbox {
         Ok(Outbox { dir })
     }
 
-    /// Makes `report` durable; returns once it would survive a crash.
+    /// Makes `report` durable (see the module doc for how durable).
     pub fn put(&self, report: &Report) -> Result<(), OutboxError> {
         let path = self.dir.join(report.file_name());
         let tmp = self.dir.join(format!(".{}.tmp", report.file_name()));
@@ -84,13 +87,19 @@ impl Outbox {
             source,
         };
         let bytes = serde_json::to_vec(report).map_err(|e| err(std::io::Error::other(e)))?;
+        let sync = report.end.is_some();
         let mut f = File::create(&tmp).map_err(err)?;
         f.write_all(&bytes).map_err(err)?;
-        f.sync_all().map_err(err)?;
+        if sync {
+            f.sync_all().map_err(err)?;
+        }
         std::fs::rename(&tmp, &path).map_err(err)?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(err)
+        if sync {
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(err)?;
+        }
+        Ok(())
     }
 
     /// Deletes an acknowledged (or refused) report.

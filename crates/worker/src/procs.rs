@@ -42,16 +42,15 @@ impl Records {
         self.dir.join(format!("{id}.{attempt}"))
     }
 
-    /// Remembers a freshly spawned attempt (synced: it must survive a crash of the worker).
+    /// Remembers a freshly spawned attempt. Not synced: it must survive a crash of the worker
+    /// process, which the page cache ensures; a machine crash takes the attempt with it.
     pub fn remember(&self, id: JobId, attempt: u32, pid: i32) -> std::io::Result<()> {
         let record = ProcRecord {
             pid,
             start_ticks: start_ticks(pid).unwrap_or(0),
         };
         let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-        let file = std::fs::File::create(self.path(id, attempt))?;
-        std::io::Write::write_all(&mut &file, &bytes)?;
-        file.sync_all()
+        std::fs::write(self.path(id, attempt), bytes)
     }
 
     /// Forgets an attempt whose end is recorded (or that was killed).

@@ -95,6 +95,8 @@ pub struct Job {
     pub submit_time_ms: u64,
     pub start_time_ms: Option<u64>,
     pub end_time_ms: Option<u64>,
+    /// The spool dir on `host` holding the latest attempt's `<id>.<attempt>.out|err`.
+    pub output_dir: Option<String>,
 }
 
 /// A job control action.
@@ -233,6 +235,8 @@ pub struct HostAttributes {
     pub name: String,
     pub cpus: u32,
     pub mem_mb: u64,
+    /// Where the worker writes job output, so that users can be told where to look.
+    pub spool_dir: String,
 }
 
 /// How a job attempt ended, as its worker saw it.

@@ -173,6 +173,7 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_submit_time_ms(j.submit_time_ms);
     b.set_start_time_ms(j.start_time_ms.unwrap_or(0));
     b.set_end_time_ms(j.end_time_ms.unwrap_or(0));
+    b.set_output_dir(j.output_dir.as_deref().unwrap_or(""));
 }
 
 /// Reads a job.
@@ -190,6 +191,7 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         submit_time_ms: r.get_submit_time_ms(),
         start_time_ms: opt_ms(r.get_start_time_ms()),
         end_time_ms: opt_ms(r.get_end_time_ms()),
+        output_dir: Some(text(r.get_output_dir()?)?).filter(|d| !d.is_empty()),
     })
 }
 
@@ -397,6 +399,7 @@ pub fn write_attributes(mut b: w::host_attributes::Builder<'_>, a: &HostAttribut
     b.set_name(a.name.as_str());
     b.set_cpus(a.cpus);
     b.set_mem_mb(a.mem_mb);
+    b.set_spool_dir(a.spool_dir.as_str());
 }
 
 /// Reads host attributes.
@@ -405,6 +408,7 @@ pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttribut
         name: text(r.get_name()?)?,
         cpus: r.get_cpus(),
         mem_mb: r.get_mem_mb(),
+        spool_dir: text(r.get_spool_dir()?)?,
     })
 }
 
@@ -526,6 +530,7 @@ mod tests {
             submit_time_ms: 1,
             start_time_ms: Some(2),
             end_time_ms: None,
+            output_dir: Some("/var/spool/xce".into()),
         }
     }
 

@@ -81,6 +81,7 @@ struct Job {
   submitTimeMs @11 :UInt64;
   startTimeMs @12 :UInt64;
   endTimeMs @13 :UInt64;
+  outputDir @14 :Text;   # The spool dir of the host of the latest attempt; empty before any.
 }
 
 enum JobAction {
@@ -214,6 +215,7 @@ struct HostAttributes {
   name @0 :Text;
   cpus @1 :UInt32;
   memMb @2 :UInt64;
+  spoolDir @3 :Text;   # Where the worker writes job output, `<spoolDir>/<id>.<attempt>.out|err`.
 }
 
 # Capability a worker passes at join; the controller starts, signals and fences jobs through it.
