@@ -234,19 +234,28 @@ impl Jobs {
             return;
         }
         info!(job = id, attempt, ?end, "job ended");
+        // Durable now, whether or not the start got through yet; sent after the start.
+        let report = self.record_end(id, attempt, end);
         let _ = started.await;
-        self.finish(id, attempt, end).await;
+        self.deliver(report).await;
+        self.release(id, attempt);
     }
 
     /// Records the end durably, then reports it.
     async fn finish(self: &Arc<Self>, id: JobId, attempt: u32, end: JobEnd) {
+        let report = self.record_end(id, attempt, end);
+        self.deliver(report).await;
+        self.release(id, attempt);
+    }
+
+    /// Puts the end report in the outbox; from here on the process record is not needed.
+    fn record_end(&self, id: JobId, attempt: u32, end: JobEnd) -> Report {
         let report = Report::finished(id, attempt, end);
         if let Err(e) = self.outbox.put(&report) {
             warn!(job = id, error = %e, "end report not durable; sending it anyway");
         }
         self.records.forget(id, attempt);
-        self.deliver(report).await;
-        self.release(id, attempt);
+        report
     }
 
     /// Marks the attempt ended; returns its process group.
@@ -438,4 +447,161 @@ fn spawn(spool: &Path, job: &Job, attempt: u32) -> Result<tokio::process::Child,
             std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
             _ => format!("cannot start {program}: {e}"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xce_client::types::JobSpec;
+
+    /// A job table whose reports go nowhere (no controller listens): enough to exercise
+    /// starting, deduplication, fencing and signals without a cluster.
+    fn table(spool: &Path) -> (Arc<Jobs>, watch::Sender<bool>) {
+        let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
+        let client = Client::new(peers, xce_client::ClientConfig::default());
+        let (stop_tx, stop) = watch::channel(false);
+        let jobs = Jobs::new(
+            client,
+            "w1".into(),
+            spool.to_path_buf(),
+            Duration::from_millis(200),
+            stop,
+        )
+        .unwrap();
+        (jobs, stop_tx)
+    }
+
+    fn sleeper(id: JobId) -> Job {
+        Job {
+            id,
+            spec: JobSpec {
+                command: vec!["sleep".into(), "30".into()],
+                ..JobSpec::default()
+            },
+            state: xce_client::types::JobState::Dispatched,
+            pend_reason: None,
+            reason: None,
+            host: Some("w1".into()),
+            attempt: 0,
+            exit_code: None,
+            signal: None,
+            submit_time_ms: 0,
+            start_time_ms: None,
+            end_time_ms: None,
+            output_dir: None,
+        }
+    }
+
+    fn pgid_of(jobs: &Jobs, id: JobId) -> Option<i32> {
+        jobs.table().get(&id).and_then(|h| h.pgid)
+    }
+
+    async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !f() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn starts_once_per_attempt_fences_older_copies_and_signals_only_what_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let (jobs, stop) = table(dir.path());
+        jobs.start(sleeper(1), 2);
+        let first = pgid_of(&jobs, 1).unwrap();
+        // The same attempt sent again (after a failover) and an older one are ignored.
+        jobs.start(sleeper(1), 2);
+        jobs.start(sleeper(1), 1);
+        assert_eq!(pgid_of(&jobs, 1), Some(first));
+        assert_eq!(
+            jobs.held(),
+            vec![HeldJob {
+                id: 1,
+                attempt: 2,
+                phase: HeldPhase::Running
+            }]
+        );
+        assert!(dir.path().join("running/1.2").exists());
+
+        let order = |attempt, signal| JobOrder {
+            id: 1,
+            attempt,
+            signal,
+        };
+        assert!(
+            !jobs.signal(order(1, JobSignal::Kill)),
+            "a stale attempt is not held"
+        );
+        assert!(!jobs.signal(JobOrder {
+            id: 9,
+            attempt: 1,
+            signal: JobSignal::Kill
+        }));
+        assert!(jobs.signal(order(2, JobSignal::Suspend)));
+        assert_eq!(jobs.held()[0].phase, HeldPhase::Suspended);
+        wait_until("the group to stop", || {
+            procs::start_ticks(first).is_some() && proc_state(first) == Some('T')
+        })
+        .await;
+        assert!(jobs.signal(order(2, JobSignal::Resume)));
+        assert_eq!(jobs.held()[0].phase, HeldPhase::Running);
+
+        // A newer attempt fences the old copy.
+        jobs.start(sleeper(1), 3);
+        let second = pgid_of(&jobs, 1).unwrap();
+        assert_ne!(second, first);
+        wait_until("the old copy to die", || {
+            procs::start_ticks(first).is_none()
+        })
+        .await;
+
+        // Kill ends it; its end waits in the outbox (no controller), durable.
+        assert!(jobs.signal(order(3, JobSignal::Kill)));
+        wait_until("the attempt to finish", || {
+            jobs.held()
+                .iter()
+                .any(|h| h.attempt == 3 && h.phase == HeldPhase::Finished)
+        })
+        .await;
+        wait_until("the end report on disk", || {
+            dir.path().join("outbox/1.3.end").exists()
+        })
+        .await;
+        assert!(!dir.path().join("running/1.3").exists());
+        stop.send_replace(true);
+    }
+
+    #[tokio::test]
+    async fn a_command_that_cannot_start_is_held_as_finished_with_its_reason_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let (jobs, stop) = table(dir.path());
+        let mut job = sleeper(4);
+        job.spec.command = vec!["/no/such/program".into()];
+        jobs.start(job, 1);
+        assert_eq!(
+            jobs.held(),
+            vec![HeldJob {
+                id: 4,
+                attempt: 1,
+                phase: HeldPhase::Finished
+            }]
+        );
+        let path = dir.path().join("outbox/4.1.end");
+        wait_until("the end report on disk", || path.exists()).await;
+        let report: Report = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(
+            report.end,
+            Some(JobEnd::Failed("command not found: /no/such/program".into()))
+        );
+        stop.send_replace(true);
+    }
+
+    fn proc_state(pid: i32) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+    }
 }

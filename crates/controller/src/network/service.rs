@@ -454,13 +454,16 @@ impl controller::Server for ControllerService {
         mut results: controller::JobStartedResults,
     ) -> Result<(), capnp::Error> {
         let p = params.get()?;
+        let (id, attempt) = (p.get_job_id(), p.get_attempt());
+        let host = p.get_host()?.to_str()?.to_string();
         let cmd = Command::JobStarted {
             token: wire::read_token(p.get_token()?),
-            id: p.get_job_id(),
-            attempt: p.get_attempt(),
-            host: p.get_host()?.to_str()?.to_string(),
+            id,
+            attempt,
+            host: host.clone(),
         };
         let header = self.write_for_header(cmd).await;
+        log_refused_report("start", id, attempt, &host, &header);
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
@@ -471,14 +474,17 @@ impl controller::Server for ControllerService {
         mut results: controller::JobFinishedResults,
     ) -> Result<(), capnp::Error> {
         let p = params.get()?;
+        let (id, attempt) = (p.get_job_id(), p.get_attempt());
+        let host = p.get_host()?.to_str()?.to_string();
         let cmd = Command::JobFinished {
             token: wire::read_token(p.get_token()?),
-            id: p.get_job_id(),
-            attempt: p.get_attempt(),
-            host: p.get_host()?.to_str()?.to_string(),
+            id,
+            attempt,
+            host: host.clone(),
             end: wire::read_end(p.get_end()?)?,
         };
         let header = self.write_for_header(cmd).await;
+        log_refused_report("end", id, attempt, &host, &header);
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
@@ -493,6 +499,17 @@ impl controller::Server for ControllerService {
         });
         results.get().set_raft(raft);
         Ok(())
+    }
+}
+
+/// A worker's report that changed nothing (unknown job, stale attempt) is worth an operator's
+/// attention: it means a copy ran where it should not have.
+fn log_refused_report(kind: &str, id: u64, attempt: u32, host: &str, header: &ReplyHeader) {
+    if matches!(
+        header.status,
+        Status::Conflict | Status::NoEnt | Status::Invalid
+    ) {
+        warn!(job = id, attempt, %host, report = kind, message = %header.message, "worker report refused");
     }
 }
 
