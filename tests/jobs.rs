@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use xce_client::types::{HostState, JobState};
+use xce_client::ops::JobFinished;
+use xce_client::types::{HostState, JobEnd, JobState, RequestToken};
 use xce_tests::{wait_for, Cluster};
 
 /// Liveness for tests: heartbeats every 200 ms, unavailable after 1 s, lost 1 s later.
@@ -402,4 +403,46 @@ async fn a_cut_off_worker_loses_its_job_to_another_host_and_its_copy_is_fenced()
     cluster.xce_ok(&["kill", &id.to_string()]);
     let job = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
     assert_eq!((job.reason.as_deref(), job.attempt), (Some("killed"), 2));
+}
+
+#[tokio::test]
+async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by_dup_job() {
+    let mut cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(&work, &["sleep", "300"]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    // A stopping worker kills its job without reporting it...
+    let stopped = cluster
+        .local
+        .stop_worker(0, Duration::from_secs(10))
+        .unwrap();
+    assert!(stopped.is_some_and(|s| s.success()), "{stopped:?}");
+    // ...and here its end report was applied but the acknowledgement never came back: the
+    // primary has it, and so does the outbox, with the same token.
+    let token = RequestToken(12_345);
+    let end = JobFinished {
+        token,
+        host: "w1".into(),
+        id,
+        attempt: 1,
+        end: JobEnd::Exit(5),
+    };
+    cluster.client().call(end).await.unwrap();
+    let spool = cluster.local.workers[0].data_dir.clone();
+    let report = format!(r#"{{"token":12345,"id":{id},"attempt":1,"end":{{"Exit":5}}}}"#);
+    std::fs::write(spool.join(format!("outbox/{id}.1.end")), report).unwrap();
+    cluster.local.start_worker(0).unwrap();
+    wait_for(
+        "the re-sent report to be acknowledged",
+        Duration::from_secs(30),
+        || async { (std::fs::read_dir(spool.join("outbox")).ok()?.count() == 0).then_some(()) },
+    )
+    .await;
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!((job.state, job.exit_code), (JobState::Exited, Some(5)));
+    cluster.wait_host("w1", HostState::Ok).await;
 }

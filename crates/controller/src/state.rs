@@ -380,6 +380,7 @@ fn requeue(job: &mut Job, why: &str) {
     job.signal = None;
     job.start_time_ms = None;
     job.end_time_ms = None;
+    job.output_dir = None;
 }
 
 fn is_placed(state: JobState) -> bool {

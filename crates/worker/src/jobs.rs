@@ -29,6 +29,20 @@ struct Held {
     /// The process group; `None` once the attempt's leader has been reaped (or never ran).
     pgid: Option<i32>,
     phase: HeldPhase,
+    /// Killed because the worker is stopping: its end is not the job's own and goes
+    /// unreported, so the primary requeues it.
+    stopping: bool,
+}
+
+impl Held {
+    fn new(attempt: u32, pgid: Option<i32>, phase: HeldPhase) -> Held {
+        Held {
+            attempt,
+            pgid,
+            phase,
+            stopping: false,
+        }
+    }
 }
 
 /// Everything the worker's attempts share.
@@ -115,14 +129,8 @@ impl Jobs {
                 }
                 continue;
             }
-            self.table().insert(
-                id,
-                Held {
-                    attempt,
-                    pgid: None,
-                    phase: HeldPhase::Finished,
-                },
-            );
+            self.table()
+                .insert(id, Held::new(attempt, None, HeldPhase::Finished));
             resent += 1;
             let jobs = self.clone();
             tokio::spawn(async move {
@@ -165,14 +173,7 @@ impl Jobs {
         match spawn(&self.spool, &job, attempt) {
             Err(reason) => {
                 warn!(job = id, attempt, %reason, "job could not start");
-                table.insert(
-                    id,
-                    Held {
-                        attempt,
-                        pgid: None,
-                        phase: HeldPhase::Finished,
-                    },
-                );
+                table.insert(id, Held::new(attempt, None, HeldPhase::Finished));
                 drop(table);
                 let jobs = self.clone();
                 tokio::spawn(
@@ -183,20 +184,20 @@ impl Jobs {
             Ok(child) => {
                 let pid = child.id().map(|p| p as i32);
                 info!(job = id, attempt, pid, "job started");
-                table.insert(
-                    id,
-                    Held {
-                        attempt,
-                        pgid: pid,
-                        phase: HeldPhase::Running,
-                    },
-                );
-                drop(table);
-                if let Some(pid) = pid {
-                    if let Err(e) = self.records.remember(id, attempt, pid) {
-                        warn!(job = id, error = %e, "cannot record the process; a worker restart will not find it");
+                // Recorded before anyone can report it: a restarted worker must be able to
+                // find every attempt it started. One it cannot record does not run.
+                let recorded = match pid {
+                    Some(pid) => self.records.remember(id, attempt, pid),
+                    None => Err(std::io::Error::other("the child has no pid")),
+                };
+                if let Err(e) = recorded {
+                    warn!(job = id, attempt, error = %e, "cannot record the process; killing it");
+                    if let Some(pid) = pid {
+                        procs::signal_group(pid, Signal::SIGKILL);
                     }
                 }
+                table.insert(id, Held::new(attempt, pid, HeldPhase::Running));
+                drop(table);
                 let jobs = self.clone();
                 tokio::spawn(
                     async move { jobs.supervise(child, id, attempt).await }.instrument(span),
@@ -214,7 +215,8 @@ impl Jobs {
         let reporter = self.clone();
         let started = tokio::spawn(async move { reporter.deliver(start).await });
         let status = child.wait().await;
-        if let Some(pgid) = self.mark_finished(id, attempt) {
+        let (pgid, stopping) = self.mark_finished(id, attempt);
+        if let Some(pgid) = pgid {
             // The leader is gone; whatever it left behind in its group goes with it.
             procs::signal_group(pgid, Signal::SIGKILL);
         }
@@ -226,7 +228,7 @@ impl Jobs {
             },
             Err(e) => JobEnd::Failed(format!("lost track of the process: {e}")),
         };
-        if *self.stop.borrow() {
+        if stopping {
             // The worker is stopping and killed it: not the job's own end. Left unreported,
             // the attempt is requeued by the primary's resync (or its host's loss).
             info!(job = id, attempt, "attempt stopped with the worker");
@@ -235,7 +237,7 @@ impl Jobs {
         }
         info!(job = id, attempt, ?end, "job ended");
         // Durable now, whether or not the start got through yet; sent after the start.
-        let report = self.record_end(id, attempt, end);
+        let report = self.record_end(id, attempt, end).await;
         let _ = started.await;
         self.deliver(report).await;
         self.release(id, attempt);
@@ -243,27 +245,37 @@ impl Jobs {
 
     /// Records the end durably, then reports it.
     async fn finish(self: &Arc<Self>, id: JobId, attempt: u32, end: JobEnd) {
-        let report = self.record_end(id, attempt, end);
+        let report = self.record_end(id, attempt, end).await;
         self.deliver(report).await;
         self.release(id, attempt);
     }
 
-    /// Puts the end report in the outbox; from here on the process record is not needed.
-    fn record_end(&self, id: JobId, attempt: u32, end: JobEnd) -> Report {
+    /// Puts the end report in the outbox (its fsync off the runtime thread, so heartbeats and
+    /// agent calls never wait on the disk); from here on the process record is not needed.
+    async fn record_end(&self, id: JobId, attempt: u32, end: JobEnd) -> Report {
         let report = Report::finished(id, attempt, end);
-        if let Err(e) = self.outbox.put(&report) {
-            warn!(job = id, error = %e, "end report not durable; sending it anyway");
+        let (outbox, copy) = (self.outbox.clone(), report.clone());
+        let put = tokio::task::spawn_blocking(move || outbox.put(&copy)).await;
+        match put {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(job = id, error = %e, "end report not durable; sending it anyway"),
+            Err(e) => warn!(job = id, error = %e, "end report not durable; sending it anyway"),
         }
         self.records.forget(id, attempt);
         report
     }
 
-    /// Marks the attempt ended; returns its process group.
-    fn mark_finished(&self, id: JobId, attempt: u32) -> Option<i32> {
+    /// Marks the attempt ended; returns its process group and whether the worker's stop
+    /// killed it.
+    fn mark_finished(&self, id: JobId, attempt: u32) -> (Option<i32>, bool) {
         let mut table = self.table();
-        let held = table.get_mut(&id).filter(|h| h.attempt == attempt)?;
-        held.phase = HeldPhase::Finished;
-        held.pgid.take()
+        match table.get_mut(&id).filter(|h| h.attempt == attempt) {
+            Some(held) => {
+                held.phase = HeldPhase::Finished;
+                (held.pgid.take(), held.stopping)
+            }
+            None => (None, false),
+        }
     }
 
     /// Forgets the attempt once its end is acknowledged.
@@ -302,7 +314,13 @@ impl Jobs {
             };
             let (id, attempt) = (report.id, report.attempt);
             match result {
-                Ok(()) => break,
+                // A report sent again after a restart carries its original token: `dupJob`
+                // says the primary applied it before.
+                Ok(())
+                | Err(ClientError::Status {
+                    status: Status::DupJob,
+                    ..
+                }) => break,
                 Err(ClientError::Shutdown) => return,
                 Err(ClientError::Status { status, message })
                     if matches!(status, Status::Conflict | Status::NoEnt | Status::Invalid) =>
@@ -402,6 +420,9 @@ impl Jobs {
         }
         info!(jobs = running.len(), "stopping the jobs still running");
         for order in running {
+            if let Some(h) = self.table().get_mut(&order.id) {
+                h.stopping = true;
+            }
             self.signal(order);
         }
         let deadline = tokio::time::Instant::now() + self.kill_grace + Duration::from_secs(1);

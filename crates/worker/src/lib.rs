@@ -33,6 +33,9 @@ pub struct Config {
     pub heartbeat: Duration,
     /// How long a killed job has between SIGTERM and SIGKILL.
     pub kill_grace: Duration,
+    /// How often to re-sync with the primary even when nothing failed over: repairs a start
+    /// or signal push that never arrived on a live connection.
+    pub resync: Duration,
 }
 
 /// Why the worker refused to start.
@@ -120,7 +123,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     tokio::pin!(shutdown);
     info!(worker = %config.name, cpus = config.cpus, mem_mb = config.mem_mb, "worker starting");
     let mut joined = false;
+    let mut last_resync = tokio::time::Instant::now();
     loop {
+        if last_resync.elapsed() >= config.resync {
+            debug!(worker = %config.name, "periodic resync");
+            client.request_rejoin();
+            last_resync = tokio::time::Instant::now();
+        }
         if !joined || client.needs_rejoin() {
             // Any reply-bearing call runs the rejoin first; this one is cheap.
             tokio::select! {

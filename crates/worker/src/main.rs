@@ -33,6 +33,9 @@ struct Args {
     /// How long a killed job has to exit after SIGTERM before SIGKILL, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     kill_grace_ms: u64,
+    /// How often to re-sync held jobs with the primary without a failover, in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    resync_ms: u64,
 }
 
 fn main() {
@@ -57,6 +60,9 @@ fn real_main() -> anyhow::Result<()> {
     if args.heartbeat_ms < 10 {
         anyhow::bail!("--heartbeat-ms must be at least 10");
     }
+    if args.resync_ms < 100 {
+        anyhow::bail!("--resync-ms must be at least 100");
+    }
     let mem_mb = match args.mem_mb {
         Some(m) => m,
         None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
@@ -69,6 +75,7 @@ fn real_main() -> anyhow::Result<()> {
         mem_mb,
         heartbeat: Duration::from_millis(args.heartbeat_ms),
         kill_grace: Duration::from_millis(args.kill_grace_ms),
+        resync: Duration::from_millis(args.resync_ms),
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -11,7 +11,7 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, info, warn};
-use xce_client::types::{JobOrder, Role};
+use xce_client::types::{JobOrder, JobState, Role};
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::{agent, controller, raft};
 use xce_proto::Status;
@@ -98,6 +98,12 @@ impl ControllerService {
         let Some(job) = self.node.applied_job(id) else {
             return;
         };
+        // Only a job still waiting on this host for its start: a replayed or late push must
+        // not start an attempt that has moved on.
+        if job.state != JobState::Dispatched || job.host.as_deref() != Some(host) {
+            debug!(job = id, %host, state = job.state.name(), "start no longer due; not sent");
+            return;
+        }
         let Some(agent) = self.agents.get(host) else {
             warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
             return;
@@ -129,6 +135,13 @@ impl ControllerService {
             );
         };
         let name = host.name.clone();
+        // Before the write: a dispatch applied right after the join must find this agent, and
+        // the liveness task must not judge the host by a heartbeat older than its join.
+        // (A rejected join leaves an agent no dispatch can reach: no such host is placed.)
+        if let Some(agent) = agent {
+            self.agents.set(&name, agent);
+        }
+        self.node.saw_host(&name);
         let outcome = match self.node.write(cmd).await {
             Ok(outcome) => outcome,
             Err(h) => return (h, Vec::new()),
@@ -144,10 +157,6 @@ impl ControllerService {
         let (header, _) = outcome_reply(outcome);
         if !matches!(header.status, Status::Ok | Status::DupJob) {
             return (header, Vec::new());
-        }
-        self.node.saw_host(&name);
-        if let Some(agent) = agent {
-            self.agents.set(&name, agent);
         }
         info!(host = %name, fenced = orders.len(), resent = restart.len(), "worker joined");
         for id in restart {
