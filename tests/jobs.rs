@@ -446,3 +446,50 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
     assert_eq!((job.state, job.exit_code), (JobState::Exited, Some(5)));
     cluster.wait_host("w1", HostState::Ok).await;
 }
+
+#[tokio::test]
+async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_requeued() {
+    // Lost after 1 s + 2.5 s of silence; with a 0.5 s kill grace and a 1 s margin the worker
+    // stops its jobs 2 s after the last acknowledged heartbeat.
+    let config = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 2500\n";
+    let args = [
+        "--heartbeat-ms",
+        "200",
+        "--cpus",
+        "4",
+        "--mem-mb",
+        "1024",
+        "--kill-grace-ms",
+        "500",
+    ];
+    let mut cluster = Cluster::start_full(3, Some(config), 1, &args);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(&work, &["sh", "-c", "echo $$ > job.pid; exec sleep 300"]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let pid = pid_in(&work, "job.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    for i in 0..3 {
+        cluster.kill9(i);
+    }
+    assert!(alive(pid), "the job died with the controllers");
+    wait_gone(pid, "the cut-off worker to stop its job").await;
+    for i in 0..3 {
+        cluster.restart(i);
+    }
+    // Back in touch, the worker no longer holds the job: the primary requeues it.
+    let job = cluster
+        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
+        .await;
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("requeued: lost by its worker on w1")
+    );
+    let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
+    assert!(
+        log.contains("stopping its jobs before the cluster requeues them"),
+        "{log}"
+    );
+}

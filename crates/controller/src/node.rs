@@ -175,6 +175,13 @@ impl Node {
         ReplyHeader::ok()
     }
 
+    /// How long after its last heartbeat a worker's jobs are declared lost (TTL + grace):
+    /// told to workers at join so that a cut-off worker stops its jobs before they are
+    /// requeued elsewhere.
+    pub fn host_lost_after(&self) -> Duration {
+        self.timeouts.host_ttl + self.timeouts.host_lost_grace
+    }
+
     /// A job as applied on this node (no linearizability check: for the primary's own use
     /// right after it committed a change to it).
     pub fn applied_job(&self, id: JobId) -> Option<xce_client::types::Job> {

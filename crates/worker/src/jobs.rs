@@ -231,8 +231,12 @@ impl Jobs {
         if stopping {
             // The worker is stopping and killed it: not the job's own end. Left unreported,
             // the attempt is requeued by the primary's resync (or its host's loss).
-            info!(job = id, attempt, "attempt stopped with the worker");
+            info!(
+                job = id,
+                attempt, "attempt stopped unreported; the primary requeues it"
+            );
             self.records.forget(id, attempt);
+            self.release(id, attempt);
             return;
         }
         info!(job = id, attempt, ?end, "job ended");
@@ -401,29 +405,37 @@ impl Jobs {
         true
     }
 
+    /// Kills every running attempt without reporting its end (the primary requeues them when
+    /// it finds them missing, or when it declares the host lost); returns how many.
+    pub fn kill_all_unreported(self: &Arc<Self>) -> usize {
+        let running: Vec<JobOrder> = {
+            let mut table = self.table();
+            table
+                .iter_mut()
+                .filter(|(_, h)| h.pgid.is_some() && !h.stopping)
+                .map(|(id, h)| {
+                    h.stopping = true;
+                    JobOrder {
+                        id: *id,
+                        attempt: h.attempt,
+                        signal: JobSignal::Kill,
+                    }
+                })
+                .collect()
+        };
+        for order in &running {
+            self.signal(*order);
+        }
+        running.len()
+    }
+
     /// Kills every running attempt when the worker stops (SIGTERM, then SIGKILL after the
     /// grace period) and waits for them, bounded. Their ends are not reported: the primary
     /// requeues them when this worker rejoins or its host is lost.
     pub async fn stop_all(self: &Arc<Self>) {
-        let running: Vec<JobOrder> = self
-            .table()
-            .iter()
-            .filter(|(_, h)| h.pgid.is_some())
-            .map(|(id, h)| JobOrder {
-                id: *id,
-                attempt: h.attempt,
-                signal: JobSignal::Kill,
-            })
-            .collect();
-        if running.is_empty() {
-            return;
-        }
-        info!(jobs = running.len(), "stopping the jobs still running");
-        for order in running {
-            if let Some(h) = self.table().get_mut(&order.id) {
-                h.stopping = true;
-            }
-            self.signal(order);
+        let killed = self.kill_all_unreported();
+        if killed > 0 {
+            info!(jobs = killed, "stopping the jobs still running");
         }
         let deadline = tokio::time::Instant::now() + self.kill_grace + Duration::from_secs(1);
         while tokio::time::Instant::now() < deadline

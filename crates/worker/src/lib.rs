@@ -3,6 +3,7 @@
 //! heartbeats, and on every rejoin re-syncs the attempts it holds so the primary can fence
 //! stale copies and requeue lost ones.
 
+pub mod fence;
 pub mod host;
 pub mod jobs;
 pub mod outbox;
@@ -107,7 +108,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         stop_rx,
     )?;
     jobs.recover()?;
-    client.set_rejoin(rejoin_action(&config, agent, jobs.clone()));
+    let lease = fence::Lease::new(config.kill_grace, config.heartbeat);
+    client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
+    tokio::spawn(fence::run(jobs.clone(), lease.clone(), stop_tx.subscribe()));
     let served = jobs.clone();
     tokio::spawn(async move {
         while let Some(request) = agent_requests.recv().await {
@@ -158,7 +161,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             name: config.name.clone(),
         };
         match client.notify(beat).await {
-            Ok(()) => {}
+            Ok(()) => lease.renew(),
             Err(ClientError::Status {
                 status: Status::NoEnt,
                 message,
@@ -182,6 +185,7 @@ fn rejoin_action(
     config: &Config,
     agent: AgentHandle,
     jobs: Arc<Jobs>,
+    lease: Arc<fence::Lease>,
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
     // Absolute, so the path users are shown means something on this host.
     let spool = std::path::absolute(&config.spool_dir).unwrap_or_else(|_| config.spool_dir.clone());
@@ -199,10 +203,14 @@ fn rejoin_action(
             agent: Some(agent.clone()),
             held: jobs.held(),
         };
-        let jobs = jobs.clone();
+        let (jobs, lease) = (jobs.clone(), lease.clone());
         Box::pin(async move {
-            let orders = client.call(join).await?;
-            for order in orders {
+            let joined = client.call(join).await?;
+            lease.renew();
+            if let Some(lost_after) = joined.lost_after {
+                lease.set_lost_after(lost_after);
+            }
+            for order in joined.orders {
                 info!(job = order.id, attempt = order.attempt, signal = ?order.signal, "resync order from the primary");
                 jobs.signal(order);
             }

@@ -323,15 +323,21 @@ pub struct Join {
     pub held: Vec<HeldJob>,
 }
 
+/// The primary's answer to a join.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Joined {
+    /// What a worker must do with the attempts it holds.
+    pub orders: Vec<JobOrder>,
+    /// How long after its last heartbeat the primary declares a worker's jobs lost; `None`
+    /// when the primary did not say.
+    pub lost_after: Option<std::time::Duration>,
+}
+
 impl Op for Join {
-    /// What the primary tells a worker to do with the attempts it holds.
-    type Output = Vec<JobOrder>;
+    type Output = Joined;
     const KIND: OpKind = OpKind::Write;
     const NAME: &'static str = "join";
-    fn send(
-        self,
-        client: controller::Client,
-    ) -> LocalFuture<Result<Reply<Vec<JobOrder>>, capnp::Error>> {
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Joined>, capnp::Error>> {
         async move {
             let mut req = client.join_request();
             wire::write_token(req.get().init_token(), self.token);
@@ -352,7 +358,10 @@ impl Op for Join {
                 .iter()
                 .map(wire::read_order)
                 .collect::<Result<Vec<_>, _>>()?;
-            let value = carries_value(&header).then_some(orders);
+            let lost_after = Some(r.get_lost_after_ms())
+                .filter(|ms| *ms > 0)
+                .map(std::time::Duration::from_millis);
+            let value = carries_value(&header).then_some(Joined { orders, lost_after });
             Ok(Reply { header, value })
         }
         .boxed_local()

@@ -149,8 +149,10 @@ interface Controller {
   # A daemon announces itself; a worker registers (or re-registers) its host and its agent,
   # and lists the attempts it holds (resync). `orders` tell the worker what to do with them:
   # kill stale or unknown attempts (fencing), re-apply a suspend or resume it missed.
+  # `lostAfterMs`: how long after its last heartbeat the primary declares a worker's jobs lost
+  # (heartbeat TTL + lost grace); a worker cut off from the cluster kills its jobs before that.
   join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent, held :List(HeldJob))
-      -> (header :ReplyHeader, orders :List(JobOrder));
+      -> (header :ReplyHeader, orders :List(JobOrder), lostAfterMs :UInt64);
   # Fire-and-forget liveness from a worker; `noEnt` asks it to join again.
   heartbeat @11 (name :Text) -> (header :ReplyHeader);
 

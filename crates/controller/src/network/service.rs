@@ -418,6 +418,7 @@ impl controller::Server for ControllerService {
         };
         let mut r = results.get();
         wire::write_header(r.reborrow().init_header(), &header);
+        r.set_lost_after_ms(self.node.host_lost_after().as_millis() as u64);
         let mut list = r.init_orders(orders.len() as u32);
         for (i, o) in orders.iter().enumerate() {
             wire::write_order(list.reborrow().get(i as u32), o);
