@@ -7,6 +7,8 @@
 //!
 //! A record is `<spool>/running/<job id>.<attempt>` holding the pid and its start time
 //! (clock ticks since boot, from `/proc/<pid>/stat`): a pid alone could have been reused.
+//! It is written right after the spawn; a worker that dies in between (microseconds) leaves
+//! an attempt no record names, which only the self-fence or an operator can stop.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -71,23 +73,58 @@ impl Records {
             let record = std::fs::read(entry.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice::<ProcRecord>(&b).ok());
-            if let Some(r) = record {
-                if r.start_ticks != 0 && start_ticks(r.pid) == Some(r.start_ticks) {
-                    info!(
-                        job = id,
-                        attempt,
-                        pid = r.pid,
-                        "killing an attempt left by the previous run of this worker"
-                    );
-                    signal_group(r.pid, Signal::SIGKILL);
-                    wait_gone(r, Duration::from_secs(5));
-                }
+            if let Some(r) = record.filter(|r| still_ours(r)) {
+                info!(
+                    job = id,
+                    attempt,
+                    pid = r.pid,
+                    "killing an attempt left by the previous run of this worker"
+                );
+                signal_group(r.pid, Signal::SIGKILL);
+                wait_gone(r, Duration::from_secs(5));
             }
             let _ = std::fs::remove_file(entry.path());
             found.push((id, attempt));
         }
         Ok(found)
     }
+}
+
+/// Whether the recorded group is still the attempt's: its leader is the recorded process,
+/// or the leader is gone but processes it left remain in its group. (A pid is never handed
+/// out again while a process group of that number has members, so such members are the
+/// job's, not a newcomer's.)
+fn still_ours(r: &ProcRecord) -> bool {
+    match start_ticks(r.pid) {
+        Some(ticks) => r.start_ticks != 0 && ticks == r.start_ticks,
+        None => !pid_exists(r.pid) && group_has_members(r.pid),
+    }
+}
+
+/// Whether a live (not zombie) process has this pid.
+fn pid_exists(pid: i32) -> bool {
+    stat_fields(&format!("/proc/{pid}/stat")).is_some_and(|f| f.first().is_some_and(|s| s != "Z"))
+}
+
+/// Whether any live process is in process group `pgid`.
+fn group_has_members(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path().join("stat");
+        // Fields after the name: state, ppid, pgrp.
+        stat_fields(&path.to_string_lossy())
+            .is_some_and(|f| f.len() > 2 && f[0] != "Z" && f[2].parse() == Ok(pgid))
+    })
+}
+
+/// The fields of a `/proc/<pid>/stat` after the command name (which may hold spaces and
+/// parentheses, so the split is at the last ')'): field 3 (state) first.
+fn stat_fields(path: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
 fn parse_name(name: &str) -> Option<(JobId, u32)> {
@@ -106,12 +143,9 @@ fn wait_gone(r: ProcRecord, limit: Duration) {
 /// When `pid` started, in clock ticks since boot; `None` if there is no such process or it is
 /// a zombie (already dead).
 pub fn start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parentheses: fields are counted after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields(&format!("/proc/{pid}/stat"))?;
     // fields[0] is field 3 (state); the start time is field 22.
-    if fields.first() == Some(&"Z") {
+    if fields.first().is_some_and(|s| s == "Z") {
         return None;
     }
     fields.get(19)?.parse().ok()
@@ -169,6 +203,38 @@ mod tests {
                 .count(),
             0
         );
+    }
+
+    #[test]
+    fn what_a_dead_leader_left_in_its_group_is_killed_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        let pidfile = dir.path().join("bg.pid");
+        // The leader starts a background child in its group and exits at once.
+        let mut leader = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("sleep 30 & echo $! > {}", pidfile.display()))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let leader_pid = leader.id() as i32;
+        records.remember(8, 1, leader_pid).unwrap();
+        leader.wait().unwrap();
+        let child: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(start_ticks(child).is_some());
+        assert_eq!(records.kill_leftovers().unwrap(), vec![(8, 1)]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while start_ticks(child).is_some() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the leftover child lives on"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     #[test]
