@@ -73,7 +73,7 @@ impl Records {
             let record = std::fs::read(entry.path())
                 .ok()
                 .and_then(|b| serde_json::from_slice::<ProcRecord>(&b).ok());
-            if let Some(r) = record.filter(|r| still_ours(r)) {
+            if let Some(r) = record.filter(still_ours) {
                 info!(
                     job = id,
                     attempt,
