@@ -493,3 +493,37 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
         "{log}"
     );
 }
+
+#[tokio::test]
+async fn a_job_gets_its_environment_and_working_directory() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let cwd = work.to_string_lossy().into_owned();
+    let out = cluster.xce_ok(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--env",
+        "MARK=42",
+        "-e",
+        "EMPTY=",
+        "--",
+        "sh",
+        "-c",
+        "echo \"$MARK:$EMPTY:${EMPTY+set}:$(pwd)\"",
+    ]);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let spool = &cluster.local.workers[0].data_dir;
+    let printed = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
+    assert_eq!(printed, format!("42::set:{cwd}\n"));
+    // A malformed --env is refused before anything is submitted, naming it.
+    let bad = cluster.xce(&["submit", "--env", "NOEQUALS", "--", "true"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("NOEQUALS"));
+}

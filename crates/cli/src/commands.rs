@@ -36,6 +36,9 @@ pub struct SubmitArgs {
     /// Working directory (default: the current directory).
     #[arg(long)]
     cwd: Option<String>,
+    /// An environment variable for the job, NAME=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_parser = parse_env)]
+    env: Vec<(String, String)>,
     /// Wait until the job has ended and exit with its outcome.
     #[arg(long)]
     wait: bool,
@@ -206,6 +209,14 @@ async fn control(c: &Client, f: Format, id: u64, action: JobAction, verb: &str) 
     output::done(f, &format!("Job <{id}> is {verb}."));
 }
 
+/// Parses `NAME=VALUE`; the name must be non-empty and hold no `=`.
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
+
 async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     let f = cli.output;
     if args.command.is_empty() {
@@ -225,7 +236,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         user: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
         queue: args.queue.clone().unwrap_or_default(),
         command: args.command.clone(),
-        env: Vec::new(),
+        env: args.env.clone(),
         cwd,
         cpus: args.cpus,
         mem_mb: args.mem_mb,
@@ -255,5 +266,19 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
             return i32::from(job.state != JobState::Done);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_env;
+
+    #[test]
+    fn env_arguments_are_name_equals_value() {
+        assert_eq!(parse_env("A=1"), Ok(("A".into(), "1".into())));
+        assert_eq!(parse_env("A="), Ok(("A".into(), String::new())));
+        assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
+        assert!(parse_env("=1").unwrap_err().contains("\"=1\""));
+        assert!(parse_env("A").is_err());
     }
 }
