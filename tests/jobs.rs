@@ -297,9 +297,18 @@ async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_ru
         cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
         enders.push(id);
     }
-    let runner = cluster.submit_in(&work, &["sh", "-c", "echo $$ > runner.pid; exec sleep 300"]);
+    // One runs on, with a child that escaped into a session (and process group) of its own.
+    let runner = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            "setsid sleep 300 & echo $! > escaper.pid; echo $$ > runner.pid; exec sleep 300",
+        ],
+    );
     cluster.xce_ok(&["dispatch", &runner.to_string(), "w1"]);
     let runner_pid = pid_in(&work, "runner.pid").await;
+    let escaper_pid = pid_in(&work, "escaper.pid").await;
     for id in enders.iter().chain([&runner]) {
         cluster
             .wait_job(*id, "running", |j| j.state == JobState::Running)
@@ -326,12 +335,14 @@ async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_ru
     .await;
     cluster.local.kill9_worker(0).unwrap();
     assert!(alive(runner_pid), "the runner died with its worker");
+    assert!(alive(escaper_pid), "the escaper died with its worker");
     for i in &standbys {
         cluster.restart(*i);
     }
     cluster.local.start_worker(0).unwrap();
     // The restarted worker killed what it could no longer supervise...
     wait_gone(runner_pid, "the left-behind runner to be killed").await;
+    wait_gone(escaper_pid, "the runner's escaped child to be killed").await;
     // ...reported the ends it had recorded...
     for id in &enders {
         let job = cluster
@@ -513,7 +524,7 @@ async fn a_job_gets_its_environment_and_working_directory() {
         "--",
         "sh",
         "-c",
-        "echo \"$MARK:$EMPTY:${EMPTY+set}:$(pwd)\"",
+        "echo \"$MARK:$EMPTY:${EMPTY+set}:$(pwd):$XCE_JOB_ID.$XCE_JOB_ATTEMPT\"",
     ]);
     let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
@@ -521,7 +532,7 @@ async fn a_job_gets_its_environment_and_working_directory() {
     assert_eq!(job.state, JobState::Done, "{job:?}");
     let spool = &cluster.local.workers[0].data_dir;
     let printed = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
-    assert_eq!(printed, format!("42::set:{cwd}\n"));
+    assert_eq!(printed, format!("42::set:{cwd}:{id}.1\n"));
     // A malformed --env is refused before anything is submitted, naming it.
     let bad = cluster.xce(&["submit", "--env", "NOEQUALS", "--", "true"]);
     assert!(!bad.status.success());

@@ -57,6 +57,11 @@ pub struct Jobs {
     held: Mutex<HashMap<JobId, Held>>,
 }
 
+/// The job's id, in every job's environment.
+pub const ENV_JOB_ID: &str = "XCE_JOB_ID";
+/// The attempt number, in every job's environment.
+pub const ENV_ATTEMPT: &str = "XCE_JOB_ATTEMPT";
+
 /// Where an attempt's output goes.
 pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
     (
@@ -75,6 +80,8 @@ impl Jobs {
         kill_grace: Duration,
         stop: watch::Receiver<bool>,
     ) -> anyhow::Result<Arc<Jobs>> {
+        // Absolute: it is the mark in every job's environment, and the cwd of jobs without one.
+        let spool = std::path::absolute(&spool)?;
         Ok(Arc::new(Jobs {
             client,
             host,
@@ -111,6 +118,13 @@ impl Jobs {
     /// not deliver are held and sent again.
     pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
         let leftovers = self.records.kill_leftovers()?;
+        let escaped = procs::kill_marked(&self.spool);
+        if escaped > 0 {
+            warn!(
+                processes = escaped,
+                "killed processes of the previous run's jobs that no record named"
+            );
+        }
         let (reports, bad) = self.outbox.load()?;
         for b in bad {
             warn!(file = %b, "unreadable report left in the outbox");
@@ -468,6 +482,11 @@ fn spawn(spool: &Path, job: &Job, attempt: u32) -> Result<tokio::process::Child,
     tokio::process::Command::new(program)
         .args(args)
         .envs(job.spec.env.iter().map(|(k, v)| (k, v)))
+        // Who the job is, for the job itself, and a mark that lets a restarted worker find
+        // every process its previous run started, even one that left the process group.
+        .env(ENV_JOB_ID, job.id.to_string())
+        .env(ENV_ATTEMPT, attempt.to_string())
+        .env(procs::ENV_SPOOL_MARK, spool)
         .current_dir(&cwd)
         .stdin(Stdio::null())
         .stdout(open(&out)?)

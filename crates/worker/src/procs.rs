@@ -7,8 +7,9 @@
 //!
 //! A record is `<spool>/running/<job id>.<attempt>` holding the pid and its start time
 //! (clock ticks since boot, from `/proc/<pid>/stat`): a pid alone could have been reused.
-//! It is written right after the spawn; a worker that dies in between (microseconds) leaves
-//! an attempt no record names, which only the self-fence or an operator can stop.
+//! It is written right after the spawn. What no record names (a worker that died between the
+//! spawn and the record, a process that left its job's group) is found by its environment:
+//! every job carries [`ENV_SPOOL_MARK`] naming this worker's spool dir.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,6 +19,51 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 use xce_client::types::JobId;
+
+/// The environment variable every job carries: the (absolute) spool dir of its worker.
+pub const ENV_SPOOL_MARK: &str = "XCE_SPOOL_DIR";
+
+/// Kills every live process whose environment carries this spool's mark (the previous run's
+/// jobs, whatever became of their groups) and waits, bounded, until they are gone. Returns
+/// how many it killed.
+pub fn kill_marked(spool: &Path) -> usize {
+    let mark = format!("{ENV_SPOOL_MARK}={}", spool.display());
+    let me = std::process::id() as i32;
+    let marked: Vec<(i32, u64)> = all_pids()
+        .into_iter()
+        .filter(|pid| *pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == mark.as_bytes()))
+        })
+        .filter_map(|pid| Some((pid, start_ticks(pid)?)))
+        .collect();
+    for (pid, _) in &marked {
+        let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    for (pid, ticks) in &marked {
+        wait_gone(
+            ProcRecord {
+                pid: *pid,
+                start_ticks: *ticks,
+            },
+            Duration::from_secs(5),
+        );
+    }
+    marked.len()
+}
+
+/// Every pid in `/proc`.
+fn all_pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
 
 /// A live attempt as recorded on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,13 +154,9 @@ fn pid_exists(pid: i32) -> bool {
 
 /// Whether any live process is in process group `pgid`.
 fn group_has_members(pgid: i32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    entries.flatten().any(|e| {
-        let path = e.path().join("stat");
+    all_pids().into_iter().any(|pid| {
         // Fields after the name: state, ppid, pgrp.
-        stat_fields(&path.to_string_lossy())
+        stat_fields(&format!("/proc/{pid}/stat"))
             .is_some_and(|f| f.len() > 2 && f[0] != "Z" && f[2].parse() == Ok(pgid))
     })
 }
@@ -235,6 +277,32 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    #[test]
+    fn processes_carrying_the_spool_mark_are_killed_whatever_their_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let spawn = |spool: &Path| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .env(ENV_SPOOL_MARK, spool)
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let mut ours = spawn(dir.path());
+        let mut theirs = spawn(other.path());
+        assert_eq!(kill_marked(dir.path()), 1);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(ours.wait().unwrap().signal(), Some(9));
+        assert_eq!(
+            theirs.try_wait().unwrap(),
+            None,
+            "another spool's job was killed"
+        );
+        theirs.kill().unwrap();
+        theirs.wait().unwrap();
     }
 
     #[test]
