@@ -452,7 +452,11 @@ impl controller::Server for ControllerService {
         };
         let header = self.write_for_header(cmd).await;
         if header.status == Status::Ok {
-            self.push_start(id, &host).await;
+            // The dispatch is decided once committed; the push follows without holding up
+            // the reply (a slow worker must not slow its scheduler). A push that does not
+            // arrive is repaired by the worker's next resync.
+            let this = self.clone_handle();
+            tokio::task::spawn_local(async move { this.push_start(id, &host).await });
         }
         wire::write_header(results.get().init_header(), &header);
         Ok(())
