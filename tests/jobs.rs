@@ -476,9 +476,17 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
     let mut cluster = Cluster::start_full(3, Some(config), 1, &args);
     cluster.wait_host("w1", HostState::Ok).await;
     let (work, _reaper) = workdir(&cluster);
-    let id = cluster.submit_in(&work, &["sh", "-c", "echo $$ > job.pid; exec sleep 300"]);
+    let id = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            "setsid sleep 300 & echo $! > escaper.pid; echo $$ > job.pid; exec sleep 300",
+        ],
+    );
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let pid = pid_in(&work, "job.pid").await;
+    let escaper = pid_in(&work, "escaper.pid").await;
     cluster
         .wait_job(id, "running", |j| j.state == JobState::Running)
         .await;
@@ -487,6 +495,11 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
     }
     assert!(alive(pid), "the job died with the controllers");
     wait_gone(pid, "the cut-off worker to stop its job").await;
+    wait_gone(
+        escaper,
+        "the cut-off worker to stop what its job started outside its group",
+    )
+    .await;
     for i in 0..3 {
         cluster.restart(i);
     }

@@ -156,6 +156,14 @@ impl Node {
         if let Err(h) = self.gate() {
             return h;
         }
+        // A heartbeat is answered without touching the log; a primary cut off from its
+        // majority must not vouch for a worker that another primary may be declaring lost.
+        if self.quorum_silent_for() > self.timeouts.leader_silence * 2 {
+            return ReplyHeader::status(
+                Status::NoMaster,
+                format!("{} has not heard from a majority lately", self.name),
+            );
+        }
         match self.state.read().state.host(name) {
             Some(h) if h.available => {}
             Some(_) => {
@@ -180,6 +188,12 @@ impl Node {
     /// requeued elsewhere.
     pub fn host_lost_after(&self) -> Duration {
         self.timeouts.host_ttl + self.timeouts.host_lost_grace
+    }
+
+    /// How long since a majority last acknowledged this leader (zero when not leader).
+    fn quorum_silent_for(&self) -> Duration {
+        let ms = self.raft.metrics().borrow().millis_since_quorum_ack;
+        Duration::from_millis(ms.unwrap_or(0))
     }
 
     /// A job as applied on this node (no linearizability check: for the primary's own use

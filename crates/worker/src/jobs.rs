@@ -57,11 +57,6 @@ pub struct Jobs {
     held: Mutex<HashMap<JobId, Held>>,
 }
 
-/// The job's id, in every job's environment.
-pub const ENV_JOB_ID: &str = "XCE_JOB_ID";
-/// The attempt number, in every job's environment.
-pub const ENV_ATTEMPT: &str = "XCE_JOB_ATTEMPT";
-
 /// Where an attempt's output goes.
 pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
     (
@@ -80,8 +75,9 @@ impl Jobs {
         kill_grace: Duration,
         stop: watch::Receiver<bool>,
     ) -> anyhow::Result<Arc<Jobs>> {
-        // Absolute: it is the mark in every job's environment, and the cwd of jobs without one.
-        let spool = std::path::absolute(&spool)?;
+        // Canonical: it is the mark in every job's environment (the same text run after run),
+        // and the cwd of jobs without one.
+        let spool = std::fs::canonicalize(&spool)?;
         Ok(Arc::new(Jobs {
             client,
             host,
@@ -118,7 +114,7 @@ impl Jobs {
     /// not deliver are held and sent again.
     pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
         let leftovers = self.records.kill_leftovers()?;
-        let escaped = procs::kill_marked(&self.spool);
+        let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobs);
         if escaped > 0 {
             warn!(
                 processes = escaped,
@@ -400,63 +396,83 @@ impl Jobs {
                 let jobs = self.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(jobs.kill_grace).await;
-                    // Only while its leader is unreaped is the group id surely still its own.
-                    let still = jobs
-                        .table()
-                        .get(&id)
-                        .filter(|h| h.attempt == attempt)
-                        .and_then(|h| h.pgid);
-                    if let Some(pgid) = still {
-                        warn!(
-                            job = id,
-                            attempt, "job outlived its grace period; killing it"
-                        );
-                        procs::signal_group(pgid, Signal::SIGKILL);
-                    }
+                    let _ = tokio::task::spawn_blocking(move || jobs.finish_kill(&[(id, attempt)]))
+                        .await;
                 });
             }
         }
         true
     }
 
-    /// Kills every running attempt without reporting its end (the primary requeues them when
-    /// it finds them missing, or when it declares the host lost); returns how many.
-    pub fn kill_all_unreported(self: &Arc<Self>) -> usize {
-        let running: Vec<JobOrder> = {
-            let mut table = self.table();
-            table
-                .iter_mut()
-                .filter(|(_, h)| h.pgid.is_some() && !h.stopping)
-                .map(|(id, h)| {
-                    h.stopping = true;
-                    JobOrder {
-                        id: *id,
-                        attempt: h.attempt,
-                        signal: JobSignal::Kill,
-                    }
-                })
-                .collect()
-        };
-        for order in &running {
-            self.signal(*order);
+    /// Starts killing every running attempt without reporting its end (the primary requeues
+    /// them when it finds them missing, or when it declares the host lost): SIGTERM (and
+    /// SIGCONT, for a suspended group) now; [`Jobs::finish_kill`] after the grace period.
+    /// An attempt whose leader already exited is left alone: its own end gets reported.
+    pub fn terminate_unreported(&self) -> Vec<(JobId, u32)> {
+        let mut table = self.table();
+        let mut begun = Vec::new();
+        for (id, h) in table.iter_mut() {
+            let Some(pgid) = h.pgid.filter(|p| procs::start_ticks(*p).is_some()) else {
+                continue;
+            };
+            if h.stopping {
+                continue;
+            }
+            h.stopping = true;
+            procs::signal_group(pgid, Signal::SIGTERM);
+            procs::signal_group(pgid, Signal::SIGCONT);
+            begun.push((*id, h.attempt));
         }
-        running.len()
+        begun
+    }
+
+    /// Ends a kill begun a grace period ago: SIGKILL to each attempt's group if its leader is
+    /// still unreaped, then to every process carrying the attempt's mark, wherever it went.
+    pub fn finish_kill(&self, attempts: &[(JobId, u32)]) {
+        for (id, attempt) in attempts {
+            let still = self
+                .table()
+                .get(id)
+                .filter(|h| h.attempt == *attempt)
+                .and_then(|h| h.pgid);
+            if let Some(pgid) = still {
+                warn!(
+                    job = id,
+                    attempt, "job outlived its grace period; killing it"
+                );
+                procs::signal_group(pgid, Signal::SIGKILL);
+            }
+            procs::kill_marked(&self.spool, procs::Marked::Attempt(*id, *attempt));
+        }
+    }
+
+    /// Asks for a join at the next chance, so the primary learns what this worker dropped.
+    pub fn request_resync(&self) {
+        self.client.request_rejoin();
+    }
+
+    /// The grace period between SIGTERM and SIGKILL.
+    pub fn kill_grace(&self) -> Duration {
+        self.kill_grace
     }
 
     /// Kills every running attempt when the worker stops (SIGTERM, then SIGKILL after the
     /// grace period) and waits for them, bounded. Their ends are not reported: the primary
     /// requeues them when this worker rejoins or its host is lost.
     pub async fn stop_all(self: &Arc<Self>) {
-        let killed = self.kill_all_unreported();
-        if killed > 0 {
-            info!(jobs = killed, "stopping the jobs still running");
+        let begun = self.terminate_unreported();
+        if begun.is_empty() {
+            return;
         }
-        let deadline = tokio::time::Instant::now() + self.kill_grace + Duration::from_secs(1);
+        info!(jobs = begun.len(), "stopping the jobs still running");
+        let deadline = tokio::time::Instant::now() + self.kill_grace;
         while tokio::time::Instant::now() < deadline
             && self.table().values().any(|h| h.pgid.is_some())
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let jobs = self.clone();
+        let _ = tokio::task::spawn_blocking(move || jobs.finish_kill(&begun)).await;
     }
 }
 
@@ -484,8 +500,8 @@ fn spawn(spool: &Path, job: &Job, attempt: u32) -> Result<tokio::process::Child,
         .envs(job.spec.env.iter().map(|(k, v)| (k, v)))
         // Who the job is, for the job itself, and a mark that lets a restarted worker find
         // every process its previous run started, even one that left the process group.
-        .env(ENV_JOB_ID, job.id.to_string())
-        .env(ENV_ATTEMPT, attempt.to_string())
+        .env(procs::ENV_JOB_ID, job.id.to_string())
+        .env(procs::ENV_ATTEMPT, attempt.to_string())
         .env(procs::ENV_SPOOL_MARK, spool)
         .current_dir(&cwd)
         .stdin(Stdio::null())

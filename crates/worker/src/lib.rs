@@ -108,9 +108,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         stop_rx,
     )?;
     jobs.recover()?;
-    let lease = fence::Lease::new(config.kill_grace, config.heartbeat);
+    let lease = fence::Lease::new(config.kill_grace, config.heartbeat, fence::now());
     client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
-    tokio::spawn(fence::run(jobs.clone(), lease.clone(), stop_tx.subscribe()));
+    let fence = fence::spawn(jobs.clone(), lease.clone(), stop_tx.subscribe())?;
     let served = jobs.clone();
     tokio::spawn(async move {
         while let Some(request) = agent_requests.recv().await {
@@ -160,8 +160,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let beat = Heartbeat {
             name: config.name.clone(),
         };
+        let sent = fence::now();
         match client.notify(beat).await {
-            Ok(()) => lease.renew(),
+            Ok(()) => lease.renew_from(sent),
             Err(ClientError::Status {
                 status: Status::NoEnt,
                 message,
@@ -174,6 +175,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
     stop_tx.send_replace(true);
     jobs.stop_all().await;
+    let _ = tokio::task::spawn_blocking(move || fence.join()).await;
     info!(worker = %config.name, "worker stopped");
     Ok(())
 }
@@ -187,8 +189,9 @@ fn rejoin_action(
     jobs: Arc<Jobs>,
     lease: Arc<fence::Lease>,
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
-    // Absolute, so the path users are shown means something on this host.
-    let spool = std::path::absolute(&config.spool_dir).unwrap_or_else(|_| config.spool_dir.clone());
+    // Canonical, so the path users are shown means something on this host.
+    let spool =
+        std::fs::canonicalize(&config.spool_dir).unwrap_or_else(|_| config.spool_dir.clone());
     let host = HostAttributes {
         name: config.name.clone(),
         cpus: config.cpus,
@@ -205,8 +208,9 @@ fn rejoin_action(
         };
         let (jobs, lease) = (jobs.clone(), lease.clone());
         Box::pin(async move {
+            let sent = fence::now();
             let joined = client.call(join).await?;
-            lease.renew();
+            lease.renew_from(sent);
             if let Some(lost_after) = joined.lost_after {
                 lease.set_lost_after(lost_after);
             }

@@ -20,28 +20,63 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 use xce_client::types::JobId;
 
-/// The environment variable every job carries: the (absolute) spool dir of its worker.
-pub const ENV_SPOOL_MARK: &str = "XCE_SPOOL_DIR";
+/// The environment variable every job carries: the (canonical) spool dir of its worker. Not
+/// a name the worker itself reads, so a shell that launched the worker never carries it.
+pub const ENV_SPOOL_MARK: &str = "XCE_JOB_SPOOL";
+/// The job's id, in every job's environment.
+pub const ENV_JOB_ID: &str = "XCE_JOB_ID";
+/// The attempt number, in every job's environment.
+pub const ENV_ATTEMPT: &str = "XCE_JOB_ATTEMPT";
 
-/// Kills every live process whose environment carries this spool's mark (the previous run's
-/// jobs, whatever became of their groups) and waits, bounded, until they are gone. Returns
-/// how many it killed.
-pub fn kill_marked(spool: &Path) -> usize {
-    let mark = format!("{ENV_SPOOL_MARK}={}", spool.display());
+/// Which marked processes to kill: every job of this spool, or one attempt's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    AllJobs,
+    Attempt(JobId, u32),
+}
+
+/// Kills every live process whose environment carries this spool's mark (and, for one
+/// attempt, its job id and attempt), whatever became of its process group, and waits
+/// (bounded) until they are gone. They are stopped first and the scan repeated, so a process
+/// forking during the sweep is caught too. Returns how many it killed.
+pub fn kill_marked(spool: &Path, which: Marked) -> usize {
+    let mut wanted = vec![format!("{ENV_SPOOL_MARK}={}", spool.display()).into_bytes()];
+    match which {
+        Marked::AllJobs => {}
+        Marked::Attempt(id, attempt) => {
+            wanted.push(format!("{ENV_JOB_ID}={id}").into_bytes());
+            wanted.push(format!("{ENV_ATTEMPT}={attempt}").into_bytes());
+        }
+    }
+    let id_prefix = format!("{ENV_JOB_ID}=").into_bytes();
     let me = std::process::id() as i32;
-    let marked: Vec<(i32, u64)> = all_pids()
-        .into_iter()
-        .filter(|pid| *pid != me)
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == mark.as_bytes()))
-        })
-        .filter_map(|pid| Some((pid, start_ticks(pid)?)))
-        .collect();
-    for (pid, _) in &marked {
+    let mut stopped: Vec<(i32, u64)> = Vec::new();
+    for _ in 0..10 {
+        let found: Vec<(i32, u64)> = all_pids()
+            .into_iter()
+            .filter(|pid| *pid != me && !stopped.iter().any(|(p, _)| p == pid))
+            .filter(|pid| {
+                let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+                    return false;
+                };
+                let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
+                vars.iter().any(|v| v.starts_with(&id_prefix))
+                    && wanted.iter().all(|w| vars.contains(&w.as_slice()))
+            })
+            .filter_map(|pid| Some((pid, start_ticks(pid)?)))
+            .collect();
+        if found.is_empty() {
+            break;
+        }
+        for (pid, _) in &found {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGSTOP);
+        }
+        stopped.extend(found);
+    }
+    for (pid, _) in &stopped {
         let _ = nix::sys::signal::kill(Pid::from_raw(*pid), Signal::SIGKILL);
     }
-    for (pid, ticks) in &marked {
+    for (pid, ticks) in &stopped {
         wait_gone(
             ProcRecord {
                 pid: *pid,
@@ -50,7 +85,7 @@ pub fn kill_marked(spool: &Path) -> usize {
             Duration::from_secs(5),
         );
     }
-    marked.len()
+    stopped.len()
 }
 
 /// Every pid in `/proc`.
@@ -283,26 +318,38 @@ mod tests {
     fn processes_carrying_the_spool_mark_are_killed_whatever_their_group() {
         let dir = tempfile::tempdir().unwrap();
         let other = tempfile::tempdir().unwrap();
-        let spawn = |spool: &Path| {
-            std::process::Command::new("sleep")
-                .arg("30")
-                .env(ENV_SPOOL_MARK, spool)
-                .process_group(0)
-                .spawn()
-                .unwrap()
+        let spawn = |spool: &Path, id: &str, attempt: &str| {
+            let mut c = std::process::Command::new("sleep");
+            c.arg("30").env(ENV_SPOOL_MARK, spool).process_group(0);
+            if !id.is_empty() {
+                c.env(ENV_JOB_ID, id).env(ENV_ATTEMPT, attempt);
+            }
+            c.spawn().unwrap()
         };
-        let mut ours = spawn(dir.path());
-        let mut theirs = spawn(other.path());
-        assert_eq!(kill_marked(dir.path()), 1);
+        let mut first = spawn(dir.path(), "1", "1");
+        let mut second = spawn(dir.path(), "2", "1");
+        let mut theirs = spawn(other.path(), "1", "1");
+        // The mark without a job id: a shell that merely exported the variable, not a job.
+        let mut shell = spawn(dir.path(), "", "");
         use std::os::unix::process::ExitStatusExt;
-        assert_eq!(ours.wait().unwrap().signal(), Some(9));
+        assert_eq!(kill_marked(dir.path(), Marked::Attempt(2, 1)), 1);
+        assert_eq!(second.wait().unwrap().signal(), Some(9));
         assert_eq!(
-            theirs.try_wait().unwrap(),
+            first.try_wait().unwrap(),
             None,
-            "another spool's job was killed"
+            "another attempt was killed"
         );
-        theirs.kill().unwrap();
-        theirs.wait().unwrap();
+        assert_eq!(kill_marked(dir.path(), Marked::AllJobs), 1);
+        assert_eq!(first.wait().unwrap().signal(), Some(9));
+        for other in [&mut theirs, &mut shell] {
+            assert_eq!(
+                other.try_wait().unwrap(),
+                None,
+                "an unrelated process was killed"
+            );
+            other.kill().unwrap();
+            other.wait().unwrap();
+        }
     }
 
     #[test]

@@ -394,7 +394,12 @@ impl<T: Transport> Client<T> {
         match sent {
             Ok(reply) if reply.header.status == Status::Ok => Ok(()),
             Ok(reply) => {
-                if matches!(reply.header.status, Status::Redirect | Status::Standby) {
+                // A node that cannot serve (a standby, or a primary cut off from its
+                // majority) is left, so the next fire-and-forget call finds the primary.
+                if matches!(
+                    reply.header.status,
+                    Status::Redirect | Status::Standby | Status::NoMaster
+                ) {
                     self.abandon(
                         Some(&conn),
                         reply.header.redirect.map(|(h, p)| format_addr(&h, p)),

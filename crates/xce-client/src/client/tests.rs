@@ -542,6 +542,26 @@ async fn fire_and_forget_makes_one_bounded_attempt_and_marks_the_rejoin() {
     assert_eq!(runs.load(Ordering::Relaxed), 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn fire_and_forget_leaves_a_node_that_has_no_primary_to_offer() {
+    let (client, fake) = fresh();
+    fake.script("a:1", &[no_master()]);
+    let err = client.notify(Read).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ClientError::Status {
+                status: Status::NoMaster,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // The next one goes to the next candidate instead of asking the same node again.
+    assert_eq!(client.notify(Read).await, Ok(()));
+    assert_eq!(fake.calls(), vec!["a:1", "b:2"]);
+}
+
 mod publish {
     use super::*;
     use crate::publish::publish_until_done;
