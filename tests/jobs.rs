@@ -516,6 +516,10 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
         log.contains("stopping its jobs before the cluster requeues them"),
         "{log}"
     );
+    assert!(
+        !log.contains('\u{1b}'),
+        "terminal colour codes in a log file"
+    );
 }
 
 #[tokio::test]

@@ -38,6 +38,8 @@ fn main() {
                 .unwrap_or_else(|_| "info,openraft=warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal; log files stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = real_main() {
         eprintln!("xce-controller: {e:#}");
