@@ -31,8 +31,9 @@ pub struct DevArgs {
     base_port: Option<u16>,
 }
 
-/// How long daemons get to stop after SIGTERM before they are killed.
-const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How long daemons get to stop after SIGTERM before they are killed: longer than a worker's
+/// default kill grace (10 s), so a worker always finishes stopping its jobs.
+const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// Runs the dev cluster until a signal; returns the exit code.
 pub async fn run(args: &DevArgs, format: Format) -> i32 {
@@ -135,7 +136,9 @@ fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool
     println!();
     println!("    export XCE_PEERS={peers}");
     println!();
-    println!("Then try: xce cluster; xce hosts; xce submit -- sleep 30; xce jobs");
+    println!(
+        "Then try: xce cluster; xce hosts; xce submit -- sleep 30; xce dispatch 1 w1; xce jobs"
+    );
     println!(
         "Data and logs: {}{}",
         data.display(),
