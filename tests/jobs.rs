@@ -12,6 +12,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use xce_client::ops::JobFinished;
 use xce_client::types::{HostState, JobEnd, JobState, RequestToken};
+use xce_client::{ClientError, Status};
 use xce_tests::{wait_for, Cluster};
 
 /// Liveness for tests: heartbeats every 200 ms, unavailable after 1 s, lost 1 s later.
@@ -456,6 +457,27 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
     let job = cluster.job(id).await.unwrap();
     assert_eq!((job.state, job.exit_code), (JobState::Exited, Some(5)));
     cluster.wait_host("w1", HostState::Ok).await;
+
+    // Reports for an unknown job or a stale attempt are refused and change nothing.
+    let report = |id, attempt| JobFinished {
+        token: RequestToken::random(),
+        host: "w1".into(),
+        id,
+        attempt,
+        end: JobEnd::Exit(0),
+    };
+    let refused = |r: Result<(), ClientError>, status: Status| match r {
+        Err(ClientError::Status { status: s, message }) => {
+            assert_eq!(s, status, "{message}");
+            message
+        }
+        other => panic!("accepted: {other:?}"),
+    };
+    let message = refused(cluster.client().call(report(999, 1)).await, Status::NoEnt);
+    assert!(message.contains("999"), "{message}");
+    let message = refused(cluster.client().call(report(id, 7)).await, Status::Conflict);
+    assert!(message.contains("stale"), "{message}");
+    assert_eq!(cluster.job(id).await.unwrap(), job);
 }
 
 #[tokio::test]
