@@ -28,6 +28,10 @@ pub struct JobsArgs {
     /// Dispatches in flight (a scheduler publishing concurrently).
     #[arg(long, default_value_t = 16)]
     inflight: usize,
+    /// Dispatches per second, paced (0: as fast as they are acknowledged). Below saturation
+    /// the dispatch-to-start figures are the pipeline's latency, not queueing.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
 }
 
 const WORKERS: [&str; 2] = ["w1", "w2"];
@@ -47,18 +51,31 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<()> {
     let client = cluster.client(ClientConfig::default())?;
     wait_workers(&client).await?;
     eprintln!(
-        "xce-bench jobs: {} controllers, 2 workers, {} jobs, {} dispatches in flight",
-        args.controllers, args.jobs, args.inflight
+        "xce-bench jobs: {} controllers, 2 workers, {} jobs, {} dispatches in flight, rate {}",
+        args.controllers,
+        args.jobs,
+        args.inflight,
+        if args.rate > 0.0 {
+            format!("{}/s", args.rate)
+        } else {
+            "unpaced".into()
+        }
     );
     let ids = submit_all(&client, args.jobs).await?;
-    let queue = Arc::new(Mutex::new(ids.iter().copied().collect::<VecDeque<JobId>>()));
+    let queue = Arc::new(Mutex::new(
+        ids.iter()
+            .copied()
+            .enumerate()
+            .collect::<VecDeque<(usize, JobId)>>(),
+    ));
     let started = Instant::now();
+    let pace = (args.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / args.rate));
     let mut tasks = Vec::new();
     for _ in 0..args.inflight.max(1) {
         let (client, queue) = (client.clone(), queue.clone());
-        tasks.push(tokio::spawn(
-            async move { dispatch_from(client, queue).await },
-        ));
+        tasks.push(tokio::spawn(async move {
+            dispatch_from(client, queue, started, pace).await
+        }));
     }
     let mut sent = std::collections::HashMap::new();
     for task in tasks {
@@ -140,17 +157,23 @@ async fn submit_all(client: &Client, n: usize) -> anyhow::Result<Vec<JobId>> {
     Ok(ids)
 }
 
-/// Dispatches jobs from the shared queue, alternating hosts; returns when each was sent.
+/// Dispatches jobs from the shared queue, alternating hosts, the `n`th no earlier than
+/// `n × pace` after `start`; returns when each was sent.
 async fn dispatch_from(
     client: Client,
-    queue: Arc<Mutex<VecDeque<JobId>>>,
+    queue: Arc<Mutex<VecDeque<(usize, JobId)>>>,
+    start: Instant,
+    pace: Option<Duration>,
 ) -> anyhow::Result<Vec<(JobId, u64)>> {
     let mut sent = Vec::new();
     loop {
         let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
-        let Some(id) = next else {
+        let Some((n, id)) = next else {
             return Ok(sent);
         };
+        if let Some(pace) = pace {
+            tokio::time::sleep_until((start + pace * n as u32).into()).await;
+        }
         let host = WORKERS[(id % 2) as usize].to_string();
         let at = now_ms();
         let op = Dispatch {
