@@ -377,11 +377,7 @@ async fn a_cut_off_worker_loses_its_job_to_another_host_and_its_copy_is_fenced()
     let (work, _reaper) = workdir(&cluster);
     let id = cluster.submit_in(
         &work,
-        &[
-            "sh",
-            "-c",
-            "echo $$ >> copies.pid; echo $$ > copy.$XCE_X.pid; exec sleep 300",
-        ],
+        &["sh", "-c", "echo $$ >> copies.pid; exec sleep 300"],
     );
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let first = pid_in(&work, "copies.pid").await;
