@@ -573,3 +573,55 @@ async fn a_job_gets_its_environment_and_working_directory() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("NOEQUALS"));
 }
+
+#[tokio::test]
+async fn jobs_run_on_through_a_restart_of_every_controller_and_end_once() {
+    // Default lost grace (30 s): a short whole-cluster outage must not touch running jobs.
+    let config = "hosts:\n  heartbeat_ttl_ms: 1000\n";
+    let mut cluster = Cluster::start_full(3, Some(config), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = cluster.submit_in(
+            &work,
+            &[
+                "sh",
+                "-c",
+                "while [ ! -e go ]; do sleep 0.05; done; echo $XCE_JOB_ID >> ran",
+            ],
+        );
+        cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+        ids.push(id);
+    }
+    for id in &ids {
+        cluster
+            .wait_job(*id, "running", |j| j.state == JobState::Running)
+            .await;
+    }
+    for i in 0..3 {
+        cluster.kill9(i);
+    }
+    for i in 0..3 {
+        cluster.restart(i);
+    }
+    cluster.wait_primary().await;
+    // The worker finds the new primary and re-syncs: its jobs are still its own.
+    cluster.wait_host("w1", HostState::Ok).await;
+    for id in &ids {
+        let job = cluster.job(*id).await.unwrap();
+        assert_eq!((job.state, job.attempt), (JobState::Running, 1), "{job:?}");
+    }
+    std::fs::write(work.join("go"), b"").unwrap();
+    for id in &ids {
+        let job = cluster.wait_job(*id, "done", |j| j.state.is_final()).await;
+        assert_eq!((job.state, job.attempt), (JobState::Done, 1), "{job:?}");
+    }
+    let mut ran: Vec<u64> = std::fs::read_to_string(work.join("ran"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    ran.sort_unstable();
+    assert_eq!(ran, ids, "each job ran exactly once");
+}
