@@ -162,6 +162,7 @@ impl Config {
             name: self.name.clone(),
             node_id: self.node_id,
             peers: self.peers.iter().map(ToString::to_string).collect(),
+            format: crate::store::STORE_FORMAT,
         }
     }
 

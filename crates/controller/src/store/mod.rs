@@ -65,7 +65,16 @@ pub struct Identity {
     pub node_id: NodeId,
     /// `name=host:port` of every candidate, in order.
     pub peers: Vec<String>,
+    /// The encoding of the log and snapshots in this data dir ([`STORE_FORMAT`] when written
+    /// by this build; absent, so 0, in data dirs from before formats were numbered).
+    #[serde(default)]
+    pub format: u32,
 }
+
+/// The encoding of replicated commands and state this build writes and reads. Raised whenever
+/// it changes; a data dir of another format is refused by name instead of failing to decode
+/// half-way through a replay.
+pub const STORE_FORMAT: u32 = 1;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +98,12 @@ pub enum OpenError {
         path: PathBuf,
         found: String,
         expected: String,
+    },
+    #[error("data dir {path} holds store format {found}, and this xce-controller reads format {expected}; there is no conversion yet: move the data dir away to start this controller afresh")]
+    Format {
+        path: PathBuf,
+        found: u32,
+        expected: u32,
     },
 }
 
@@ -176,6 +191,13 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
         Ok(bytes) => {
             let found: Identity =
                 serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+            if found.format != identity.format {
+                return Err(OpenError::Format {
+                    path: dir.to_path_buf(),
+                    found: found.format,
+                    expected: identity.format,
+                });
+            }
             if found != *identity {
                 return Err(OpenError::Foreign {
                     path: dir.to_path_buf(),

@@ -24,7 +24,36 @@ fn identity(name: &str) -> Identity {
         name: name.into(),
         node_id: 1,
         peers: vec!["c1=127.0.0.1:1".into(), "c2=127.0.0.1:2".into()],
+        format: STORE_FORMAT,
     }
+}
+
+#[tokio::test]
+async fn refuses_a_data_dir_of_another_store_format_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path(), &identity("c1")).await.unwrap());
+    // As written before formats were numbered: no `format` field.
+    let path = dir.path().join(IDENTITY_FILE);
+    let mut old: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    old.as_object_mut().unwrap().remove("format");
+    let old = serde_json::to_vec(&old).unwrap();
+    std::fs::write(&path, &old).unwrap();
+    let store_before = std::fs::read(dir.path().join("xce.redb")).unwrap();
+    let msg = open(dir.path(), &identity("c1"))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains("store format 0") && msg.contains(&format!("reads format {STORE_FORMAT}")),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), old);
+    assert_eq!(
+        std::fs::read(dir.path().join("xce.redb")).unwrap(),
+        store_before
+    );
 }
 
 #[test]
