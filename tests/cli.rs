@@ -30,6 +30,14 @@ async fn every_command_speaks_the_documented_json() {
     let id = sub["id"].as_u64().expect("id");
     // Global options work before the subcommand as well.
     let job = ok_json(&cluster.xce(&["-o", "json", "job", &id.to_string()]));
+    // The submitting account, from the real uid.
+    let uid = nix::unistd::getuid();
+    let me = nix::unistd::User::from_uid(uid).unwrap();
+    let expected = me
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| uid.to_string());
+    assert_eq!(job["user"], expected.as_str());
     for key in [
         "id",
         "name",

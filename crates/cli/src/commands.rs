@@ -209,6 +209,18 @@ async fn control(c: &Client, f: Format, id: u64, action: JobAction, verb: &str) 
     output::done(f, &format!("Job <{id}> is {verb}."));
 }
 
+/// The account submitting: the name of the real uid (as batch systems record it), else
+/// `$USER`, else the uid as a number.
+fn submitting_user() -> String {
+    let uid = nix::unistd::getuid();
+    nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| uid.to_string())
+}
+
 /// Parses `NAME=VALUE`; the name must be non-empty and hold no `=`.
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -233,7 +245,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     });
     let spec = JobSpec {
         name: args.name.clone().unwrap_or_default(),
-        user: std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+        user: submitting_user(),
         queue: args.queue.clone().unwrap_or_default(),
         command: args.command.clone(),
         env: args.env.clone(),
