@@ -127,9 +127,7 @@ impl Node {
             }
             // openraft leaders do not step down without a quorum: a new primary cut off before
             // its barrier committed would answer notReady (stay here) forever.
-            let cut_off = m
-                .millis_since_quorum_ack
-                .is_some_and(|ms| Duration::from_millis(ms) > self.timeouts.leader_silence);
+            let cut_off = quorum_silence(&m) > self.timeouts.leader_silence;
             if cut_off {
                 return Err(ReplyHeader::status(
                     Status::NoMaster,
@@ -158,7 +156,7 @@ impl Node {
         }
         // A heartbeat is answered without touching the log; a primary cut off from its
         // majority must not vouch for a worker that another primary may be declaring lost.
-        if self.quorum_silent_for() > self.timeouts.leader_silence * 2 {
+        if quorum_silence(&self.raft.metrics().borrow()) > self.timeouts.leader_silence * 2 {
             return ReplyHeader::status(
                 Status::NoMaster,
                 format!("{} has not heard from a majority lately", self.name),
@@ -188,12 +186,6 @@ impl Node {
     /// requeued elsewhere.
     pub fn host_lost_after(&self) -> Duration {
         self.timeouts.host_ttl + self.timeouts.host_lost_grace
-    }
-
-    /// How long since a majority last acknowledged this leader (zero when not leader).
-    fn quorum_silent_for(&self) -> Duration {
-        let ms = self.raft.metrics().borrow().millis_since_quorum_ack;
-        Duration::from_millis(ms.unwrap_or(0))
     }
 
     /// A job as applied on this node (no linearizability check: for the primary's own use
@@ -394,6 +386,11 @@ impl Node {
             members,
         })
     }
+}
+
+/// How long since a majority last acknowledged this leader (zero when not leader).
+fn quorum_silence(m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Duration {
+    Duration::from_millis(m.millis_since_quorum_ack.unwrap_or(0))
 }
 
 /// Turns an outcome into the reply header and, for submits, the job id.

@@ -632,32 +632,33 @@ impl State {
                 attempt: h.attempt,
                 signal,
             };
-            let is_current = self.jobs.get(&h.id).is_some_and(|j| {
-                j.attempt == h.attempt && j.host.as_deref() == Some(host) && is_placed(j.state)
-            });
-            if !is_current {
+            let current_state = self
+                .jobs
+                .get(&h.id)
+                .filter(|j| {
+                    j.attempt == h.attempt && j.host.as_deref() == Some(host) && is_placed(j.state)
+                })
+                .map(|j| j.state);
+            let Some(state) = current_state else {
                 if h.phase != HeldPhase::Finished {
                     orders.push(order(JobSignal::Kill));
                 }
                 continue;
-            }
+            };
             current.insert(h.id);
-            let state = self.jobs.get(&h.id).map(|j| j.state);
             if h.phase == HeldPhase::Finished {
                 continue;
             }
             if self.intents.contains_key(&h.id) {
                 orders.push(order(JobSignal::Kill));
-            } else if state == Some(JobState::Suspended) && h.phase == HeldPhase::Running {
+            } else if state == JobState::Suspended && h.phase == HeldPhase::Running {
                 orders.push(order(JobSignal::Suspend));
-            } else if state == Some(JobState::Running) && h.phase == HeldPhase::Suspended {
+            } else if state == JobState::Running && h.phase == HeldPhase::Suspended {
                 orders.push(order(JobSignal::Resume));
             }
         }
         let missing: Vec<(JobId, JobState)> = self
-            .jobs
-            .values()
-            .filter(|j| j.host.as_deref() == Some(host) && is_placed(j.state))
+            .placed_on(host)
             .filter(|j| !current.contains(&j.id))
             .map(|j| (j.id, j.state))
             .collect();
@@ -686,12 +687,7 @@ impl State {
             }
             Some(_) => {}
         }
-        let placed: Vec<JobId> = self
-            .jobs
-            .values()
-            .filter(|j| j.host.as_deref() == Some(name) && is_placed(j.state))
-            .map(|j| j.id)
-            .collect();
+        let placed: Vec<JobId> = self.placed_on(name).map(|j| j.id).collect();
         for id in placed {
             self.lose(at_ms, id, &format!("host {name} lost"));
         }
@@ -738,15 +734,16 @@ impl State {
 
     /// CPUs taken on `host` by jobs placed there and not yet ended.
     fn cpus_used(&self, host: &str) -> (u32, u32) {
-        let mut running = 0;
-        let mut cpus = 0;
-        for j in self.jobs.values() {
-            if j.host.as_deref() == Some(host) && is_placed(j.state) {
-                running += 1;
-                cpus += j.spec.cpus.max(0) as u32;
-            }
-        }
-        (running, cpus)
+        self.placed_on(host).fold((0, 0), |(running, cpus), j| {
+            (running + 1, cpus + j.spec.cpus.max(0) as u32)
+        })
+    }
+
+    /// Jobs dispatched to, running or suspended on `host`.
+    fn placed_on<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a Job> + 'a {
+        self.jobs
+            .values()
+            .filter(move |j| j.host.as_deref() == Some(host) && is_placed(j.state))
     }
 
     fn dispatch(&mut self, id: JobId, host: String) -> Outcome {
@@ -873,9 +870,16 @@ impl State {
 
     /// Names of unavailable hosts that still have jobs placed on them.
     pub fn unavailable_hosts_with_jobs(&self) -> Vec<String> {
+        // One pass over the jobs: this runs on every liveness tick.
+        let busy: HashSet<&str> = self
+            .jobs
+            .values()
+            .filter(|j| is_placed(j.state))
+            .filter_map(|j| j.host.as_deref())
+            .collect();
         self.hosts
             .iter()
-            .filter(|(name, h)| !h.available && self.cpus_used(name).0 > 0)
+            .filter(|(name, h)| !h.available && busy.contains(name.as_str()))
             .map(|(n, _)| n.clone())
             .collect()
     }

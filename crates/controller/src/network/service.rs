@@ -11,7 +11,7 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, info, warn};
-use xce_client::types::{JobOrder, JobState, Role};
+use xce_client::types::{HeldJob, HostAttributes, JobOrder, JobState, RequestToken, Role};
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::{agent, controller, raft};
 use xce_proto::Status;
@@ -111,13 +111,9 @@ impl ControllerService {
         let mut req = agent.start_job_request();
         wire::write_job(req.get().init_job(), &job);
         req.get().set_attempt(job.attempt);
-        let sent = tokio::time::timeout(AGENT_CALL_TIMEOUT, req.send().promise).await;
-        match sent {
-            Ok(Ok(_)) => info!(job = id, %host, attempt = job.attempt, "job sent to its worker"),
-            Ok(Err(e)) => {
-                warn!(job = id, %host, error = %e, "could not send the job to its worker")
-            }
-            Err(_) => warn!(job = id, %host, "the worker did not take the job in time"),
+        match agent_call(req.send().promise).await {
+            Ok(_) => info!(job = id, %host, attempt = job.attempt, "job sent to its worker"),
+            Err(e) => warn!(job = id, %host, error = %e, "could not send the job to its worker"),
         }
     }
 
@@ -125,15 +121,11 @@ impl ControllerService {
     /// it again what it was dispatched but never got. Returns the reply and the worker's orders.
     async fn join_worker(
         &self,
-        cmd: Command,
+        token: RequestToken,
+        host: HostAttributes,
+        held: Vec<HeldJob>,
         agent: Option<agent::Client>,
     ) -> (ReplyHeader, Vec<JobOrder>) {
-        let Command::RegisterHost { host, .. } = &cmd else {
-            return (
-                ReplyHeader::status(Status::Internal, "not a join"),
-                Vec::new(),
-            );
-        };
         let name = host.name.clone();
         // Before the write: a dispatch applied right after the join must find this agent, and
         // the liveness task must not judge the host by a heartbeat older than its join.
@@ -142,16 +134,18 @@ impl ControllerService {
             self.agents.set(&name, agent);
         }
         self.node.saw_host(&name);
+        let cmd = Command::RegisterHost { token, host, held };
         let outcome = match self.node.write(cmd).await {
             Ok(outcome) => outcome,
             Err(h) => return (h, Vec::new()),
         };
-        let (orders, restart) = match &outcome {
+        // A re-sent join answers with its original resync.
+        let applied = match &outcome {
+            Outcome::Duplicate(original) => original.as_ref(),
+            other => other,
+        };
+        let (orders, restart) = match applied {
             Outcome::Resynced { orders, restart } => (orders.clone(), restart.clone()),
-            Outcome::Duplicate(original) => match original.as_ref() {
-                Outcome::Resynced { orders, restart } => (orders.clone(), restart.clone()),
-                _ => (Vec::new(), Vec::new()),
-            },
             _ => (Vec::new(), Vec::new()),
         };
         let (header, _) = outcome_reply(outcome);
@@ -185,24 +179,18 @@ impl ControllerService {
         };
         let mut req = agent.signal_job_request();
         wire::write_order(req.get().init_order(), &order);
-        let sent = tokio::time::timeout(AGENT_CALL_TIMEOUT, req.send().promise).await;
-        match sent {
-            Ok(Ok(resp)) => {
-                let header = resp
-                    .get()
-                    .and_then(|r| r.get_header())
-                    .and_then(wire::read_header);
-                match header.map(|h| h.status) {
-                    Ok(Status::Ok) => {
-                        info!(job = order.id, %host, attempt = order.attempt, signal = ?order.signal, "job signalled")
-                    }
-                    _ => {
-                        warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
-                    }
-                }
+        let status = agent_call(req.send().promise).await.and_then(|resp| {
+            let header = resp.get()?.get_header()?;
+            Ok(wire::read_header(header)?.status)
+        });
+        match status {
+            Ok(Status::Ok) => {
+                info!(job = order.id, %host, attempt = order.attempt, signal = ?order.signal, "job signalled")
             }
-            Ok(Err(e)) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
-            Err(_) => warn!(job = order.id, %host, "the worker did not take the signal in time"),
+            Ok(_) => {
+                warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
+            }
+            Err(e) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
         }
     }
 
@@ -400,13 +388,10 @@ impl controller::Server for ControllerService {
                     (ReplyHeader::status(Status::Invalid, message), Vec::new())
                 } else {
                     let held = held.iter().map(wire::read_held).collect::<Result<_, _>>()?;
-                    let agent = p.get_agent().ok();
-                    let cmd = Command::RegisterHost {
-                        token: wire::read_token(p.get_token()?),
-                        host: wire::read_attributes(p.get_host()?)?,
-                        held,
-                    };
-                    self.join_worker(cmd, agent).await
+                    let token = wire::read_token(p.get_token()?);
+                    let host = wire::read_attributes(p.get_host()?)?;
+                    self.join_worker(token, host, held, p.get_agent().ok())
+                        .await
                 }
             }
             // Other roles hold no controller-side session yet: joining checks that this
@@ -514,6 +499,19 @@ impl controller::Server for ControllerService {
         results.get().set_raft(raft);
         Ok(())
     }
+}
+
+/// One call to a worker's agent, bounded by [`AGENT_CALL_TIMEOUT`].
+async fn agent_call<T>(
+    call: impl std::future::Future<Output = Result<T, capnp::Error>>,
+) -> Result<T, capnp::Error> {
+    tokio::time::timeout(AGENT_CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(capnp::Error::overloaded(format!(
+                "the worker did not answer within {AGENT_CALL_TIMEOUT:?}"
+            )))
+        })
 }
 
 /// A worker's report that changed nothing (unknown job, stale attempt) is worth an operator's
