@@ -90,6 +90,11 @@ impl Jobs {
         }))
     }
 
+    /// The spool dir, canonical.
+    pub fn spool(&self) -> &Path {
+        &self.spool
+    }
+
     fn table(&self) -> MutexGuard<'_, HashMap<JobId, Held>> {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -187,7 +192,7 @@ impl Jobs {
                 drop(table);
                 let jobs = self.clone();
                 tokio::spawn(
-                    async move { jobs.finish(id, attempt, JobEnd::Failed(reason)).await }
+                    async move { jobs.finish(id, attempt, JobEnd::Failed(reason), None).await }
                         .instrument(span),
                 );
             }
@@ -250,33 +255,34 @@ impl Jobs {
             return;
         }
         info!(job = id, attempt, ?end, "job ended");
-        // Durable now, whether or not the start got through yet; sent after the start.
-        let report = self.record_end(id, attempt, end).await;
-        let _ = started.await;
-        self.deliver(report).await;
-        self.release(id, attempt);
+        self.finish(id, attempt, end, Some(started)).await;
     }
 
-    /// Records the end durably, then reports it.
-    async fn finish(self: &Arc<Self>, id: JobId, attempt: u32, end: JobEnd) {
-        let report = self.record_end(id, attempt, end).await;
-        self.deliver(report).await;
-        self.release(id, attempt);
-    }
-
-    /// Puts the end report in the outbox (its fsync off the runtime thread, so heartbeats and
-    /// agent calls never wait on the disk); from here on the process record is not needed.
-    async fn record_end(&self, id: JobId, attempt: u32, end: JobEnd) -> Report {
+    /// Records the end durably (whether or not the start got through yet), then reports it
+    /// once the start's delivery, if any, is over.
+    async fn finish(
+        self: &Arc<Self>,
+        id: JobId,
+        attempt: u32,
+        end: JobEnd,
+        start_delivery: Option<tokio::task::JoinHandle<()>>,
+    ) {
         let report = Report::finished(id, attempt, end);
+        // The fsync runs off the runtime thread: heartbeats and agent calls never wait on it.
         let (outbox, copy) = (self.outbox.clone(), report.clone());
-        let put = tokio::task::spawn_blocking(move || outbox.put(&copy)).await;
-        match put {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(job = id, error = %e, "end report not durable; sending it anyway"),
-            Err(e) => warn!(job = id, error = %e, "end report not durable; sending it anyway"),
+        let put = tokio::task::spawn_blocking(move || outbox.put(&copy).map_err(|e| e.to_string()))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = put {
+            warn!(job = id, error = %e, "end report not durable; sending it anyway");
         }
+        // From here on the end is recorded: the process record is not needed.
         self.records.forget(id, attempt);
-        report
+        if let Some(start) = start_delivery {
+            let _ = start.await;
+        }
+        self.deliver(report).await;
+        self.release(id, attempt);
     }
 
     /// Marks the attempt ended; returns its process group and whether the worker's stop

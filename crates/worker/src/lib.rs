@@ -189,14 +189,12 @@ fn rejoin_action(
     jobs: Arc<Jobs>,
     lease: Arc<fence::Lease>,
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
-    // Canonical, so the path users are shown means something on this host.
-    let spool =
-        std::fs::canonicalize(&config.spool_dir).unwrap_or_else(|_| config.spool_dir.clone());
     let host = HostAttributes {
         name: config.name.clone(),
         cpus: config.cpus,
         mem_mb: config.mem_mb,
-        spool_dir: spool.to_string_lossy().into_owned(),
+        // Canonical, so the path users are shown means something on this host.
+        spool_dir: jobs.spool().to_string_lossy().into_owned(),
     };
     Arc::new(move |client: Client| {
         let join = Join {

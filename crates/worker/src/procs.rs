@@ -178,13 +178,9 @@ impl Records {
 fn still_ours(r: &ProcRecord) -> bool {
     match start_ticks(r.pid) {
         Some(ticks) => r.start_ticks != 0 && ticks == r.start_ticks,
-        None => !pid_exists(r.pid) && group_has_members(r.pid),
+        // The leader is gone (or a zombie): only members it left can keep the group number.
+        None => group_has_members(r.pid),
     }
-}
-
-/// Whether a live (not zombie) process has this pid.
-fn pid_exists(pid: i32) -> bool {
-    stat_fields(&format!("/proc/{pid}/stat")).is_some_and(|f| f.first().is_some_and(|s| s != "Z"))
 }
 
 /// Whether any live process is in process group `pgid`.
