@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use xce_client::ops::{GetCluster, ListJobs, Submit};
+use xce_client::ops::{all_jobs, GetCluster, ListJobs, Submit};
 use xce_client::types::{JobSpec, MemberRole, RequestToken};
 use xce_client::Status;
 use xce_tests::{wait_for, Cluster};
@@ -34,9 +34,7 @@ async fn submit_n(cluster: &Cluster, n: usize) -> BTreeSet<u64> {
 }
 
 async fn job_ids(cluster: &Cluster) -> BTreeSet<u64> {
-    let jobs = cluster
-        .client()
-        .call(ListJobs::default())
+    let jobs = all_jobs(&cluster.client(), Default::default())
         .await
         .expect("list jobs");
     jobs.iter().map(|j| j.id).collect()

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use xce_client::ops::{Dispatch, ListHosts, ListJobs, Submit};
+use xce_client::ops::{all_jobs, Dispatch, ListHosts, ListJobs, Submit};
 use xce_client::types::{HostState, JobFilter, JobId, JobSpec, JobState, RequestToken};
 use xce_client::{Client, ClientConfig, ClientError, Status};
 
@@ -83,7 +83,7 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<()> {
     }
     wait_all_done(&client, args.jobs).await?;
     let elapsed = started.elapsed();
-    let jobs = client.call(ListJobs::default()).await?;
+    let jobs = all_jobs(&client, JobFilter::default()).await?;
     let mut latencies = Vec::with_capacity(jobs.len());
     for job in &jobs {
         if job.state != JobState::Done {
@@ -198,14 +198,18 @@ async fn wait_all_done(client: &Client, n: usize) -> anyhow::Result<()> {
     let unfinished = JobFilter {
         queue: None,
         states: vec![JobState::Pending, JobState::Dispatched, JobState::Running],
+        user: None,
     };
     let deadline = Instant::now() + Duration::from_secs(60 + n as u64 / 10);
     while Instant::now() < deadline {
         if client
             .call(ListJobs {
                 filter: unfinished.clone(),
+                after: 0,
+                limit: 1,
             })
             .await?
+            .jobs
             .is_empty()
         {
             return Ok(());

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use xce_client::ops::{ListJobs, Submit};
+use xce_client::ops::{all_jobs, Submit};
 use xce_client::types::{JobSpec, RequestToken};
 use xce_client::ClientConfig;
 
@@ -76,8 +76,11 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<()> {
 
     // Every acknowledged submit must be there exactly once.
     let client = cluster.client(ClientConfig::default())?;
-    let jobs =
-        tokio::time::timeout(Duration::from_secs(60), client.call(ListJobs::default())).await??;
+    let jobs = tokio::time::timeout(
+        Duration::from_secs(60),
+        all_jobs(&client, Default::default()),
+    )
+    .await??;
     anyhow::ensure!(
         jobs.len() == acked,
         "{} jobs stored for {acked} acknowledged submits",

@@ -2,14 +2,12 @@
 
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use xce_client::ops::{
-    ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob, ListHosts, ListJobs,
+    list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob, ListHosts,
     ListQueues, Submit,
 };
-use xce_client::types::{
-    HostAction, JobAction, JobFilter, JobSpec, JobState, QueueAction, RequestToken,
-};
+use xce_client::types::{HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken};
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
 use crate::output::{self, fail};
@@ -53,59 +51,16 @@ pub struct JobsArgs {
     /// Only jobs in this queue.
     #[arg(long, short = 'q')]
     queue: Option<String>,
-    /// Only jobs in these states (repeatable).
-    #[arg(long, value_enum)]
-    state: Vec<StateArg>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum StateArg {
-    Pending,
-    Dispatched,
-    Running,
-    Suspended,
-    Done,
-    Exited,
-}
-
-impl From<StateArg> for JobState {
-    fn from(s: StateArg) -> Self {
-        match s {
-            StateArg::Pending => JobState::Pending,
-            StateArg::Dispatched => JobState::Dispatched,
-            StateArg::Running => JobState::Running,
-            StateArg::Suspended => JobState::Suspended,
-            StateArg::Done => JobState::Done,
-            StateArg::Exited => JobState::Exited,
-        }
-    }
-}
-
-/// `xce queue` verbs.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum QueueVerb {
-    Open,
-    Close,
-    Activate,
-    Inactivate,
-}
-
-impl From<QueueVerb> for QueueAction {
-    fn from(v: QueueVerb) -> Self {
-        match v {
-            QueueVerb::Open => QueueAction::Open,
-            QueueVerb::Close => QueueAction::Close,
-            QueueVerb::Activate => QueueAction::Activate,
-            QueueVerb::Inactivate => QueueAction::Inactivate,
-        }
-    }
-}
-
-/// `xce host` verbs.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum HostVerb {
-    Open,
-    Close,
+    /// Only jobs in these states (repeatable): pending, dispatched, running, suspended, done,
+    /// exited.
+    #[arg(long)]
+    state: Vec<JobState>,
+    /// Only jobs of this user.
+    #[arg(long, short = 'u')]
+    user: Option<String>,
+    /// At most this many jobs (the lowest ids first); all of them by default.
+    #[arg(long)]
+    limit: Option<usize>,
 }
 
 /// The CLI's client budget: patient enough to ride out a failover, short enough that a dead
@@ -150,9 +105,13 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Jobs(args) => {
             let filter = JobFilter {
                 queue: args.queue,
-                states: args.state.into_iter().map(JobState::from).collect(),
+                states: args.state,
+                user: args.user,
             };
-            output::jobs(f, &check(f, c.call(ListJobs { filter }).await));
+            let mut printer = output::JobsPrinter::new(f);
+            let listed = list_jobs(&c, filter, args.limit, |page| printer.page(page)).await;
+            check(f, listed);
+            printer.finish();
         }
         Command::Job { id } => output::job(f, &check(f, c.call(GetJob { id }).await)),
         Command::Kill { id } => control(&c, f, id, JobAction::Kill, "killed").await,
@@ -170,7 +129,6 @@ pub async fn run(cli: Cli) -> i32 {
         }
         Command::Queues => output::queues(f, &check(f, c.call(ListQueues).await)),
         Command::Queue { action, name } => {
-            let action = QueueAction::from(action);
             let op = ControlQueue {
                 token: RequestToken::random(),
                 name: name.clone(),
@@ -181,9 +139,9 @@ pub async fn run(cli: Cli) -> i32 {
         }
         Command::Hosts => output::hosts(f, &check(f, c.call(ListHosts).await)),
         Command::Host { action, name } => {
-            let (action, verb) = match action {
-                HostVerb::Open => (HostAction::Open, "opened"),
-                HostVerb::Close => (HostAction::Close, "closed"),
+            let verb = match action {
+                HostAction::Open => "opened",
+                HostAction::Close => "closed",
             };
             let op = ControlHost {
                 token: RequestToken::random(),

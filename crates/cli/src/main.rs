@@ -57,16 +57,16 @@ pub enum Command {
     Queues,
     /// Open, close, activate or inactivate a queue.
     Queue {
-        #[arg(value_enum)]
-        action: commands::QueueVerb,
+        /// open, close, activate or inactivate.
+        action: xce_client::types::QueueAction,
         name: String,
     },
     /// List worker hosts.
     Hosts,
     /// Open or close a host.
     Host {
-        #[arg(value_enum)]
-        action: commands::HostVerb,
+        /// open or close.
+        action: xce_client::types::HostAction,
         name: String,
     },
     /// Show the controllers and which one is primary.

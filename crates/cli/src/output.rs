@@ -1,5 +1,7 @@
 //! Printing results and errors as text tables or the JSON shapes of DESIGN §3.
 
+use std::io::Write;
+
 use serde_json::Value;
 use xce_client::json;
 use xce_client::types::{ClusterInfo, Host, Job, Queue};
@@ -23,25 +25,70 @@ fn or_dash(s: Option<&str>) -> &str {
     s.unwrap_or("-")
 }
 
-/// Prints a list of jobs.
-pub fn jobs(format: Format, jobs: &[Job]) {
-    if format == Format::Json {
-        return print_json(&Value::Array(jobs.iter().map(json::job).collect()));
+/// Prints a job listing page by page as it arrives, in the same shape as one whole list:
+/// a table with one header line, or one JSON array.
+pub struct JobsPrinter {
+    format: Format,
+    out: std::io::BufWriter<std::io::StdoutLock<'static>>,
+    printed: usize,
+}
+
+impl JobsPrinter {
+    /// Starts a listing (the table header is printed with the first page, or at the end).
+    pub fn new(format: Format) -> JobsPrinter {
+        JobsPrinter {
+            format,
+            out: std::io::BufWriter::new(std::io::stdout().lock()),
+            printed: 0,
+        }
     }
-    println!(
-        "{:<8} {:<10} {:<10} {:<10} {:<10} COMMAND",
-        "ID", "STATE", "QUEUE", "USER", "HOST"
-    );
-    for j in jobs {
-        println!(
-            "{:<8} {:<10} {:<10} {:<10} {:<10} {}",
-            j.id,
-            j.state.name(),
-            j.spec.queue,
-            j.spec.user,
-            or_dash(j.host.as_deref()),
-            j.spec.command.join(" ")
-        );
+
+    /// Prints one page.
+    pub fn page(&mut self, jobs: &[Job]) {
+        for j in jobs {
+            if self.printed == 0 {
+                self.start();
+            }
+            let _ = match self.format {
+                Format::Json => {
+                    let sep = if self.printed == 0 { "" } else { "," };
+                    write!(self.out, "{sep}{}", json::job(j))
+                }
+                Format::Text => writeln!(
+                    self.out,
+                    "{:<8} {:<10} {:<10} {:<10} {:<10} {}",
+                    j.id,
+                    j.state.name(),
+                    j.spec.queue,
+                    j.spec.user,
+                    or_dash(j.host.as_deref()),
+                    j.spec.command.join(" ")
+                ),
+            };
+            self.printed += 1;
+        }
+    }
+
+    fn start(&mut self) {
+        let _ = match self.format {
+            Format::Json => write!(self.out, "["),
+            Format::Text => writeln!(
+                self.out,
+                "{:<8} {:<10} {:<10} {:<10} {:<10} COMMAND",
+                "ID", "STATE", "QUEUE", "USER", "HOST"
+            ),
+        };
+    }
+
+    /// Ends the listing.
+    pub fn finish(mut self) {
+        if self.printed == 0 {
+            self.start();
+        }
+        if self.format == Format::Json {
+            let _ = writeln!(self.out, "]");
+        }
+        let _ = self.out.flush();
     }
 }
 

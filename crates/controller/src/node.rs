@@ -14,7 +14,7 @@ use xce_client::Candidate;
 use xce_proto::Status;
 
 use crate::network::raft_client::Reachability;
-use crate::state::{approx_size, Command, Outcome, QueueDef, State};
+use crate::state::{Command, Outcome, QueueDef, State};
 use crate::store::{Batch, NodeId, SharedState, TypeConfig};
 
 /// Most commands in one Raft entry.
@@ -192,6 +192,11 @@ impl Node {
     /// right after it committed a change to it).
     pub fn applied_job(&self, id: JobId) -> Option<xce_client::types::Job> {
         self.state.read().state.job(id).cloned()
+    }
+
+    /// The events of every entry applied from now on (see [`crate::store::Published`]).
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Arc<crate::store::Published>> {
+        self.state.subscribe()
     }
 
     /// Records that a host is alive (a heartbeat or a join).
@@ -397,9 +402,7 @@ fn quorum_silence(m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Dur
 pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
     match outcome {
         Outcome::Submitted(id) => (ReplyHeader::ok(), Some(id)),
-        Outcome::Done | Outcome::Signal { .. } | Outcome::Resynced { .. } => {
-            (ReplyHeader::ok(), None)
-        }
+        Outcome::Done | Outcome::Resynced { .. } => (ReplyHeader::ok(), None),
         Outcome::Rejected { status, message } => (ReplyHeader::status(status, message), None),
         Outcome::Duplicate(original) => match *original {
             // A re-sent write whose original was rejected gets the same rejection: `dupJob`
@@ -410,7 +413,7 @@ pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 Some(id),
             ),
-            Outcome::Done | Outcome::Signal { .. } | Outcome::Resynced { .. } => (
+            Outcome::Done | Outcome::Resynced { .. } => (
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 None,
             ),
@@ -434,12 +437,12 @@ async fn run_proposer(node: Arc<Node>, mut rx: mpsc::Receiver<Proposal>) {
         let Ok(permit) = inflight.clone().acquire_owned().await else {
             return;
         };
-        let mut bytes = approx_size(&first.cmd);
+        let mut bytes = first.cmd.approx_size();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
                 Ok(p) => {
-                    bytes += approx_size(&p.cmd);
+                    bytes += p.cmd.approx_size();
                     batch.push(p);
                 }
                 Err(_) => break,

@@ -10,7 +10,7 @@ use crate::agent::AgentHandle;
 use crate::connection::LocalFuture;
 use crate::types::{
     ClusterInfo, HeldJob, Host, HostAction, HostAttributes, Job, JobAction, JobEnd, JobFilter,
-    JobId, JobOrder, JobSpec, Queue, QueueAction, RequestToken, Role,
+    JobId, JobOrder, JobPage, JobSpec, Queue, QueueAction, RequestToken, Role,
 };
 use crate::wire::{self, ReplyHeader};
 
@@ -43,17 +43,37 @@ pub trait Op: Clone + Send + Sync + 'static {
     ) -> LocalFuture<Result<Reply<Self::Output>, capnp::Error>>;
 }
 
-fn carries_value(h: &ReplyHeader) -> bool {
-    matches!(h.status, Status::Ok | Status::DupJob)
+/// Reads a reply: the header, then the value, read only when the status carries one (`ok`,
+/// or `dupJob` with the original result). Every op's reply is read through here.
+fn reply<T>(
+    header: xce_proto::xce_capnp::reply_header::Reader<'_>,
+    value: impl FnOnce() -> Result<T, capnp::Error>,
+) -> Result<Reply<T>, capnp::Error> {
+    let header = wire::read_header(header)?;
+    let value = if matches!(header.status, Status::Ok | Status::DupJob) {
+        Some(value()?)
+    } else {
+        None
+    };
+    Ok(Reply { header, value })
 }
 
 /// The reply of an op whose result is just its header.
 fn header_only(
     header: xce_proto::xce_capnp::reply_header::Reader<'_>,
 ) -> Result<Reply<()>, capnp::Error> {
-    let header = wire::read_header(header)?;
-    let value = carries_value(&header).then_some(());
-    Ok(Reply { header, value })
+    reply(header, || Ok(()))
+}
+
+/// Reads every element of a capnp list with `read`.
+fn read_list<'a, R, T>(
+    list: capnp::struct_list::Reader<'a, R>,
+    read: impl Fn(<R as capnp::traits::OwnedStruct>::Reader<'a>) -> Result<T, capnp::Error>,
+) -> Result<Vec<T>, capnp::Error>
+where
+    R: capnp::traits::OwnedStruct,
+{
+    list.iter().map(read).collect()
 }
 
 /// Submit a job. Output: its id (the original id on a replayed token).
@@ -74,48 +94,87 @@ impl Op for Submit {
             wire::write_spec(req.get().init_spec(), &self.spec);
             let resp = req.send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = carries_value(&header).then(|| r.get_job_id());
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || Ok(r.get_job_id()))
         }
         .boxed_local()
     }
 }
 
-/// List jobs matching a filter.
+/// One page of the jobs matching a filter (see [`list_jobs`] for all of them).
 #[derive(Debug, Clone, Default)]
 pub struct ListJobs {
     pub filter: JobFilter,
+    /// Only jobs with ids above this (0: from the start); the `next` of the previous page.
+    pub after: JobId,
+    /// Most jobs in the page; 0 for the controller's default (it caps any value).
+    pub limit: u32,
 }
 
 impl Op for ListJobs {
-    type Output = Vec<Job>;
+    type Output = JobPage;
     const KIND: OpKind = OpKind::Read;
     const NAME: &'static str = "listJobs";
-    fn send(
-        self,
-        client: controller::Client,
-    ) -> LocalFuture<Result<Reply<Vec<Job>>, capnp::Error>> {
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<JobPage>, capnp::Error>> {
         async move {
             let mut req = client.list_jobs_request();
             wire::write_filter(req.get().init_filter(), &self.filter);
+            req.get().set_after(self.after);
+            req.get().set_limit(self.limit);
             let resp = req.send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = if carries_value(&header) {
-                Some(
-                    r.get_jobs()?
-                        .iter()
-                        .map(wire::read_job)
-                        .collect::<Result<_, _>>()?,
-                )
-            } else {
-                None
-            };
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || {
+                Ok(JobPage {
+                    jobs: read_list(r.get_jobs()?, wire::read_job)?,
+                    next: Some(r.get_next()).filter(|n| *n != 0),
+                })
+            })
         }
         .boxed_local()
     }
+}
+
+/// Every job matching `filter`, page by page (each page one call through the failover loop),
+/// up to `max` jobs when given; `each` gets every page as it arrives, so a caller can print a
+/// long listing without holding it all.
+pub async fn list_jobs<T: crate::transport::Transport>(
+    client: &crate::Client<T>,
+    filter: JobFilter,
+    max: Option<usize>,
+    mut each: impl FnMut(&[Job]),
+) -> Result<usize, crate::ClientError> {
+    let mut after = 0;
+    let mut seen = 0usize;
+    loop {
+        let remaining = max.map(|m| m.saturating_sub(seen));
+        if remaining == Some(0) {
+            return Ok(seen);
+        }
+        let limit = remaining.map_or(0, |r| r.min(u32::MAX as usize) as u32);
+        let page = client
+            .call(ListJobs {
+                filter: filter.clone(),
+                after,
+                limit,
+            })
+            .await?;
+        let take = remaining.map_or(page.jobs.len(), |r| r.min(page.jobs.len()));
+        each(&page.jobs[..take]);
+        seen += take;
+        match page.next {
+            Some(next) if next > after => after = next,
+            _ => return Ok(seen),
+        }
+    }
+}
+
+/// Every job matching `filter`, gathered from all its pages.
+pub async fn all_jobs<T: crate::transport::Transport>(
+    client: &crate::Client<T>,
+    filter: JobFilter,
+) -> Result<Vec<Job>, crate::ClientError> {
+    let mut jobs = Vec::new();
+    list_jobs(client, filter, None, |page| jobs.extend_from_slice(page)).await?;
+    Ok(jobs)
 }
 
 /// One job by id.
@@ -134,13 +193,7 @@ impl Op for GetJob {
             req.get().set_job_id(self.id);
             let resp = req.send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = if carries_value(&header) {
-                Some(wire::read_job(r.get_job()?)?)
-            } else {
-                None
-            };
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || wire::read_job(r.get_job()?))
         }
         .boxed_local()
     }
@@ -186,18 +239,9 @@ impl Op for ListQueues {
         async move {
             let resp = client.list_queues_request().send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = if carries_value(&header) {
-                Some(
-                    r.get_queues()?
-                        .iter()
-                        .map(wire::read_queue)
-                        .collect::<Result<_, _>>()?,
-                )
-            } else {
-                None
-            };
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || {
+                read_list(r.get_queues()?, wire::read_queue)
+            })
         }
         .boxed_local()
     }
@@ -243,13 +287,7 @@ impl Op for GetCluster {
         async move {
             let resp = client.cluster_info_request().send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = if carries_value(&header) {
-                Some(wire::read_cluster(r.get_cluster()?)?)
-            } else {
-                None
-            };
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || wire::read_cluster(r.get_cluster()?))
         }
         .boxed_local()
     }
@@ -270,18 +308,9 @@ impl Op for ListHosts {
         async move {
             let resp = client.list_hosts_request().send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let value = if carries_value(&header) {
-                Some(
-                    r.get_hosts()?
-                        .iter()
-                        .map(wire::read_host)
-                        .collect::<Result<_, _>>()?,
-                )
-            } else {
-                None
-            };
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || {
+                read_list(r.get_hosts()?, wire::read_host)
+            })
         }
         .boxed_local()
     }
@@ -352,17 +381,14 @@ impl Op for Join {
             }
             let resp = req.send().promise.await?;
             let r = resp.get()?;
-            let header = wire::read_header(r.get_header()?)?;
-            let orders = r
-                .get_orders()?
-                .iter()
-                .map(wire::read_order)
-                .collect::<Result<Vec<_>, _>>()?;
-            let lost_after = Some(r.get_lost_after_ms())
-                .filter(|ms| *ms > 0)
-                .map(std::time::Duration::from_millis);
-            let value = carries_value(&header).then_some(Joined { orders, lost_after });
-            Ok(Reply { header, value })
+            reply(r.get_header()?, || {
+                Ok(Joined {
+                    orders: read_list(r.get_orders()?, wire::read_order)?,
+                    lost_after: Some(r.get_lost_after_ms())
+                        .filter(|ms| *ms > 0)
+                        .map(std::time::Duration::from_millis),
+                })
+            })
         }
         .boxed_local()
     }

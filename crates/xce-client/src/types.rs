@@ -4,6 +4,52 @@
 
 use serde::{Deserialize, Serialize};
 
+/// An enum whose variants have contract names (`pending`, `open`, ...): gives it `ALL`,
+/// `name()`, `Display` and a `FromStr` whose error lists what is accepted, written once for
+/// every such enum (the CLI parses its arguments with it).
+macro_rules! named_enum {
+    ($(#[$meta:meta])* pub enum $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The contract name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = UnknownName;
+            fn from_str(s: &str) -> Result<Self, UnknownName> {
+                $name::ALL.iter().copied().find(|v| v.name() == s).ok_or_else(|| UnknownName {
+                    what: stringify!($name),
+                    got: s.to_string(),
+                    expected: $name::ALL.iter().map(|v| v.name()).collect::<Vec<_>>().join(", "),
+                })
+            }
+        }
+    };
+}
+
+/// A name that is not one of an enum's contract names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: unknown value {got:?} (expected one of: {expected})")]
+pub struct UnknownName {
+    pub what: &'static str,
+    pub got: String,
+    pub expected: String,
+}
+
 /// A job id: small integers assigned in log order (`Job <42>`).
 pub type JobId = u64;
 
@@ -35,41 +81,21 @@ pub struct JobSpec {
     pub priority: i32,
 }
 
-/// Job life cycle: `pending → dispatched → running ⇄ suspended → done | exited`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    Pending,
-    Dispatched,
-    Running,
-    Suspended,
-    Done,
-    Exited,
+named_enum! {
+    /// Job life cycle: `pending → dispatched → running ⇄ suspended → done | exited`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum JobState {
+        Pending => "pending",
+        Dispatched => "dispatched",
+        Running => "running",
+        Suspended => "suspended",
+        Done => "done",
+        Exited => "exited",
+    }
 }
 
 impl JobState {
-    /// All states, in life-cycle order.
-    pub const ALL: [JobState; 6] = [
-        JobState::Pending,
-        JobState::Dispatched,
-        JobState::Running,
-        JobState::Suspended,
-        JobState::Done,
-        JobState::Exited,
-    ];
-
-    /// The contract name (`pending`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            JobState::Pending => "pending",
-            JobState::Dispatched => "dispatched",
-            JobState::Running => "running",
-            JobState::Suspended => "suspended",
-            JobState::Done => "done",
-            JobState::Exited => "exited",
-        }
-    }
-
     /// Whether the job has ended for good.
     pub fn is_final(self) -> bool {
         matches!(self, JobState::Done | JobState::Exited)
@@ -99,13 +125,15 @@ pub struct Job {
     pub output_dir: Option<String>,
 }
 
-/// A job control action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum JobAction {
-    Kill,
-    Suspend,
-    Resume,
-    Requeue,
+named_enum! {
+    /// A job control action.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum JobAction {
+        Kill => "kill",
+        Suspend => "suspend",
+        Resume => "resume",
+        Requeue => "requeue",
+    }
 }
 
 /// A queue and, in replies, its job counts.
@@ -119,34 +147,26 @@ pub struct Queue {
     pub running: u32,
 }
 
-/// A queue control action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum QueueAction {
-    Open,
-    Close,
-    Activate,
-    Inactivate,
-}
-
-impl QueueAction {
-    /// The CLI/HTTP verb.
-    pub fn name(self) -> &'static str {
-        match self {
-            QueueAction::Open => "open",
-            QueueAction::Close => "close",
-            QueueAction::Activate => "activate",
-            QueueAction::Inactivate => "inactivate",
-        }
+named_enum! {
+    /// A queue control action (the CLI/HTTP verb).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum QueueAction {
+        Open => "open",
+        Close => "close",
+        Activate => "activate",
+        Inactivate => "inactivate",
     }
 }
 
-/// A controller's role as the answering primary sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MemberRole {
-    Primary,
-    Standby,
-    Unreachable,
+named_enum! {
+    /// A controller's role as the answering primary sees it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum MemberRole {
+        Primary => "primary",
+        Standby => "standby",
+        Unreachable => "unreachable",
+    }
 }
 
 /// One controller candidate in a cluster report.
@@ -170,35 +190,36 @@ pub struct ClusterInfo {
 pub struct JobFilter {
     pub queue: Option<String>,
     pub states: Vec<JobState>,
+    pub user: Option<String>,
 }
 
 impl JobFilter {
     /// Whether `job` passes the filter.
     pub fn matches(&self, job: &Job) -> bool {
         self.queue.as_ref().is_none_or(|q| *q == job.spec.queue)
+            && self.user.as_ref().is_none_or(|u| *u == job.spec.user)
             && (self.states.is_empty() || self.states.contains(&job.state))
     }
 }
 
-/// Whether a host takes jobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum HostState {
-    Ok,
-    /// Closed by an operator: no new jobs.
-    Closed,
-    /// Its worker stopped heartbeating for longer than the TTL.
-    Unavailable,
+/// One page of a job listing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobPage {
+    pub jobs: Vec<Job>,
+    /// The `after` of the next page; `None` when this page was the last.
+    pub next: Option<JobId>,
 }
 
-impl HostState {
-    /// The contract name (`ok`, `closed`, `unavailable`).
-    pub fn name(self) -> &'static str {
-        match self {
-            HostState::Ok => "ok",
-            HostState::Closed => "closed",
-            HostState::Unavailable => "unavailable",
-        }
+named_enum! {
+    /// Whether a host takes jobs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum HostState {
+        Ok => "ok",
+        /// Closed by an operator: no new jobs.
+        Closed => "closed",
+        /// Its worker stopped heartbeating for longer than the TTL.
+        Unavailable => "unavailable",
     }
 }
 
@@ -213,20 +234,29 @@ pub struct Host {
     pub cpus_used: u32,
 }
 
-/// A host control action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum HostAction {
-    Open,
-    Close,
+named_enum! {
+    /// A host control action.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum HostAction {
+        Open => "open",
+        Close => "close",
+    }
 }
 
-/// Who a joining daemon is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Role {
-    User,
-    Worker,
-    Scheduler,
-    Apiserver,
+named_enum! {
+    /// Who is calling: the role a connection's session holds, which decides what it may do.
+    /// A connection that never joined is a `user`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum Role {
+        User => "user",
+        Worker => "worker",
+        Scheduler => "scheduler",
+        Apiserver => "apiserver",
+        Operator => "operator",
+        Admin => "admin",
+        /// A controller peer: the only role that reaches the Raft interface.
+        Controller => "controller",
+    }
 }
 
 /// What a worker reports about its host when it joins.

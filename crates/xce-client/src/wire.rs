@@ -48,6 +48,36 @@ fn opt_ms(ms: u64) -> Option<u64> {
     (ms != 0).then_some(ms)
 }
 
+/// `From` both ways between a domain enum and its capnp mirror, whose variants have the same
+/// names: every enum conversion is written once, here.
+macro_rules! mirror_enum {
+    ($($domain:ident <=> $wire:ident { $($variant:ident),+ $(,)? })+) => {$(
+        impl From<$domain> for w::$wire {
+            fn from(v: $domain) -> Self {
+                match v { $($domain::$variant => w::$wire::$variant),+ }
+            }
+        }
+
+        impl From<w::$wire> for $domain {
+            fn from(v: w::$wire) -> Self {
+                match v { $(w::$wire::$variant => $domain::$variant),+ }
+            }
+        }
+    )+};
+}
+
+mirror_enum! {
+    JobState <=> JobState { Pending, Dispatched, Running, Suspended, Done, Exited }
+    JobAction <=> JobAction { Kill, Suspend, Resume, Requeue }
+    QueueAction <=> QueueAction { Open, Close, Activate, Inactivate }
+    HostAction <=> HostAction { Open, Close }
+    HostState <=> HostState { Ok, Closed, Unavailable }
+    MemberRole <=> MemberRole { Primary, Standby, Unreachable }
+    Role <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller }
+    JobSignal <=> JobSignal { Kill, Suspend, Resume }
+    HeldPhase <=> HeldPhase { Running, Suspended, Finished }
+}
+
 /// Writes a reply header.
 pub fn write_header(mut b: w::reply_header::Builder<'_>, h: &ReplyHeader) {
     b.set_status(h.status.into());
@@ -127,32 +157,6 @@ pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, Error> {
     })
 }
 
-impl From<JobState> for w::JobState {
-    fn from(s: JobState) -> Self {
-        match s {
-            JobState::Pending => w::JobState::Pending,
-            JobState::Dispatched => w::JobState::Dispatched,
-            JobState::Running => w::JobState::Running,
-            JobState::Suspended => w::JobState::Suspended,
-            JobState::Done => w::JobState::Done,
-            JobState::Exited => w::JobState::Exited,
-        }
-    }
-}
-
-impl From<w::JobState> for JobState {
-    fn from(s: w::JobState) -> Self {
-        match s {
-            w::JobState::Pending => JobState::Pending,
-            w::JobState::Dispatched => JobState::Dispatched,
-            w::JobState::Running => JobState::Running,
-            w::JobState::Suspended => JobState::Suspended,
-            w::JobState::Done => JobState::Done,
-            w::JobState::Exited => JobState::Exited,
-        }
-    }
-}
-
 /// Writes a job.
 pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_id(j.id);
@@ -198,6 +202,7 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
 /// Writes a job filter.
 pub fn write_filter(mut b: w::job_filter::Builder<'_>, f: &JobFilter) {
     b.set_queue(f.queue.as_deref().unwrap_or(""));
+    b.set_user(f.user.as_deref().unwrap_or(""));
     let mut states = b.init_states(f.states.len() as u32);
     for (i, s) in f.states.iter().enumerate() {
         states.set(i as u32, (*s).into());
@@ -214,51 +219,8 @@ pub fn read_filter(r: w::job_filter::Reader<'_>) -> Result<JobFilter, Error> {
     Ok(JobFilter {
         queue: opt_text(text(r.get_queue()?)?),
         states,
+        user: opt_text(text(r.get_user()?)?),
     })
-}
-
-impl From<JobAction> for w::JobAction {
-    fn from(a: JobAction) -> Self {
-        match a {
-            JobAction::Kill => w::JobAction::Kill,
-            JobAction::Suspend => w::JobAction::Suspend,
-            JobAction::Resume => w::JobAction::Resume,
-            JobAction::Requeue => w::JobAction::Requeue,
-        }
-    }
-}
-
-impl From<w::JobAction> for JobAction {
-    fn from(a: w::JobAction) -> Self {
-        match a {
-            w::JobAction::Kill => JobAction::Kill,
-            w::JobAction::Suspend => JobAction::Suspend,
-            w::JobAction::Resume => JobAction::Resume,
-            w::JobAction::Requeue => JobAction::Requeue,
-        }
-    }
-}
-
-impl From<QueueAction> for w::QueueAction {
-    fn from(a: QueueAction) -> Self {
-        match a {
-            QueueAction::Open => w::QueueAction::Open,
-            QueueAction::Close => w::QueueAction::Close,
-            QueueAction::Activate => w::QueueAction::Activate,
-            QueueAction::Inactivate => w::QueueAction::Inactivate,
-        }
-    }
-}
-
-impl From<w::QueueAction> for QueueAction {
-    fn from(a: w::QueueAction) -> Self {
-        match a {
-            w::QueueAction::Open => QueueAction::Open,
-            w::QueueAction::Close => QueueAction::Close,
-            w::QueueAction::Activate => QueueAction::Activate,
-            w::QueueAction::Inactivate => QueueAction::Inactivate,
-        }
-    }
 }
 
 /// Writes a queue.
@@ -292,11 +254,7 @@ pub fn write_cluster(mut b: w::cluster_info::Builder<'_>, c: &ClusterInfo) {
         let mut mb = members.reborrow().get(i as u32);
         mb.set_name(m.name.as_str());
         mb.set_addr(m.addr.as_str());
-        mb.set_role(match m.role {
-            MemberRole::Primary => w::MemberRole::Primary,
-            MemberRole::Standby => w::MemberRole::Standby,
-            MemberRole::Unreachable => w::MemberRole::Unreachable,
-        });
+        mb.set_role(m.role.into());
     }
 }
 
@@ -309,11 +267,7 @@ pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error
             Ok(Member {
                 name: text(m.get_name()?)?,
                 addr: text(m.get_addr()?)?,
-                role: match m.get_role()? {
-                    w::MemberRole::Primary => MemberRole::Primary,
-                    w::MemberRole::Standby => MemberRole::Standby,
-                    w::MemberRole::Unreachable => MemberRole::Unreachable,
-                },
+                role: m.get_role()?.into(),
             })
         })
         .collect::<Result<_, Error>>()?;
@@ -329,11 +283,7 @@ pub fn write_host(mut b: w::host::Builder<'_>, h: &Host) {
     b.set_name(h.name.as_str());
     b.set_cpus(h.cpus);
     b.set_mem_mb(h.mem_mb);
-    b.set_state(match h.state {
-        HostState::Ok => w::HostState::Ok,
-        HostState::Closed => w::HostState::Closed,
-        HostState::Unavailable => w::HostState::Unavailable,
-    });
+    b.set_state(h.state.into());
     b.set_running(h.running);
     b.set_cpus_used(h.cpus_used);
 }
@@ -344,54 +294,10 @@ pub fn read_host(r: w::host::Reader<'_>) -> Result<Host, Error> {
         name: text(r.get_name()?)?,
         cpus: r.get_cpus(),
         mem_mb: r.get_mem_mb(),
-        state: match r.get_state()? {
-            w::HostState::Ok => HostState::Ok,
-            w::HostState::Closed => HostState::Closed,
-            w::HostState::Unavailable => HostState::Unavailable,
-        },
+        state: r.get_state()?.into(),
         running: r.get_running(),
         cpus_used: r.get_cpus_used(),
     })
-}
-
-impl From<HostAction> for w::HostAction {
-    fn from(a: HostAction) -> Self {
-        match a {
-            HostAction::Open => w::HostAction::Open,
-            HostAction::Close => w::HostAction::Close,
-        }
-    }
-}
-
-impl From<w::HostAction> for HostAction {
-    fn from(a: w::HostAction) -> Self {
-        match a {
-            w::HostAction::Open => HostAction::Open,
-            w::HostAction::Close => HostAction::Close,
-        }
-    }
-}
-
-impl From<Role> for w::Role {
-    fn from(r: Role) -> Self {
-        match r {
-            Role::User => w::Role::User,
-            Role::Worker => w::Role::Worker,
-            Role::Scheduler => w::Role::Scheduler,
-            Role::Apiserver => w::Role::Apiserver,
-        }
-    }
-}
-
-impl From<w::Role> for Role {
-    fn from(r: w::Role) -> Self {
-        match r {
-            w::Role::User => Role::User,
-            w::Role::Worker => Role::Worker,
-            w::Role::Scheduler => Role::Scheduler,
-            w::Role::Apiserver => Role::Apiserver,
-        }
-    }
 }
 
 /// Writes host attributes.
@@ -428,46 +334,6 @@ pub fn read_end(r: w::job_end::Reader<'_>) -> Result<JobEnd, Error> {
         w::job_end::Signal(sig) => JobEnd::Signal(sig),
         w::job_end::Failed(reason) => JobEnd::Failed(text(reason?)?),
     })
-}
-
-impl From<JobSignal> for w::JobSignal {
-    fn from(s: JobSignal) -> Self {
-        match s {
-            JobSignal::Kill => w::JobSignal::Kill,
-            JobSignal::Suspend => w::JobSignal::Suspend,
-            JobSignal::Resume => w::JobSignal::Resume,
-        }
-    }
-}
-
-impl From<w::JobSignal> for JobSignal {
-    fn from(s: w::JobSignal) -> Self {
-        match s {
-            w::JobSignal::Kill => JobSignal::Kill,
-            w::JobSignal::Suspend => JobSignal::Suspend,
-            w::JobSignal::Resume => JobSignal::Resume,
-        }
-    }
-}
-
-impl From<HeldPhase> for w::HeldPhase {
-    fn from(p: HeldPhase) -> Self {
-        match p {
-            HeldPhase::Running => w::HeldPhase::Running,
-            HeldPhase::Suspended => w::HeldPhase::Suspended,
-            HeldPhase::Finished => w::HeldPhase::Finished,
-        }
-    }
-}
-
-impl From<w::HeldPhase> for HeldPhase {
-    fn from(p: w::HeldPhase) -> Self {
-        match p {
-            w::HeldPhase::Running => HeldPhase::Running,
-            w::HeldPhase::Suspended => HeldPhase::Suspended,
-            w::HeldPhase::Finished => HeldPhase::Finished,
-        }
-    }
 }
 
 /// Writes an order for one attempt.

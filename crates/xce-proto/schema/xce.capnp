@@ -129,12 +129,18 @@ struct ClusterInfo {
 struct JobFilter {
   queue @0 :Text;
   states @1 :List(JobState);
+  user @2 :Text;
 }
 
 # The client-facing interface, and the bootstrap capability of every controller port.
 interface Controller {
   submit @0 (token :Token, spec :JobSpec) -> (header :ReplyHeader, jobId :UInt64);
-  listJobs @1 (filter :JobFilter) -> (header :ReplyHeader, jobs :List(Job));
+  # One page of the jobs passing `filter`, in id order, with ids above `after` (0: from the
+  # start): at most `limit` jobs (0: the controller's default page; it caps both the count
+  # and the bytes of a page far below the message limit). `next` is the `after` of the next
+  # page, 0 when this page was the last.
+  listJobs @1 (filter :JobFilter, after :UInt64, limit :UInt32)
+      -> (header :ReplyHeader, jobs :List(Job), next :UInt64);
   jobInfo @2 (jobId :UInt64) -> (header :ReplyHeader, job :Job);
   jobControl @3 (token :Token, jobId :UInt64, action :JobAction) -> (header :ReplyHeader);
   listQueues @4 () -> (header :ReplyHeader, queues :List(Queue));
@@ -204,12 +210,16 @@ enum HostAction {
   close @1;
 }
 
-# Who is joining; decides what a connection may do.
+# Who is joining; decides what a connection may do (the controller's authorization table).
+# Until certificates make roles provable (security issue), a role is claimed at join.
 enum Role {
   user @0;
   worker @1;
   scheduler @2;
   apiserver @3;
+  operator @4;
+  admin @5;
+  controller @6;   # A controller peer: the only role that may reach the Raft interface.
 }
 
 # What a worker reports about its host when it joins.

@@ -2,5 +2,6 @@
 //! the outbound Raft client to the other controllers.
 
 pub mod codec;
+pub mod push;
 pub mod raft_client;
 pub mod service;

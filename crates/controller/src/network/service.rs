@@ -11,18 +11,16 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use tokio::net::TcpListener;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use tracing::{debug, info, warn};
-use xce_client::types::{HeldJob, HostAttributes, JobOrder, JobState, RequestToken, Role};
+use xce_client::types::{HeldJob, HostAttributes, JobOrder, RequestToken, Role};
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::{agent, controller, raft};
 use xce_proto::Status;
 
 use super::codec;
+use super::push::{self, Agents};
 use crate::node::{outcome_reply, Node};
 use crate::state::{validate_spec, Command, Outcome};
 use crate::store::{NodeId, TypeConfig};
-
-/// How long the primary waits for a worker's agent to take a request.
-const AGENT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Most attempts a worker may list at join: far above any host's job slots.
 const MAX_HELD: usize = 100_000;
@@ -31,6 +29,7 @@ const MAX_HELD: usize = 100_000;
 /// bootstrap capability.
 pub async fn serve(listener: TcpListener, node: Arc<Node>) {
     let agents = Agents::default();
+    tokio::task::spawn_local(push::run(node.clone(), agents.clone()));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -63,22 +62,6 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
     }
 }
 
-/// The agent capability of every worker that joined this node, by host name. capnp
-/// capabilities are `!Send`, so the registry lives on the service's thread and is shared by
-/// its connections.
-#[derive(Clone, Default)]
-struct Agents(std::rc::Rc<std::cell::RefCell<std::collections::HashMap<String, agent::Client>>>);
-
-impl Agents {
-    fn set(&self, host: &str, agent: agent::Client) {
-        self.0.borrow_mut().insert(host.to_string(), agent);
-    }
-
-    fn get(&self, host: &str) -> Option<agent::Client> {
-        self.0.borrow().get(host).cloned()
-    }
-}
-
 struct ControllerService {
     node: Arc<Node>,
     agents: Agents,
@@ -92,31 +75,6 @@ fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
 }
 
 impl ControllerService {
-    /// Asks the worker on `host` to run the attempt just committed. A push that fails leaves
-    /// the job dispatched; the worker's resync on rejoin reconciles it (worker issue).
-    async fn push_start(&self, id: u64, host: &str) {
-        let Some(job) = self.node.applied_job(id) else {
-            return;
-        };
-        // Only a job still waiting on this host for its start: a replayed or late push must
-        // not start an attempt that has moved on.
-        if job.state != JobState::Dispatched || job.host.as_deref() != Some(host) {
-            debug!(job = id, %host, state = job.state.name(), "start no longer due; not sent");
-            return;
-        }
-        let Some(agent) = self.agents.get(host) else {
-            warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
-            return;
-        };
-        let mut req = agent.start_job_request();
-        wire::write_job(req.get().init_job(), &job);
-        req.get().set_attempt(job.attempt);
-        match agent_call(req.send().promise).await {
-            Ok(_) => info!(job = id, %host, attempt = job.attempt, "job sent to its worker"),
-            Err(e) => warn!(job = id, %host, error = %e, "could not send the job to its worker"),
-        }
-    }
-
     /// Registers a worker's host, reconciles the attempts it holds, keeps its agent and sends
     /// it again what it was dispatched but never got. Returns the reply and the worker's orders.
     async fn join_worker(
@@ -144,54 +102,16 @@ impl ControllerService {
             Outcome::Duplicate(original) => original.as_ref(),
             other => other,
         };
-        let (orders, restart) = match applied {
-            Outcome::Resynced { orders, restart } => (orders.clone(), restart.clone()),
-            _ => (Vec::new(), Vec::new()),
+        let orders = match applied {
+            Outcome::Resynced { orders } => orders.clone(),
+            _ => Vec::new(),
         };
         let (header, _) = outcome_reply(outcome);
         if !matches!(header.status, Status::Ok | Status::DupJob) {
             return (header, Vec::new());
         }
-        info!(host = %name, fenced = orders.len(), resent = restart.len(), "worker joined");
-        for id in restart {
-            // After the reply: the worker applies its orders before it takes new work.
-            let this = self.clone_handle();
-            let name = name.clone();
-            tokio::task::spawn_local(async move { this.push_start(id, &name).await });
-        }
+        info!(host = %name, fenced = orders.len(), "worker joined");
         (header, orders)
-    }
-
-    /// A handle on the same node and agents, for work that outlives one request.
-    fn clone_handle(&self) -> ControllerService {
-        ControllerService {
-            node: self.node.clone(),
-            agents: self.agents.clone(),
-        }
-    }
-
-    /// Sends a committed kill, suspend or resume to the attempt's worker. A push that does
-    /// not arrive is repaired by the worker's resync when it rejoins.
-    async fn push_signal(&self, host: &str, order: JobOrder) {
-        let Some(agent) = self.agents.get(host) else {
-            warn!(job = order.id, %host, "no agent for the host on this primary; the signal waits for its worker to rejoin");
-            return;
-        };
-        let mut req = agent.signal_job_request();
-        wire::write_order(req.get().init_order(), &order);
-        let status = agent_call(req.send().promise).await.and_then(|resp| {
-            let header = resp.get()?.get_header()?;
-            Ok(wire::read_header(header)?.status)
-        });
-        match status {
-            Ok(Status::Ok) => {
-                info!(job = order.id, %host, attempt = order.attempt, signal = ?order.signal, "job signalled")
-            }
-            Ok(_) => {
-                warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
-            }
-            Err(e) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
-        }
     }
 
     /// Commits a write whose reply is just a header.
@@ -234,13 +154,16 @@ impl controller::Server for ControllerService {
         params: controller::ListJobsParams,
         mut results: controller::ListJobsResults,
     ) -> Result<(), capnp::Error> {
-        let filter = wire::read_filter(params.get()?.get_filter()?)?;
-        let jobs = self.node.read(|s| s.jobs(&filter)).await;
+        let p = params.get()?;
+        let filter = wire::read_filter(p.get_filter()?)?;
+        let (after, limit) = (p.get_after(), p.get_limit() as usize);
+        let page = self.node.read(|s| s.jobs_page(&filter, after, limit)).await;
         let mut r = results.get();
-        wire::write_header(r.reborrow().init_header(), &header_of(&jobs));
-        if let Ok(jobs) = jobs {
-            let mut list = r.init_jobs(jobs.len() as u32);
-            for (i, job) in jobs.iter().enumerate() {
+        wire::write_header(r.reborrow().init_header(), &header_of(&page));
+        if let Ok(page) = page {
+            r.set_next(page.next.unwrap_or(0));
+            let mut list = r.init_jobs(page.jobs.len() as u32);
+            for (i, job) in page.jobs.iter().enumerate() {
                 wire::write_job(list.reborrow().get(i as u32), job);
             }
         }
@@ -280,16 +203,9 @@ impl controller::Server for ControllerService {
             id: p.get_job_id(),
             action: p.get_action()?.into(),
         };
-        let (header, signal) = match self.node.write(cmd).await {
-            Ok(Outcome::Signal { host, order }) => (ReplyHeader::ok(), Some((host, order))),
-            Ok(outcome) => (outcome_reply(outcome).0, None),
-            Err(h) => (h, None),
-        };
+        // The signal to the worker, if any, follows from the applied entry's events.
+        let header = self.write_for_header(cmd).await;
         wire::write_header(results.get().init_header(), &header);
-        if let Some((host, order)) = signal {
-            let this = self.clone_handle();
-            tokio::task::spawn_local(async move { this.push_signal(&host, order).await });
-        }
         Ok(())
     }
 
@@ -396,7 +312,12 @@ impl controller::Server for ControllerService {
             }
             // Other roles hold no controller-side session yet: joining checks that this
             // node is the ready primary, so a daemon's rejoin lands where its calls will.
-            Role::User | Role::Scheduler | Role::Apiserver => match self.node.admit().await {
+            Role::User
+            | Role::Scheduler
+            | Role::Apiserver
+            | Role::Operator
+            | Role::Admin
+            | Role::Controller => match self.node.admit().await {
                 Ok(()) => (ReplyHeader::ok(), Vec::new()),
                 Err(h) => (h, Vec::new()),
             },
@@ -435,14 +356,10 @@ impl controller::Server for ControllerService {
             id,
             host: host.clone(),
         };
+        // The dispatch is decided once committed; the start push follows from the applied
+        // entry's events without holding up the reply (a slow worker must not slow its
+        // scheduler).
         let header = self.write_for_header(cmd).await;
-        if header.status == Status::Ok {
-            // The dispatch is decided once committed; the push follows without holding up
-            // the reply (a slow worker must not slow its scheduler). A push that does not
-            // arrive is repaired by the worker's next resync.
-            let this = self.clone_handle();
-            tokio::task::spawn_local(async move { this.push_start(id, &host).await });
-        }
         wire::write_header(results.get().init_header(), &header);
         Ok(())
     }
@@ -499,19 +416,6 @@ impl controller::Server for ControllerService {
         results.get().set_raft(raft);
         Ok(())
     }
-}
-
-/// One call to a worker's agent, bounded by [`AGENT_CALL_TIMEOUT`].
-async fn agent_call<T>(
-    call: impl std::future::Future<Output = Result<T, capnp::Error>>,
-) -> Result<T, capnp::Error> {
-    tokio::time::timeout(AGENT_CALL_TIMEOUT, call)
-        .await
-        .unwrap_or_else(|_| {
-            Err(capnp::Error::overloaded(format!(
-                "the worker did not answer within {AGENT_CALL_TIMEOUT:?}"
-            )))
-        })
 }
 
 /// A worker's report that changed nothing (unknown job, stale attempt) is worth an operator's

@@ -16,7 +16,7 @@ use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 pub use log::LogStore;
-pub use state_machine::{SharedState, StateMachineStore};
+pub use state_machine::{Published, SharedState, StateMachineStore, EVENT_BACKLOG};
 
 use crate::state::{Command, Outcome};
 
@@ -74,7 +74,7 @@ pub struct Identity {
 /// The encoding of replicated commands and state this build writes and reads. Raised whenever
 /// it changes; a data dir of another format is refused by name instead of failing to decode
 /// half-way through a replay.
-pub const STORE_FORMAT: u32 = 1;
+pub const STORE_FORMAT: u32 = 2;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! The state machine adapter: applies committed batches to the in-memory [`State`] and builds,
 //! stores and installs snapshots. The state itself is shared read-only with the service, which
-//! serves linearizable reads from it.
+//! serves linearizable reads from it, and the events each applied entry emitted are published
+//! with that entry's log index (on every node; only the ready primary acts on them).
 
 use std::io::Cursor;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
@@ -12,12 +13,25 @@ use openraft::{
 };
 use redb::{Database, ReadableTable};
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
 
 use super::{
     blocking, decode, encode, get_meta, read_err, write_err, BatchOutcome, NodeId, TypeConfig,
     KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
 };
-use crate::state::State;
+use crate::state::{Event, State};
+
+/// How many applied entries' events a slow receiver may fall behind by before it misses some
+/// (it is told how many: `RecvError::Lagged`).
+pub const EVENT_BACKLOG: usize = 1024;
+
+/// The events one applied log entry emitted.
+#[derive(Debug)]
+pub struct Published {
+    /// The log index of the entry.
+    pub index: u64,
+    pub events: Vec<Event>,
+}
 
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 
@@ -29,19 +43,34 @@ pub struct Applied {
     pub state: State,
 }
 
-/// Read access to the applied state for the service.
-#[derive(Clone, Default)]
-pub struct SharedState(Arc<RwLock<Applied>>);
+/// Read access to the applied state, and the stream of its events, for the service.
+#[derive(Clone)]
+pub struct SharedState {
+    applied: Arc<RwLock<Applied>>,
+    events: broadcast::Sender<Arc<Published>>,
+}
 
 impl SharedState {
+    fn new(applied: Applied) -> SharedState {
+        SharedState {
+            applied: Arc::new(RwLock::new(applied)),
+            events: broadcast::Sender::new(EVENT_BACKLOG),
+        }
+    }
+
     /// Read-locks the applied state. A poisoned lock means an apply panicked half-way; the
     /// process is going down with that panic, so reading the data as it stands is acceptable.
     pub fn read(&self) -> RwLockReadGuard<'_, Applied> {
-        self.0.read().unwrap_or_else(|p| p.into_inner())
+        self.applied.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Applied> {
-        self.0.write().unwrap_or_else(|p| p.into_inner())
+        self.applied.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every entry's events from now on, in log order.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Published>> {
+        self.events.subscribe()
     }
 }
 
@@ -66,13 +95,13 @@ impl StateMachineStore {
             Some((meta, data)) => Applied {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership,
-                state: decode(&data)?,
+                state: decode::<State>(&data)?.restored(),
             },
             None => Applied::default(),
         };
         Ok(StateMachineStore {
             db,
-            applied: SharedState(Arc::new(RwLock::new(applied))),
+            applied: SharedState::new(applied),
         })
     }
 
@@ -168,13 +197,22 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             applied.last_applied = Some(entry.log_id);
             let outcome = match entry.payload {
                 EntryPayload::Blank => BatchOutcome::default(),
-                EntryPayload::Normal(batch) => BatchOutcome {
-                    outcomes: batch
+                EntryPayload::Normal(batch) => {
+                    let mut events = Vec::new();
+                    let outcomes = batch
                         .commands
                         .into_iter()
-                        .map(|cmd| applied.state.apply(batch.at_ms, cmd))
-                        .collect(),
-                },
+                        .map(|cmd| applied.state.apply_into(batch.at_ms, cmd, &mut events))
+                        .collect();
+                    if !events.is_empty() {
+                        // No receiver (nobody subscribed yet) is not an error.
+                        let _ = self.applied.events.send(Arc::new(Published {
+                            index: entry.log_id.index,
+                            events,
+                        }));
+                    }
+                    BatchOutcome { outcomes }
+                }
                 EntryPayload::Membership(m) => {
                     applied.membership = StoredMembership::new(Some(entry.log_id), m);
                     BatchOutcome::default()
@@ -201,7 +239,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();
-        let state: State = decode(&data).map_err(read_err)?;
+        let state = decode::<State>(&data).map_err(read_err)?.restored();
         self.save_snapshot(meta, data).await?;
         let mut applied = self.applied.write();
         applied.last_applied = meta.last_log_id;

@@ -126,6 +126,7 @@ async fn snapshot_round_trips_through_a_restart() {
             .collect(),
     };
     let log_id = LogId::new(CommittedLeaderId::new(1, 1), 1);
+    let mut events = sm.shared().subscribe();
     let out = sm
         .apply(vec![openraft::Entry {
             log_id,
@@ -134,6 +135,10 @@ async fn snapshot_round_trips_through_a_restart() {
         .await
         .unwrap();
     assert_eq!(out[0].outcomes.len(), 3);
+    // The entry's events are published with its log index: one per new job.
+    let published = events.try_recv().unwrap();
+    assert_eq!(published.index, 1);
+    assert_eq!(published.events.len(), 3);
     let snap = sm.build_snapshot().await.unwrap();
     assert_eq!(snap.meta.last_log_id, Some(log_id));
     let before = sm.shared().read().state.clone();

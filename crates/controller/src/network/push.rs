@@ -1,0 +1,154 @@
+//! Pushes to workers, driven by the state machine's event stream: the ready primary carries
+//! every [`Push`] an applied entry emitted (a start after a dispatch or a resync, a kill,
+//! suspend or resume after an operator's command) to the host's agent. No RPC handler pushes
+//! by itself, so changes the primary's own tasks propose push like any other.
+//!
+//! Runs on the service's `LocalSet` (agent capabilities are `!Send`). Each host has its own
+//! FIFO task, so a slow or dead worker delays only its own orders and a suspend is never
+//! overtaken by the resume that follows it. A push that does not arrive is repaired by the
+//! worker's next resync (every join, and every `--resync-ms`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+use tracing::{debug, info, warn};
+use xce_client::types::{JobOrder, JobState};
+use xce_client::wire;
+use xce_proto::xce_capnp::agent;
+use xce_proto::Status;
+
+use crate::node::Node;
+use crate::state::{Event, Push};
+
+/// How long the primary waits for a worker's agent to take a request.
+const AGENT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The agent capability of every worker that joined this node, by host name. capnp
+/// capabilities are `!Send`, so the registry lives on the service's thread and is shared by
+/// its connections.
+#[derive(Clone, Default)]
+pub struct Agents(Rc<RefCell<HashMap<String, agent::Client>>>);
+
+impl Agents {
+    /// Keeps the agent a worker passed at join (replacing the one of an earlier join).
+    pub fn set(&self, host: &str, agent: agent::Client) {
+        self.0.borrow_mut().insert(host.to_string(), agent);
+    }
+
+    fn get(&self, host: &str) -> Option<agent::Client> {
+        self.0.borrow().get(host).cloned()
+    }
+}
+
+/// Follows the event stream and hands every push to its host's queue, while this node is
+/// the ready primary. Runs until the stream closes.
+pub async fn run(node: Arc<Node>, agents: Agents) {
+    let mut events = node.events();
+    let mut hosts: HashMap<String, mpsc::UnboundedSender<Push>> = HashMap::new();
+    loop {
+        let published = match events.recv().await {
+            Ok(p) => p,
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                warn!(missed, "pushes fell behind the applied log; the workers' next resync repairs what was missed");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        // Entries applied as a standby, or before this primary's barrier, are not ours to
+        // push: the workers rejoin the new primary and its resync re-sends what they lack.
+        if node.gate().is_err() {
+            continue;
+        }
+        for event in &published.events {
+            let Event::Push(push) = event else { continue };
+            let queue = hosts
+                .entry(push.host().to_string())
+                .or_insert_with(|| spawn_host_queue(node.clone(), agents.clone()));
+            if queue.send(push.clone()).is_err() {
+                warn!(host = push.host(), "push queue of the host is gone");
+            }
+        }
+    }
+}
+
+/// One host's pushes, carried out in order.
+fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Push> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Push>();
+    tokio::task::spawn_local(async move {
+        while let Some(push) = rx.recv().await {
+            match push {
+                Push::Start { host, id, attempt } => {
+                    start(&node, &agents, &host, id, attempt).await
+                }
+                Push::Signal { host, order } => signal(&agents, &host, order).await,
+            }
+        }
+    });
+    tx
+}
+
+/// Asks the worker on `host` to run the attempt. A start no longer due (the job moved on
+/// since the entry was applied) is not sent.
+async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) {
+    let Some(job) = node.applied_job(id) else {
+        return;
+    };
+    if job.state != JobState::Dispatched
+        || job.host.as_deref() != Some(host)
+        || job.attempt != attempt
+    {
+        debug!(job = id, %host, state = job.state.name(), "start no longer due; not sent");
+        return;
+    }
+    let Some(agent) = agents.get(host) else {
+        warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
+        return;
+    };
+    let mut req = agent.start_job_request();
+    wire::write_job(req.get().init_job(), &job);
+    req.get().set_attempt(job.attempt);
+    match agent_call(req.send().promise).await {
+        Ok(_) => info!(job = id, %host, attempt, "job sent to its worker"),
+        Err(e) => warn!(job = id, %host, error = %e, "could not send the job to its worker"),
+    }
+}
+
+/// Sends a committed kill, suspend or resume to the attempt's worker.
+async fn signal(agents: &Agents, host: &str, order: JobOrder) {
+    let Some(agent) = agents.get(host) else {
+        warn!(job = order.id, %host, "no agent for the host on this primary; the signal waits for its worker to rejoin");
+        return;
+    };
+    let mut req = agent.signal_job_request();
+    wire::write_order(req.get().init_order(), &order);
+    let status = agent_call(req.send().promise).await.and_then(|resp| {
+        let header = resp.get()?.get_header()?;
+        Ok(wire::read_header(header)?.status)
+    });
+    match status {
+        Ok(Status::Ok) => {
+            info!(job = order.id, %host, attempt = order.attempt, signal = ?order.signal, "job signalled")
+        }
+        Ok(_) => {
+            warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
+        }
+        Err(e) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
+    }
+}
+
+/// One call to a worker's agent, bounded by [`AGENT_CALL_TIMEOUT`].
+async fn agent_call<T>(
+    call: impl std::future::Future<Output = Result<T, capnp::Error>>,
+) -> Result<T, capnp::Error> {
+    tokio::time::timeout(AGENT_CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(capnp::Error::overloaded(format!(
+                "the worker did not answer within {AGENT_CALL_TIMEOUT:?}"
+            )))
+        })
+}

@@ -1,0 +1,197 @@
+//! What is stored in the Raft log (`Command`) and what applying it answers (`Outcome`).
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::{
+    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, QueueAction,
+    RequestToken,
+};
+use xce_proto::Status;
+
+/// What happens to a running job whose host or worker lost it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LostPolicy {
+    /// Back to pending; the next dispatch is a new attempt.
+    #[default]
+    Requeue,
+    /// The job ends `exited` with the reason.
+    Exit,
+}
+
+/// A queue definition, as given in the controller configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueDef {
+    pub name: String,
+    pub priority: i32,
+    /// What becomes of this queue's jobs when their host is lost.
+    #[serde(default)]
+    pub on_host_lost: LostPolicy,
+}
+
+/// An operator's request to end a placed job, waiting for its worker to report the end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndIntent {
+    /// The job ends `exited` with reason "killed".
+    Kill,
+    /// The job goes back to pending once its current attempt is gone.
+    Requeue,
+}
+
+/// One state change, as stored in the Raft log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    Submit {
+        token: RequestToken,
+        spec: JobSpec,
+    },
+    ControlJob {
+        token: RequestToken,
+        id: JobId,
+        action: JobAction,
+    },
+    ControlQueue {
+        token: RequestToken,
+        name: String,
+        action: QueueAction,
+    },
+    /// A worker joined (or re-joined) with its host's attributes and the attempts it holds:
+    /// registers the host and reconciles its jobs (resync).
+    RegisterHost {
+        token: RequestToken,
+        host: HostAttributes,
+        held: Vec<HeldJob>,
+    },
+    ControlHost {
+        token: RequestToken,
+        name: String,
+        action: HostAction,
+    },
+    /// The primary's liveness tracking: a host stopped or resumed heartbeating.
+    SetHostAvailable {
+        name: String,
+        available: bool,
+    },
+    /// Place a pending job on a host; validated here, at apply time, so a stale decision is a
+    /// conflict and never a double placement.
+    Dispatch {
+        token: RequestToken,
+        id: JobId,
+        host: String,
+    },
+    /// A worker started an attempt.
+    JobStarted {
+        token: RequestToken,
+        id: JobId,
+        attempt: u32,
+        host: String,
+    },
+    /// A worker saw an attempt end.
+    JobFinished {
+        token: RequestToken,
+        id: JobId,
+        attempt: u32,
+        host: String,
+        end: JobEnd,
+    },
+    /// The primary's liveness tracking: a host stayed unavailable beyond the grace period;
+    /// its placed jobs are lost (requeued or exited, per queue policy).
+    HostLost {
+        name: String,
+    },
+    /// Proposed by every new primary: once applied, the primary has committed an entry of its
+    /// own term and applied everything before it (the readiness barrier). It also brings the
+    /// configured queues into the replicated state.
+    Barrier {
+        term: u64,
+        queues: Vec<QueueDef>,
+    },
+}
+
+impl Command {
+    /// The request token of a client's write; liveness and barrier entries carry none (the
+    /// primary proposes them from fresh state, so a repeat is harmless).
+    pub fn token(&self) -> Option<RequestToken> {
+        match self {
+            Command::Submit { token, .. }
+            | Command::ControlJob { token, .. }
+            | Command::ControlQueue { token, .. }
+            | Command::RegisterHost { token, .. }
+            | Command::ControlHost { token, .. }
+            | Command::Dispatch { token, .. }
+            | Command::JobStarted { token, .. }
+            | Command::JobFinished { token, .. } => Some(*token),
+            Command::Barrier { .. }
+            | Command::SetHostAvailable { .. }
+            | Command::HostLost { .. } => None,
+        }
+    }
+
+    /// Approximate encoded size, for bounding Raft batches.
+    pub fn approx_size(&self) -> usize {
+        match self {
+            Command::Submit { spec, .. } => {
+                64 + spec.name.len()
+                    + spec.user.len()
+                    + spec.queue.len()
+                    + spec.cwd.len()
+                    + spec.command.iter().map(|a| a.len() + 8).sum::<usize>()
+                    + spec
+                        .env
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len() + 16)
+                        .sum::<usize>()
+            }
+            Command::ControlQueue { name, .. } | Command::ControlHost { name, .. } => {
+                64 + name.len()
+            }
+            Command::RegisterHost { host, held, .. } => 64 + host.name.len() + 24 * held.len(),
+            Command::SetHostAvailable { name, .. } | Command::HostLost { name } => 32 + name.len(),
+            Command::ControlJob { .. } => 48,
+            Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
+            Command::JobFinished { host, end, .. } => {
+                64 + host.len()
+                    + match end {
+                        JobEnd::Failed(r) => r.len(),
+                        _ => 8,
+                    }
+            }
+            Command::Barrier { queues, .. } => {
+                32 + queues.iter().map(|q| q.name.len() + 8).sum::<usize>()
+            }
+        }
+    }
+}
+
+/// The result of applying one command. Side effects for workers are not here: they are
+/// [`crate::state::Event`]s, emitted by the same apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// A job was created.
+    Submitted(JobId),
+    /// The change was made.
+    Done,
+    /// Nothing changed; the status and message say why.
+    Rejected { status: Status, message: String },
+    /// The token was applied before; this is the original outcome.
+    Duplicate(Box<Outcome>),
+    /// A worker's join was applied: `orders` go back to it in the join's reply.
+    Resynced { orders: Vec<JobOrder> },
+}
+
+impl Outcome {
+    pub(super) fn rejected(status: Status, message: impl Into<String>) -> Outcome {
+        Outcome::Rejected {
+            status,
+            message: message.into(),
+        }
+    }
+
+    /// The outcome as first applied: a repeat answers with its original.
+    pub fn original(&self) -> &Outcome {
+        match self {
+            Outcome::Duplicate(o) => o.original(),
+            other => other,
+        }
+    }
+}

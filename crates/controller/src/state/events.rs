@@ -1,0 +1,54 @@
+//! What `State::apply` emits besides its outcome: every change a daemon or a user may care
+//! about, and every order the primary must carry to a worker. They come from the transition
+//! helpers in `mod.rs` (one per resource), so no command can change a job, host or queue
+//! without its event; the state-machine store publishes them with their log index.
+
+use xce_client::types::{HostState, JobId, JobOrder, JobState};
+
+/// One change, in apply order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A job was created, or its state, host, attempt or reasons changed.
+    Job {
+        id: JobId,
+        state: JobState,
+        host: Option<String>,
+        attempt: u32,
+        queue: String,
+        pend_reason: Option<String>,
+        reason: Option<String>,
+    },
+    /// A host registered, or its reported state changed.
+    Host { name: String, state: HostState },
+    /// A queue was defined, or its priority or flags changed.
+    Queue {
+        name: String,
+        priority: i32,
+        open: bool,
+        active: bool,
+    },
+    /// Something the ready primary must ask a worker's agent to do.
+    Push(Push),
+}
+
+/// An order for a worker, carried out by the ready primary after the change is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Push {
+    /// Run attempt `attempt` of job `id` (a dispatch, or a start its worker never got).
+    Start {
+        host: String,
+        id: JobId,
+        attempt: u32,
+    },
+    /// Kill, suspend or resume one attempt's process group.
+    Signal { host: String, order: JobOrder },
+}
+
+impl Push {
+    /// The host whose worker gets the order.
+    pub fn host(&self) -> &str {
+        match self {
+            Push::Start { host, .. } | Push::Signal { host, .. } => host,
+        }
+    }
+}

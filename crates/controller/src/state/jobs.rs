@@ -1,0 +1,613 @@
+//! Job transitions: submit, operator control, dispatch, the worker's start and end reports,
+//! and losing an attempt. Each change goes through `State::update_job`.
+
+use xce_client::fit::{fits, Resources};
+use xce_client::types::{Job, JobAction, JobEnd, JobId, JobOrder, JobSignal, JobSpec, JobState};
+use xce_proto::Status;
+
+use super::{
+    is_placed, validate_spec, EndIntent, LostPolicy, Outcome, Push, State, DEFAULT_QUEUE,
+    PEND_NO_SCHEDULER, PEND_REQUEUED,
+};
+
+/// Ends a job `exited` with `reason`.
+fn end_job(job: &mut Job, at_ms: u64, reason: &str) {
+    job.state = JobState::Exited;
+    job.pend_reason = None;
+    job.reason = Some(reason.to_string());
+    job.end_time_ms = Some(at_ms);
+}
+
+/// Puts a job back to pending; its next dispatch is the next attempt, so any copy of the
+/// current one is stale from here on.
+fn requeue(job: &mut Job, why: &str) {
+    job.state = JobState::Pending;
+    job.pend_reason = Some(why.to_string());
+    job.reason = None;
+    job.host = None;
+    job.exit_code = None;
+    job.signal = None;
+    job.start_time_ms = None;
+    job.end_time_ms = None;
+    job.output_dir = None;
+}
+
+fn no_such_job(id: JobId) -> Outcome {
+    Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"))
+}
+
+impl State {
+    pub(super) fn submit(&mut self, at_ms: u64, mut spec: JobSpec) -> Outcome {
+        if let Err(message) = validate_spec(&spec) {
+            return Outcome::rejected(Status::Invalid, message);
+        }
+        if spec.queue.is_empty() {
+            spec.queue = DEFAULT_QUEUE.to_string();
+        }
+        match self.queues.get(&spec.queue) {
+            None => {
+                return Outcome::rejected(
+                    Status::Invalid,
+                    format!("queue: no such queue {:?}", spec.queue),
+                )
+            }
+            Some(q) if !q.open => {
+                return Outcome::rejected(
+                    Status::Conflict,
+                    format!("queue: {:?} is closed to new jobs", spec.queue),
+                )
+            }
+            Some(_) => {}
+        }
+        if spec.cpus == 0 {
+            spec.cpus = 1;
+        }
+        let id = self.next_job_id;
+        self.next_job_id += 1;
+        self.insert_job(Job {
+            id,
+            spec,
+            state: JobState::Pending,
+            pend_reason: Some(PEND_NO_SCHEDULER.to_string()),
+            reason: None,
+            host: None,
+            attempt: 0,
+            exit_code: None,
+            signal: None,
+            submit_time_ms: at_ms,
+            start_time_ms: None,
+            end_time_ms: None,
+            output_dir: None,
+        });
+        Outcome::Submitted(id)
+    }
+
+    pub(super) fn control_job(&mut self, at_ms: u64, id: JobId, action: JobAction) -> Outcome {
+        let Some(job) = self.jobs.get(&id) else {
+            return no_such_job(id);
+        };
+        let (state, attempt) = (job.state, job.attempt);
+        let host = job.host.clone().unwrap_or_default();
+        let intent = self.intents.get(&id).copied();
+        let signal = |signal| Push::Signal {
+            host: host.clone(),
+            order: JobOrder {
+                id,
+                attempt,
+                signal,
+            },
+        };
+        match (action, state) {
+            (JobAction::Kill, JobState::Pending) => {
+                self.update_job(id, |job| end_job(job, at_ms, "killed"));
+                Outcome::Done
+            }
+            (JobAction::Requeue, state) if state.is_final() => {
+                self.update_job(id, |job| requeue(job, PEND_REQUEUED));
+                Outcome::Done
+            }
+            (_, state) if state.is_final() => Outcome::rejected(
+                Status::Conflict,
+                format!("job {id}: already {}", state.name()),
+            ),
+            // The attempt ends when its worker says so; until then the job keeps its cpus.
+            (JobAction::Kill | JobAction::Requeue, state) if is_placed(state) => {
+                if intent.is_some() {
+                    return Outcome::rejected(
+                        Status::Conflict,
+                        format!("job {id}: already being ended ({intent:?})"),
+                    );
+                }
+                let wanted = if action == JobAction::Kill {
+                    EndIntent::Kill
+                } else {
+                    EndIntent::Requeue
+                };
+                self.intents.insert(id, wanted);
+                self.push(signal(JobSignal::Kill));
+                Outcome::Done
+            }
+            (JobAction::Suspend, JobState::Running) if intent.is_none() => {
+                self.update_job(id, |job| job.state = JobState::Suspended);
+                self.push(signal(JobSignal::Suspend));
+                Outcome::Done
+            }
+            (JobAction::Resume, JobState::Suspended) if intent.is_none() => {
+                self.update_job(id, |job| job.state = JobState::Running);
+                self.push(signal(JobSignal::Resume));
+                Outcome::Done
+            }
+            (action, state) => Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "job {id}: cannot {} a job that is {}{}",
+                    format!("{action:?}").to_lowercase(),
+                    state.name(),
+                    if intent.is_some() {
+                        " and being ended"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, id: JobId, host: String) -> Outcome {
+        let Some(record) = self.hosts.get(&host) else {
+            return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
+        };
+        let host_state = record.state();
+        let capacity = Resources {
+            cpus: record.cpus,
+            mem_mb: record.mem_mb,
+        };
+        let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
+        let Some(job) = self.jobs.get(&id) else {
+            return no_such_job(id);
+        };
+        if job.state != JobState::Pending {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("job {id} is {}, not pending", job.state.name()),
+            );
+        }
+        if host_state != xce_client::types::HostState::Ok {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("host {host:?} is {}", host_state.name()),
+            );
+        }
+        let need = Resources::of_job(job.spec.cpus, job.spec.mem_mb);
+        if let Err(short) = fits(capacity, self.host_load(&host), need) {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("host {host:?} has {short} by job {id}"),
+            );
+        }
+        let attempt = self.update_job(id, |job| {
+            job.state = JobState::Dispatched;
+            job.pend_reason = None;
+            job.host = Some(host.clone());
+            job.output_dir = spool_dir;
+            job.attempt += 1;
+            job.attempt
+        });
+        if let Some(attempt) = attempt {
+            self.push(Push::Start { host, id, attempt });
+        }
+        Outcome::Done
+    }
+
+    /// Whether `attempt` on `host` is the job's current attempt; stale reports are refused so
+    /// that an old copy of a job can never change it.
+    fn check_current(&self, id: JobId, attempt: u32, host: &str) -> Result<&Job, Outcome> {
+        let Some(job) = self.jobs.get(&id) else {
+            return Err(no_such_job(id));
+        };
+        if job.attempt != attempt || job.host.as_deref() != Some(host) || !is_placed(job.state) {
+            return Err(Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "job {id}: attempt {attempt} on {host:?} is stale (current: attempt {} on {:?})",
+                    job.attempt, job.host
+                ),
+            ));
+        }
+        Ok(job)
+    }
+
+    pub(super) fn job_started(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        attempt: u32,
+        host: &str,
+    ) -> Outcome {
+        match self.check_current(id, attempt, host) {
+            Err(rejected) => return rejected,
+            // Already running: a repeated report changes nothing.
+            Ok(job) if job.state != JobState::Dispatched => return Outcome::Done,
+            Ok(_) => {}
+        }
+        self.update_job(id, |job| {
+            job.state = JobState::Running;
+            job.start_time_ms = Some(at_ms);
+        });
+        Outcome::Done
+    }
+
+    pub(super) fn job_finished(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        attempt: u32,
+        host: &str,
+        end: JobEnd,
+    ) -> Outcome {
+        if let Err(rejected) = self.check_current(id, attempt, host) {
+            return rejected;
+        }
+        let intent = self.intents.remove(&id);
+        self.update_job(id, |job| {
+            job.start_time_ms.get_or_insert(at_ms);
+            match &end {
+                JobEnd::Exit(code) => job.exit_code = Some(*code),
+                JobEnd::Signal(sig) => job.signal = Some(*sig),
+                JobEnd::Failed(_) => {}
+            }
+            match (intent, end) {
+                (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
+                (Some(EndIntent::Kill), _) => end_job(job, at_ms, "killed"),
+                (None, JobEnd::Exit(0)) => {
+                    job.state = JobState::Done;
+                    job.end_time_ms = Some(at_ms);
+                }
+                (None, JobEnd::Exit(_)) => {
+                    job.state = JobState::Exited;
+                    job.end_time_ms = Some(at_ms);
+                }
+                (None, JobEnd::Signal(sig)) => {
+                    end_job(job, at_ms, &format!("killed by signal {sig}"))
+                }
+                (None, JobEnd::Failed(reason)) => end_job(job, at_ms, &reason),
+            }
+        });
+        Outcome::Done
+    }
+
+    /// A placed job whose attempt is gone without an end report: an operator's pending kill
+    /// or requeue wins, otherwise its queue's policy decides.
+    pub(super) fn lose(&mut self, at_ms: u64, id: JobId, why: &str) {
+        let intent = self.intents.remove(&id);
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        let policy = self
+            .queues
+            .get(&job.spec.queue)
+            .map(|q| q.on_host_lost)
+            .unwrap_or_default();
+        self.update_job(id, |job| match (intent, policy) {
+            (Some(EndIntent::Kill), _) => end_job(job, at_ms, "killed"),
+            (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
+            (None, LostPolicy::Requeue) => requeue(job, &format!("requeued: {why}")),
+            (None, LostPolicy::Exit) => end_job(job, at_ms, why),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::{JobFilter, RequestToken};
+
+    use super::super::testing::*;
+    use super::super::{Command, MAX_LIST_BYTES, MAX_NAME_BYTES};
+    use super::*;
+
+    #[test]
+    fn submit_assigns_ids_in_order_into_the_default_queue() {
+        let mut s = State::default();
+        assert_eq!(submit(&mut s, 1, spec(&["true"])), Outcome::Submitted(1));
+        assert_eq!(submit(&mut s, 2, spec(&["true"])), Outcome::Submitted(2));
+        let job = s.job(2).unwrap();
+        assert_eq!(job.spec.queue, DEFAULT_QUEUE);
+        assert_eq!(job.state, JobState::Pending);
+        assert_eq!(job.spec.cpus, 1);
+        assert_eq!(job.submit_time_ms, 1000);
+        assert_eq!(job.pend_reason.as_deref(), Some(PEND_NO_SCHEDULER));
+    }
+
+    #[test]
+    fn a_repeated_token_answers_the_original_result_and_changes_nothing() {
+        let mut s = State::default();
+        assert_eq!(submit(&mut s, 7, spec(&["a"])), Outcome::Submitted(1));
+        let before = s.clone();
+        assert_eq!(
+            submit(&mut s, 7, spec(&["b"])),
+            Outcome::Duplicate(Box::new(Outcome::Submitted(1)))
+        );
+        assert_eq!(s, before);
+        // A rejected write is remembered too: its re-send is rejected the same way.
+        let bad = submit(&mut s, 8, spec(&[]));
+        assert_eq!(
+            submit(&mut s, 8, spec(&["now fine"])),
+            Outcome::Duplicate(Box::new(bad))
+        );
+        assert_eq!(s.job_count(), 1);
+    }
+
+    #[test]
+    fn invalid_requests_name_the_field_and_change_nothing() {
+        let mut s = State::default();
+        let before = s.clone();
+        rejected_with(&submit(&mut s, 1, spec(&[])), Status::Invalid, "command");
+        rejected_with(&submit(&mut s, 2, spec(&[" "])), Status::Invalid, "command");
+        let mut neg = spec(&["x"]);
+        neg.cpus = -1;
+        rejected_with(&submit(&mut s, 3, neg), Status::Invalid, "cpus");
+        let mut neg = spec(&["x"]);
+        neg.mem_mb = -5;
+        rejected_with(&submit(&mut s, 4, neg), Status::Invalid, "mem_mb");
+        let mut unknown = spec(&["x"]);
+        unknown.queue = "nope".into();
+        rejected_with(&submit(&mut s, 5, unknown), Status::Invalid, "queue");
+        assert_eq!(s.job_count(), before.job_count());
+        assert_eq!(s.next_job_id, 1);
+    }
+
+    #[test]
+    fn oversized_specs_are_invalid_and_name_the_field() {
+        let mut s = State::default();
+        let mut big = spec(&["x"]);
+        big.command.push("a".repeat(MAX_LIST_BYTES));
+        rejected_with(&submit(&mut s, 1, big), Status::Invalid, "command:");
+        let mut big = spec(&["x"]);
+        big.name = "n".repeat(MAX_NAME_BYTES + 1);
+        rejected_with(&submit(&mut s, 2, big), Status::Invalid, "name:");
+        let mut big = spec(&["x"]);
+        big.env = vec![("K".into(), "v".repeat(MAX_LIST_BYTES))];
+        rejected_with(&submit(&mut s, 3, big), Status::Invalid, "env:");
+        assert_eq!(s.job_count(), 0);
+    }
+
+    #[test]
+    fn kill_ends_a_pending_job_once() {
+        let mut s = State::default();
+        submit(&mut s, 1, spec(&["sleep", "9"]));
+        let kill = |s: &mut State, t| {
+            s.apply(
+                2000,
+                Command::ControlJob {
+                    token: RequestToken(t),
+                    id: 1,
+                    action: JobAction::Kill,
+                },
+            )
+        };
+        assert_eq!(kill(&mut s, 10), Outcome::Done);
+        let job = s.job(1).unwrap();
+        assert_eq!(job.state, JobState::Exited);
+        assert_eq!(job.reason.as_deref(), Some("killed"));
+        assert_eq!(job.pend_reason, None);
+        assert_eq!(job.end_time_ms, Some(2000));
+        rejected_with(&kill(&mut s, 11), Status::Conflict, "already exited");
+        let missing = s.apply(
+            1,
+            Command::ControlJob {
+                token: RequestToken(12),
+                id: 99,
+                action: JobAction::Kill,
+            },
+        );
+        rejected_with(&missing, Status::NoEnt, "job 99");
+    }
+
+    #[test]
+    fn dispatch_start_finish_with_attempt_fencing() {
+        let mut s = State::default();
+        s.apply(1, join_with(100, "w1", 2, 0, vec![]));
+        let mut two = spec(&["x"]);
+        two.cpus = 2;
+        submit(&mut s, 1, two.clone());
+        submit(&mut s, 2, two);
+        assert_eq!(
+            apply_pushes(&mut s, dispatch_cmd(10, 1, "w1")),
+            (
+                Outcome::Done,
+                vec![Push::Start {
+                    host: "w1".into(),
+                    id: 1,
+                    attempt: 1
+                }]
+            )
+        );
+        rejected_with(
+            &s.apply(2, dispatch_cmd(11, 1, "w1")),
+            Status::Conflict,
+            "not pending",
+        );
+        rejected_with(
+            &s.apply(2, dispatch_cmd(12, 2, "w1")),
+            Status::Conflict,
+            "0 of 2 cpus free",
+        );
+        assert_eq!(s.hosts()[0].cpus_used, 2);
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (job.state, job.attempt, job.host.as_deref()),
+            (JobState::Dispatched, 1, Some("w1"))
+        );
+        let started = |t, attempt| Command::JobStarted {
+            token: RequestToken(t),
+            id: 1,
+            attempt,
+            host: "w1".into(),
+        };
+        rejected_with(&s.apply(3, started(20, 7)), Status::Conflict, "stale");
+        assert_eq!(s.apply(3, started(21, 1)), Outcome::Done);
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        assert_eq!(
+            finish_on(&mut s, 30, 1, 1, "w1", JobEnd::Exit(3)),
+            Outcome::Done
+        );
+        let job = s.job(1).unwrap().clone();
+        assert_eq!(
+            (job.state, job.exit_code, job.end_time_ms),
+            (JobState::Exited, Some(3), Some(9))
+        );
+        // The same end reported again with a new token (as after a worker restart) is refused
+        // and changes nothing; with its own token it is a duplicate.
+        rejected_with(
+            &finish_on(&mut s, 31, 1, 1, "w1", JobEnd::Exit(0)),
+            Status::Conflict,
+            "stale",
+        );
+        assert!(matches!(
+            finish_on(&mut s, 30, 1, 1, "w1", JobEnd::Exit(3)),
+            Outcome::Duplicate(_)
+        ));
+        assert_eq!(s.job(1).unwrap(), &job);
+        // The host has room again.
+        assert_eq!(s.apply(2, dispatch_cmd(13, 2, "w1")), Outcome::Done);
+    }
+
+    #[test]
+    fn dispatch_checks_memory_with_the_shared_fit_rule() {
+        let mut s = State::default();
+        s.apply(1, join_with(100, "w1", 8, 1000, vec![]));
+        let mut big = spec(&["x"]);
+        big.mem_mb = 600;
+        submit(&mut s, 1, big.clone());
+        submit(&mut s, 2, big);
+        assert_eq!(s.apply(2, dispatch_cmd(10, 1, "w1")), Outcome::Done);
+        rejected_with(
+            &s.apply(2, dispatch_cmd(11, 2, "w1")),
+            Status::Conflict,
+            "400 of 1000 MiB of memory free, 600 needed",
+        );
+        assert_eq!(s.job(2).unwrap().state, JobState::Pending);
+    }
+
+    #[test]
+    fn suspend_resume_and_kill_a_running_job_through_its_worker() {
+        let mut s = running_on_w1(1);
+        let signalled = |signal| {
+            vec![Push::Signal {
+                host: "w1".into(),
+                order: order(1, 1, signal),
+            }]
+        };
+        assert_eq!(
+            apply_pushes(&mut s, control_cmd(1, 1, JobAction::Suspend)),
+            (Outcome::Done, signalled(JobSignal::Suspend))
+        );
+        assert_eq!(s.job(1).unwrap().state, JobState::Suspended);
+        rejected_with(
+            &control(&mut s, 2, 1, JobAction::Suspend),
+            Status::Conflict,
+            "suspended",
+        );
+        assert_eq!(
+            apply_pushes(&mut s, control_cmd(3, 1, JobAction::Resume)),
+            (Outcome::Done, signalled(JobSignal::Resume))
+        );
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        // Kill is asked of the worker; the job keeps its cpus until the worker reports the end.
+        assert_eq!(
+            apply_pushes(&mut s, control_cmd(4, 1, JobAction::Kill)),
+            (Outcome::Done, signalled(JobSignal::Kill))
+        );
+        assert_eq!(
+            (s.job(1).unwrap().state, s.hosts()[0].cpus_used),
+            (JobState::Running, 1)
+        );
+        rejected_with(
+            &control(&mut s, 5, 1, JobAction::Kill),
+            Status::Conflict,
+            "already being ended",
+        );
+        rejected_with(
+            &control(&mut s, 6, 1, JobAction::Suspend),
+            Status::Conflict,
+            "being ended",
+        );
+        assert_eq!(finish(&mut s, 7, 1, 1, JobEnd::Signal(15)), Outcome::Done);
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (job.state, job.reason.as_deref(), job.signal),
+            (JobState::Exited, Some("killed"), Some(15))
+        );
+        assert!(s.intents.is_empty());
+    }
+
+    #[test]
+    fn requeue_waits_for_the_attempt_to_end_and_fences_it() {
+        let mut s = running_on_w1(1);
+        assert_eq!(
+            apply_pushes(&mut s, control_cmd(1, 1, JobAction::Requeue)),
+            (
+                Outcome::Done,
+                vec![Push::Signal {
+                    host: "w1".into(),
+                    order: order(1, 1, JobSignal::Kill)
+                }]
+            )
+        );
+        assert_eq!(finish(&mut s, 2, 1, 1, JobEnd::Signal(15)), Outcome::Done);
+        let job = s.job(1).unwrap().clone();
+        assert_eq!(
+            (job.state, job.host, job.attempt),
+            (JobState::Pending, None, 1)
+        );
+        assert_eq!(job.pend_reason.as_deref(), Some(PEND_REQUEUED));
+        assert_eq!(
+            (job.exit_code, job.signal, job.start_time_ms),
+            (None, None, None)
+        );
+        // The old attempt can no longer change the job.
+        rejected_with(
+            &finish(&mut s, 3, 1, 1, JobEnd::Exit(0)),
+            Status::Conflict,
+            "stale",
+        );
+        assert_eq!(s.apply(10, dispatch_cmd(4, 1, "w1")), Outcome::Done);
+        assert_eq!(s.job(1).unwrap().attempt, 2);
+        let old_start = Command::JobStarted {
+            token: RequestToken(5),
+            id: 1,
+            attempt: 1,
+            host: "w1".into(),
+        };
+        rejected_with(&s.apply(11, old_start), Status::Conflict, "stale");
+        // A finished job can be requeued too (run again).
+        assert_eq!(finish(&mut s, 6, 1, 2, JobEnd::Exit(0)), Outcome::Done);
+        assert_eq!(control(&mut s, 7, 1, JobAction::Requeue), Outcome::Done);
+        assert_eq!(s.job(1).unwrap().state, JobState::Pending);
+        rejected_with(
+            &control(&mut s, 8, 1, JobAction::Requeue),
+            Status::Conflict,
+            "pending",
+        );
+    }
+
+    #[test]
+    fn counts_per_queue_and_filters() {
+        let mut s = State::default();
+        for t in 0..3 {
+            submit(&mut s, t, spec(&["x"]));
+        }
+        control(&mut s, 99, 2, JobAction::Kill);
+        let q = &s.queues()[0];
+        assert_eq!((q.pending, q.running), (2, 0));
+        let filter = JobFilter {
+            queue: None,
+            states: vec![JobState::Exited],
+            user: None,
+        };
+        let page = s.jobs_page(&filter, 0, DEFAULT_PAGE_FOR_TESTS);
+        assert_eq!(page.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![2]);
+    }
+
+    const DEFAULT_PAGE_FOR_TESTS: usize = super::super::DEFAULT_PAGE;
+}

@@ -1,0 +1,333 @@
+//! The replicated cluster state and its pure transition function.
+//!
+//! Sans-I/O: no sockets, clocks or files. Every replica applies the same commands in log order
+//! and reaches the same state and the same [`Event`]s; the time a command carries was stamped
+//! by the primary that proposed it, so replicas never read their own clocks here.
+//!
+//! Layout: `command` (what is logged and what applying it answers), `validate` (stateless
+//! checks), one file per resource with its transitions and tests (`jobs`, `hosts`, `queues`),
+//! `views` (reads), `index` (derived indexes) and `events`. This file holds the state itself,
+//! the thin `apply` dispatch and the one transition helper per resource through which every
+//! change passes, so that indexes and events can never be forgotten by a command.
+
+mod command;
+mod events;
+mod hosts;
+mod index;
+mod jobs;
+mod queues;
+mod validate;
+mod views;
+
+#[cfg(test)]
+mod testing;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::{HostState, Job, JobId, RequestToken};
+
+pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
+pub use events::{Event, Push};
+pub use index::{is_placed, HostLoad, QueueCounts};
+pub use validate::{
+    check_size, validate_host_name, validate_spec, MAX_LIST_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
+};
+pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES};
+
+use index::{Index, Slot};
+
+/// The queue every cluster has; a submit that names no queue lands here.
+pub const DEFAULT_QUEUE: &str = "normal";
+
+/// Priority of the default queue when no configuration overrides it.
+pub const DEFAULT_QUEUE_PRIORITY: i32 = 30;
+
+/// How many applied request tokens are remembered for deduplication. A client re-sends within
+/// seconds; this window covers far more than any failover at full submit speed.
+pub const TOKEN_WINDOW: usize = 200_000;
+
+/// Pending reason recorded at submit: nothing places jobs until a scheduler exists.
+pub const PEND_NO_SCHEDULER: &str = "no scheduler";
+
+/// Reason recorded on a job an operator requeued.
+pub const PEND_REQUEUED: &str = "requeued by an operator";
+
+/// A queue as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueState {
+    pub priority: i32,
+    pub open: bool,
+    pub active: bool,
+    pub on_host_lost: LostPolicy,
+}
+
+/// A host as stored. `available` is liveness (heartbeats); `closed` is operator state; the
+/// reported state is `unavailable` before `closed` before `ok`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRecord {
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub spool_dir: String,
+    pub closed: bool,
+    pub available: bool,
+}
+
+impl HostRecord {
+    /// The reported state.
+    pub fn state(&self) -> HostState {
+        if !self.available {
+            HostState::Unavailable
+        } else if self.closed {
+            HostState::Closed
+        } else {
+            HostState::Ok
+        }
+    }
+}
+
+/// Applied tokens and their outcomes, bounded to [`TOKEN_WINDOW`] (oldest evicted first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct TokenWindow {
+    outcomes: HashMap<RequestToken, Outcome>,
+    order: VecDeque<RequestToken>,
+}
+
+impl TokenWindow {
+    fn get(&self, token: &RequestToken) -> Option<&Outcome> {
+        self.outcomes.get(token)
+    }
+
+    fn remember(&mut self, token: RequestToken, outcome: Outcome) {
+        if self.outcomes.insert(token, outcome).is_none() {
+            self.order.push_back(token);
+        }
+        while self.order.len() > TOKEN_WINDOW {
+            if let Some(old) = self.order.pop_front() {
+                self.outcomes.remove(&old);
+            }
+        }
+    }
+}
+
+/// The whole replicated cluster state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    next_job_id: JobId,
+    jobs: BTreeMap<JobId, Job>,
+    queues: BTreeMap<String, QueueState>,
+    hosts: BTreeMap<String, HostRecord>,
+    /// Placed jobs an operator asked to kill or requeue, until their attempt is gone.
+    intents: BTreeMap<JobId, EndIntent>,
+    tokens: TokenWindow,
+    /// Derived from `jobs`; rebuilt by [`State::restored`], never stored.
+    #[serde(skip)]
+    index: Index,
+    /// Events of the command being applied; drained by every `apply`.
+    #[serde(skip)]
+    emitted: Vec<Event>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        let mut queues = BTreeMap::new();
+        queues.insert(
+            DEFAULT_QUEUE.to_string(),
+            QueueState {
+                priority: DEFAULT_QUEUE_PRIORITY,
+                open: true,
+                active: true,
+                on_host_lost: LostPolicy::default(),
+            },
+        );
+        State {
+            next_job_id: 1,
+            jobs: BTreeMap::new(),
+            queues,
+            hosts: BTreeMap::new(),
+            intents: BTreeMap::new(),
+            tokens: TokenWindow::default(),
+            index: Index::default(),
+            emitted: Vec::new(),
+        }
+    }
+}
+
+impl State {
+    /// A state decoded from a snapshot, with its indexes rebuilt.
+    pub fn restored(mut self) -> State {
+        self.index = Index::build(self.jobs.values());
+        self.emitted.clear();
+        self
+    }
+
+    /// Applies one command stamped with the proposing primary's time; its events are dropped.
+    pub fn apply(&mut self, at_ms: u64, cmd: Command) -> Outcome {
+        self.apply_into(at_ms, cmd, &mut Vec::new())
+    }
+
+    /// Applies one command; returns its outcome and the events it emitted.
+    pub fn apply_emitting(&mut self, at_ms: u64, cmd: Command) -> (Outcome, Vec<Event>) {
+        let mut events = Vec::new();
+        let outcome = self.apply_into(at_ms, cmd, &mut events);
+        (outcome, events)
+    }
+
+    /// Applies one command and appends the events it emitted to `events`.
+    pub fn apply_into(&mut self, at_ms: u64, cmd: Command, events: &mut Vec<Event>) -> Outcome {
+        let token = cmd.token();
+        if let Some(token) = token {
+            if let Some(original) = self.tokens.get(&token) {
+                return Outcome::Duplicate(Box::new(original.clone()));
+            }
+        }
+        let outcome = match cmd {
+            Command::Submit { spec, .. } => self.submit(at_ms, spec),
+            Command::ControlJob { id, action, .. } => self.control_job(at_ms, id, action),
+            Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
+            Command::Barrier { queues, .. } => self.define_queues(queues),
+            Command::RegisterHost { host, held, .. } => self.register_host(at_ms, host, held),
+            Command::HostLost { name } => self.host_lost(at_ms, &name),
+            Command::ControlHost { name, action, .. } => self.control_host(&name, action),
+            Command::SetHostAvailable { name, available } => {
+                self.set_host_available(&name, available)
+            }
+            Command::Dispatch { id, host, .. } => self.dispatch(id, host),
+            Command::JobStarted {
+                id, attempt, host, ..
+            } => self.job_started(at_ms, id, attempt, &host),
+            Command::JobFinished {
+                id,
+                attempt,
+                host,
+                end,
+                ..
+            } => self.job_finished(at_ms, id, attempt, &host, end),
+        };
+        if let Some(token) = token {
+            self.tokens.remember(token, outcome.clone());
+        }
+        events.append(&mut self.emitted);
+        outcome
+    }
+
+    /// Adds a new job (its id taken from the counter by the caller) and emits its event.
+    fn insert_job(&mut self, job: Job) {
+        self.index.add(job.id, &Slot::of(&job));
+        self.emitted.push(job_event(&job));
+        self.jobs.insert(job.id, job);
+    }
+
+    /// Changes one job through `f`: the only way a job changes once it exists. Keeps the
+    /// indexes current and emits the job's event when anything a watcher sees changed.
+    fn update_job<T>(&mut self, id: JobId, f: impl FnOnce(&mut Job) -> T) -> Option<T> {
+        let job = self.jobs.get_mut(&id)?;
+        let slot = Slot::of(job);
+        let seen = Seen::of(job);
+        let out = f(job);
+        let new_slot = Slot::of(job);
+        if new_slot != slot {
+            self.index.remove(id, &slot);
+            self.index.add(id, &new_slot);
+        }
+        if Seen::of(job) != seen {
+            self.emitted.push(job_event(job));
+        }
+        Some(out)
+    }
+
+    /// Changes (or, with `new`, first creates) one host through `f`, emitting its event when
+    /// it is new or its reported state changed.
+    fn update_host<T>(
+        &mut self,
+        name: &str,
+        new: Option<HostRecord>,
+        f: impl FnOnce(&mut HostRecord) -> T,
+    ) -> Option<T> {
+        let before = self.hosts.get(name).map(HostRecord::state);
+        if before.is_none() {
+            self.hosts.insert(name.to_string(), new?);
+        }
+        let host = self.hosts.get_mut(name)?;
+        let out = f(host);
+        let state = host.state();
+        if before != Some(state) {
+            self.emitted.push(Event::Host {
+                name: name.to_string(),
+                state,
+            });
+        }
+        Some(out)
+    }
+
+    /// Changes (or, with `new`, first creates) one queue through `f`, emitting its event when
+    /// it is new or its priority or flags changed.
+    fn update_queue<T>(
+        &mut self,
+        name: &str,
+        new: Option<QueueState>,
+        f: impl FnOnce(&mut QueueState) -> T,
+    ) -> Option<T> {
+        let before = self.queues.get(name).map(queue_flags);
+        if before.is_none() {
+            self.queues.insert(name.to_string(), new?);
+        }
+        let queue = self.queues.get_mut(name)?;
+        let out = f(queue);
+        let (priority, open, active) = queue_flags(queue);
+        if before != Some((priority, open, active)) {
+            self.emitted.push(Event::Queue {
+                name: name.to_string(),
+                priority,
+                open,
+                active,
+            });
+        }
+        Some(out)
+    }
+
+    /// Asks the ready primary to carry an order to a worker, once this change is applied.
+    fn push(&mut self, push: Push) {
+        self.emitted.push(Event::Push(push));
+    }
+}
+
+/// What a watcher sees of a job: a change to any of it is an event.
+#[derive(PartialEq, Eq)]
+struct Seen {
+    state: xce_client::types::JobState,
+    host: Option<String>,
+    attempt: u32,
+    pend_reason: Option<String>,
+    reason: Option<String>,
+}
+
+impl Seen {
+    fn of(job: &Job) -> Seen {
+        Seen {
+            state: job.state,
+            host: job.host.clone(),
+            attempt: job.attempt,
+            pend_reason: job.pend_reason.clone(),
+            reason: job.reason.clone(),
+        }
+    }
+}
+
+fn job_event(job: &Job) -> Event {
+    Event::Job {
+        id: job.id,
+        state: job.state,
+        host: job.host.clone(),
+        attempt: job.attempt,
+        queue: job.spec.queue.clone(),
+        pend_reason: job.pend_reason.clone(),
+        reason: job.reason.clone(),
+    }
+}
+
+fn queue_flags(q: &QueueState) -> (i32, bool, bool) {
+    (q.priority, q.open, q.active)
+}
