@@ -190,6 +190,7 @@ impl Client<CapnpTransport> {
     pub fn new(candidates: Vec<Candidate>, config: ClientConfig) -> Client {
         let transport = CapnpTransport {
             connect: config.connect,
+            on_caller_thread: false,
         };
         Client::with_transport(candidates, config, transport)
     }
