@@ -226,7 +226,7 @@ impl Cluster {
 
     /// Runs the `xce` CLI with `XCE_PEERS` set to this cluster.
     pub fn xce(&self, args: &[&str]) -> Output {
-        xce(&self.peers, args)
+        xce_with_cache(&self.peers, args, &self.dir.path().join("cache"))
     }
 
     /// Runs the `xce` CLI and panics (with its stderr) unless it succeeds.
@@ -294,11 +294,19 @@ impl Cluster {
     }
 }
 
-/// Runs the `xce` CLI with the given peers.
+/// Runs the `xce` CLI with the given peers. Its primary hints go to a directory under the
+/// system's temporary directory, never to the user's own cache.
 pub fn xce(peers: &str, args: &[&str]) -> Output {
+    xce_with_cache(peers, args, &std::env::temp_dir().join("xce-tests-cache"))
+}
+
+/// Runs the `xce` CLI with the given peers and `XDG_CACHE_HOME` (where it keeps its primary
+/// hint).
+fn xce_with_cache(peers: &str, args: &[&str], cache: &Path) -> Output {
     Command::new(bin("xce"))
         .args(args)
         .env("XCE_PEERS", peers)
+        .env("XDG_CACHE_HOME", cache)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .output()

@@ -3,6 +3,7 @@
 //! is one JSON line on stdout: `{"metric": NAME, "value": NUMBER, "unit": UNIT}`; progress and
 //! context go to stderr.
 
+mod cli;
 mod cluster;
 mod failover;
 mod jobs;
@@ -25,6 +26,9 @@ enum Bench {
     Failover(failover::FailoverArgs),
     /// Jobs run end to end on two workers: dispatch-to-start latency and jobs/s.
     Jobs(jobs::JobsArgs),
+    /// One-shot `xce submit` processes: submits/s and CPU per submit in the client and the
+    /// controllers.
+    Cli(cli::CliArgs),
 }
 
 /// Prints one metric line.
@@ -55,6 +59,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Submit(args) => submit::run(args).await,
             Bench::Failover(args) => failover::run(args).await,
             Bench::Jobs(args) => jobs::run(args).await,
+            Bench::Cli(args) => cli::run(args).await,
         }
     })
 }

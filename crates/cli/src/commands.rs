@@ -7,9 +7,11 @@ use xce_client::ops::{
     list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob, ListHosts,
     ListQueues, Submit,
 };
+use xce_client::transport::CapnpTransport;
 use xce_client::types::{HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken};
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
+use crate::hint::Hint;
 use crate::output::{self, fail};
 use crate::{Cli, Command, Format};
 
@@ -71,7 +73,9 @@ pub fn cli_client_config() -> ClientConfig {
     config
 }
 
-fn client(cli: &Cli) -> Client {
+/// A client over `--peers`, started at the candidate that answered the last command given the
+/// same list (the primary hint), and that hint, to be updated once the command has an answer.
+fn client(cli: &Cli) -> (Client, Hint) {
     let Some(peers) = cli.peers.as_deref() else {
         fail(
             cli.output,
@@ -80,8 +84,27 @@ fn client(cli: &Cli) -> Client {
         )
     };
     match parse_candidates(peers) {
-        Ok(list) => Client::new(list, cli_client_config()),
+        Ok(list) => {
+            let config = cli_client_config();
+            let transport = CapnpTransport {
+                connect: config.connect,
+                on_caller_thread: true,
+            };
+            let client = Client::with_transport(list, config, transport);
+            let hint = Hint::load(peers);
+            if let Some(addr) = &hint.addr {
+                client.set_hint(addr);
+            }
+            (client, hint)
+        }
         Err(e) => fail(cli.output, "invalid", &format!("--peers: {e}")),
+    }
+}
+
+/// Remembers which candidate answered, for the next command.
+fn remember(c: &Client, hint: &Hint) {
+    if let Some(addr) = c.connected_to() {
+        hint.store(&addr);
     }
 }
 
@@ -100,7 +123,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Submit(args) => return submit(&cli, args).await,
         _ => {}
     }
-    let c = client(&cli);
+    let (c, hint) = client(&cli);
     match cli.command {
         Command::Jobs(args) => {
             let filter = JobFilter {
@@ -154,6 +177,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
         Command::Submit(_) | Command::Dev(_) => {}
     }
+    remember(&c, &hint);
     0
 }
 
@@ -212,12 +236,13 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         mem_mb: args.mem_mb,
         priority: args.priority,
     };
-    let c = client(cli);
+    let (c, hint) = client(cli);
     let op = Submit {
         token: RequestToken::random(),
         spec,
     };
     let id = check(f, c.call(op).await);
+    remember(&c, &hint);
     if !args.wait {
         output::submitted(f, id);
         return 0;

@@ -4,6 +4,7 @@
 
 mod commands;
 mod dev;
+mod hint;
 mod output;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -76,14 +77,7 @@ pub enum Command {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal; log files stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging();
     let cli = Cli::parse();
     let format = cli.output;
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -93,6 +87,27 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => output::fail(format, "internal", &format!("start runtime: {e}")),
     };
-    let code = runtime.block_on(commands::run(cli));
+    // The controller connections run on this LocalSet, on this thread (see `commands::client`):
+    // a one-shot command has nothing to gain from a thread per connection.
+    let code = tokio::task::LocalSet::new().block_on(&runtime, commands::run(cli));
     std::process::exit(code);
+}
+
+/// Warnings and errors to stderr, or what `RUST_LOG` asks for. Without `RUST_LOG` the filter
+/// is a fixed level, which costs nothing to build (an `EnvFilter` is parsed per process).
+fn init_logging() {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal; log files stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if std::env::var_os("RUST_LOG").is_some() {
+        builder
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "warn".into()),
+            )
+            .init();
+    } else {
+        builder.with_max_level(tracing::Level::WARN).init();
+    }
 }

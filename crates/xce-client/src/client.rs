@@ -190,6 +190,7 @@ impl Client<CapnpTransport> {
     pub fn new(candidates: Vec<Candidate>, config: ClientConfig) -> Client {
         let transport = CapnpTransport {
             connect: config.connect,
+            on_caller_thread: false,
         };
         Client::with_transport(candidates, config, transport)
     }
@@ -228,6 +229,30 @@ impl<T: Transport> Client<T> {
     /// The candidates this client rotates over.
     pub fn candidates(&self) -> &[Candidate] {
         &self.inner.candidates
+    }
+
+    /// Starts the rotation at the candidate whose address is `addr` (e.g. the primary an
+    /// earlier process found), so a caller that remembers it skips the redirect a standby
+    /// listed first would cost. A hint only: it is taken only while no connection is open and
+    /// only if it names one of the candidates, and a wrong one costs one attempt of the normal
+    /// rotation (a standby redirects, a dead node is passed over). Returns whether it was taken.
+    pub fn set_hint(&self, addr: &str) -> bool {
+        let Some(i) = self.inner.candidates.iter().position(|c| c.addr() == addr) else {
+            return false;
+        };
+        let mut route = lock(&self.inner.route);
+        if route.conn.is_some() {
+            return false;
+        }
+        route.cursor = i;
+        true
+    }
+
+    /// The address of the open connection: after a call that got an answer, the controller
+    /// that gave it (the primary, unless the answer was a failure). What a caller that wants
+    /// to pass a hint to a later process ([`Client::set_hint`]) remembers.
+    pub fn connected_to(&self) -> Option<String> {
+        self.current().map(|c| T::addr(&c).to_string())
     }
 
     /// Registers what to do after every new connection, before any call resumes.

@@ -5,7 +5,9 @@
 //! `LocalSet` that holds the RPC system; callers on any runtime send it closures over an mpsc
 //! channel and get each answer back on a oneshot of its own. Because every call has its own
 //! reply channel, a late reply from a connection that was given up can never be taken as the
-//! answer to a newer call.
+//! answer to a newer call. A one-shot program that already runs a current-thread runtime can
+//! have the RPC system on its own `LocalSet` instead ([`Connection::connect_here`]); callers
+//! use either kind the same way.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -88,7 +90,39 @@ impl Connection {
                 addr: addr.to_string(),
                 reason: format!("spawn connection thread: {e}"),
             })?;
-        let connected = ready_rx.await.unwrap_or_else(|_| {
+        Self::when_ready(addr, tasks, closed, ready_rx).await
+    }
+
+    /// Connects like [`Connection::connect`], but runs the RPC system on the caller's
+    /// `LocalSet` instead of on a thread of its own. For a one-shot program on a current-thread
+    /// runtime (the CLI): there, the thread, its runtime and its malloc arena cost more CPU
+    /// than the call itself, and a redirect would pay for them twice. Must be called inside a
+    /// `LocalSet` (it panics otherwise, as `spawn_local` does); the connection makes progress
+    /// while that `LocalSet` is driven, and closes when the last clone is dropped.
+    pub async fn connect_here(
+        addr: &str,
+        opts: ConnectOptions,
+    ) -> Result<Connection, TransportError> {
+        let (tasks, task_rx) = mpsc::unbounded_channel::<Task>();
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        tokio::task::spawn_local(drive(
+            addr.to_string(),
+            opts,
+            task_rx,
+            ready_tx,
+            closed.clone(),
+        ));
+        Self::when_ready(addr, tasks, closed, ready_rx).await
+    }
+
+    async fn when_ready(
+        addr: &str,
+        tasks: mpsc::UnboundedSender<Task>,
+        closed: Arc<AtomicBool>,
+        ready: oneshot::Receiver<Result<(), TransportError>>,
+    ) -> Result<Connection, TransportError> {
+        let connected = ready.await.unwrap_or_else(|_| {
             Err(TransportError::Connect {
                 addr: addr.to_string(),
                 reason: "connection thread ended".into(),
@@ -180,7 +214,7 @@ pub fn buffered<W: futures::AsyncWrite>(writer: W) -> futures::io::BufWriter<W> 
 fn connection_thread(
     addr: String,
     opts: ConnectOptions,
-    mut tasks: mpsc::UnboundedReceiver<Task>,
+    tasks: mpsc::UnboundedReceiver<Task>,
     ready: oneshot::Sender<Result<(), TransportError>>,
     closed: Arc<AtomicBool>,
 ) {
@@ -198,30 +232,44 @@ fn connection_thread(
         }
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let client = match open(&addr, opts, closed.clone()).await {
-            Ok(client) => client,
-            Err(e) => {
-                closed.store(true, Ordering::Release);
-                let _ = ready.send(Err(e));
-                return;
-            }
-        };
-        if ready.send(Ok(())).is_err() {
-            return;
-        }
-        while let Some(task) = tasks.recv().await {
-            tokio::task::spawn_local(task(client.clone()));
-        }
-    });
+    local.block_on(&rt, drive(addr, opts, tasks, ready, closed));
     // Dropping the LocalSet and runtime here closes the socket and fails any call in flight.
 }
 
+/// Opens the connection, reports the outcome on `ready`, then runs each task sent until
+/// every sender (every clone of the [`Connection`]) is gone, and closes the RPC system.
+async fn drive(
+    addr: String,
+    opts: ConnectOptions,
+    mut tasks: mpsc::UnboundedReceiver<Task>,
+    ready: oneshot::Sender<Result<(), TransportError>>,
+    closed: Arc<AtomicBool>,
+) {
+    let (client, rpc) = match open(&addr, opts, closed.clone()).await {
+        Ok(opened) => opened,
+        Err(e) => {
+            closed.store(true, Ordering::Release);
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    if ready.send(Ok(())).is_ok() {
+        while let Some(task) = tasks.recv().await {
+            tokio::task::spawn_local(task(client.clone()));
+        }
+    }
+    // On a connection thread the LocalSet's drop would end it anyway; on the caller's
+    // LocalSet (`connect_here`) this is what closes the socket.
+    rpc.abort();
+}
+
+/// Connects and bootstraps; returns the controller capability and the task running the RPC
+/// system.
 async fn open(
     addr: &str,
     opts: ConnectOptions,
     closed: Arc<AtomicBool>,
-) -> Result<controller::Client, TransportError> {
+) -> Result<(controller::Client, tokio::task::JoinHandle<()>), TransportError> {
     let stream = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(addr))
         .await
         .map_err(|_| TransportError::ConnectTimeout {
@@ -247,9 +295,9 @@ async fn open(
     );
     let mut rpc = RpcSystem::new(Box::new(network), None);
     let client: controller::Client = rpc.bootstrap(rpc_twoparty_capnp::Side::Server);
-    tokio::task::spawn_local(async move {
+    let rpc = tokio::task::spawn_local(async move {
         let _ = rpc.await;
         closed.store(true, Ordering::Release);
     });
-    Ok(client)
+    Ok((client, rpc))
 }

@@ -41,13 +41,21 @@ pub trait Transport: Send + Sync + 'static {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CapnpTransport {
     pub connect: ConnectOptions,
+    /// Run each connection on the caller's `LocalSet` ([`Connection::connect_here`]) instead
+    /// of a thread of its own: for a one-shot program on a current-thread runtime (the CLI),
+    /// whose calls then must run inside that `LocalSet`.
+    pub on_caller_thread: bool,
 }
 
 impl Transport for CapnpTransport {
     type Conn = Connection;
 
     async fn connect(&self, addr: &str) -> Result<Connection, TransportError> {
-        Connection::connect(addr, self.connect).await
+        if self.on_caller_thread {
+            Connection::connect_here(addr, self.connect).await
+        } else {
+            Connection::connect(addr, self.connect).await
+        }
     }
 
     fn id(conn: &Connection) -> u64 {

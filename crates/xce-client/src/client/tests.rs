@@ -658,3 +658,45 @@ async fn a_client_that_knows_only_a_standby_reaches_the_primary_in_one_hop() {
     assert_eq!(fake.calls(), ["b:2", "a:1"]);
     assert_eq!(client.stats().backoffs, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_primary_hint_skips_the_redirect_and_a_wrong_one_costs_one_attempt() {
+    // A hint naming the primary: one connect, straight to it, and it is what answered.
+    let (client, fake) = fresh();
+    fake.always("a:1", Answer::Redirect("c", 3));
+    fake.always("c:3", ok(5));
+    assert_eq!(client.connected_to(), None);
+    assert!(client.set_hint("c:3"));
+    assert_eq!(client.call(submit()).await, Ok(5));
+    assert_eq!(fake.calls(), ["c:3"]);
+    assert_eq!(fake.connects("a:1"), 0);
+    assert_eq!(client.connected_to().as_deref(), Some("c:3"));
+    // Once connected, a hint is not taken: the open connection stays sticky.
+    assert!(!client.set_hint("a:1"));
+    assert_eq!(client.call(Read).await, Ok(5));
+    assert_eq!(fake.calls(), ["c:3", "c:3"]);
+
+    // A hint at a dead node: that attempt fails and the rotation goes on from there.
+    let (client, fake) = fresh();
+    fake.down("b:2");
+    fake.always("c:3", ok(6));
+    assert!(client.set_hint("b:2"));
+    assert_eq!(client.call(submit()).await, Ok(6));
+    assert_eq!(fake.connects("b:2"), 1);
+    assert_eq!(fake.calls(), ["c:3"]);
+    assert_eq!(client.stats().backoffs, 0);
+
+    // A hint at a standby: the usual one redirect.
+    let (client, fake) = fresh();
+    fake.always("b:2", Answer::Redirect("a", 1));
+    fake.always("a:1", ok(7));
+    assert!(client.set_hint("b:2"));
+    assert_eq!(client.call(submit()).await, Ok(7));
+    assert_eq!(fake.calls(), ["b:2", "a:1"]);
+
+    // An address that is not a candidate is refused and changes nothing.
+    let (client, fake) = fresh();
+    assert!(!client.set_hint("d:4"));
+    assert_eq!(client.call(Read).await, Ok(0));
+    assert_eq!(fake.calls(), ["a:1"]);
+}
