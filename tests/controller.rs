@@ -234,3 +234,98 @@ async fn a_lagging_controller_catches_up_from_a_snapshot_and_restarts_restore_st
     assert_eq!(job_ids(&cluster).await, acked);
     assert_eq!(acked.len(), 81);
 }
+
+/// A connection that has not joined with a role is a plain user: it cannot report for a
+/// worker, place a job, heartbeat or reach the Raft interface, and trying changes nothing.
+#[tokio::test]
+async fn a_plain_connection_cannot_report_dispatch_or_reach_raft() {
+    use xce_client::ops::{Dispatch, Heartbeat, JobFinished, JobStarted};
+    use xce_client::types::JobEnd;
+    use xce_client::{ConnectOptions, Connection};
+
+    let cluster = Cluster::start(3);
+    let (primary, before) = cluster.wait_all_standbys().await;
+    let id = cluster
+        .client()
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: spec(1),
+        })
+        .await
+        .unwrap();
+    let job = cluster.job(id).await.unwrap();
+    let token = RequestToken::random;
+    let statuses = [
+        cluster
+            .ask(
+                primary,
+                Dispatch {
+                    token: token(),
+                    id,
+                    host: "w1".into(),
+                },
+            )
+            .await
+            .header,
+        cluster
+            .ask(
+                primary,
+                JobStarted {
+                    token: token(),
+                    host: "w1".into(),
+                    id,
+                    attempt: 1,
+                },
+            )
+            .await
+            .header,
+        cluster
+            .ask(
+                primary,
+                JobFinished {
+                    token: token(),
+                    host: "w1".into(),
+                    id,
+                    attempt: 1,
+                    end: JobEnd::Exit(0),
+                },
+            )
+            .await
+            .header,
+        cluster
+            .ask(primary, Heartbeat { name: "w1".into() })
+            .await
+            .header,
+    ];
+    for header in statuses {
+        assert_eq!(header.status, Status::Perm, "{header:?}");
+        assert!(header.message.contains("not joined"), "{}", header.message);
+    }
+    // The Raft interface of every controller is closed to it: no capability, and a vote
+    // sent through the pipelined one goes nowhere.
+    for c in cluster.controllers() {
+        let conn = Connection::connect(&c.addr(), ConnectOptions::default())
+            .await
+            .unwrap();
+        let (header, vote) = conn
+            .call(Duration::from_secs(5), |client| {
+                Box::pin(async move {
+                    let resp = client.raft_request().send();
+                    let mut vote = resp.pipeline.get_raft().vote_request();
+                    vote.get().set_request(br#"{"vote":{"leader_id":{"term":99,"node_id":9},"committed":false},"last_log_id":null}"#);
+                    let vote = vote.send().promise.await.map(|_| ());
+                    let resp = resp.promise.await?;
+                    let header = xce_client::wire::read_header(resp.get()?.get_header()?)?;
+                    Ok((header, vote))
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(header.status, Status::Perm, "{}: {header:?}", c.name);
+        assert!(vote.is_err(), "{}: a vote got through", c.name);
+    }
+    assert_eq!(cluster.job(id).await.unwrap(), job);
+    let (_, after) = cluster.wait_primary().await;
+    assert_eq!((after.term, after.primary), (before.term, before.primary));
+    cluster.assert_no_errors();
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use xce_client::ops::JobFinished;
-use xce_client::types::{HostState, JobEnd, JobState, RequestToken};
+use xce_client::types::{HeldJob, HeldPhase, HostState, JobEnd, JobState, RequestToken};
 use xce_client::{ClientError, Status};
 use xce_tests::{wait_for, Cluster};
 
@@ -432,6 +432,15 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
     // ...and here its end report was applied but the acknowledgement never came back: the
     // primary has it, and so does the outbox, with the same token.
     let token = RequestToken(12_345);
+    // Only a connection joined as w1 may report for it; this one holds the running attempt.
+    let as_w1 = cluster.client_as_worker(
+        "w1",
+        vec![HeldJob {
+            id,
+            attempt: 1,
+            phase: HeldPhase::Running,
+        }],
+    );
     let end = JobFinished {
         token,
         host: "w1".into(),
@@ -439,7 +448,8 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
         attempt: 1,
         end: JobEnd::Exit(5),
     };
-    cluster.client().call(end).await.unwrap();
+    as_w1.call(end).await.unwrap();
+    drop(as_w1);
     let spool = cluster.local.workers[0].data_dir.clone();
     let report = format!(r#"{{"token":12345,"id":{id},"attempt":1,"end":{{"Exit":5}}}}"#);
     std::fs::write(spool.join(format!("outbox/{id}.1.end")), report).unwrap();
@@ -469,9 +479,11 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
         }
         other => panic!("accepted: {other:?}"),
     };
-    let message = refused(cluster.client().call(report(999, 1)).await, Status::NoEnt);
+    // The job has ended, so a join as w1 that holds nothing loses nothing.
+    let as_w1 = cluster.client_as_worker("w1", vec![]);
+    let message = refused(as_w1.call(report(999, 1)).await, Status::NoEnt);
     assert!(message.contains("999"), "{message}");
-    let message = refused(cluster.client().call(report(id, 7)).await, Status::Conflict);
+    let message = refused(as_w1.call(report(id, 7)).await, Status::Conflict);
     assert!(message.contains("stale"), "{message}");
     assert_eq!(cluster.job(id).await.unwrap(), job);
 }

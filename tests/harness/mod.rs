@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use xce_client::ops::{GetCluster, GetJob, ListHosts, Op, Reply};
-use xce_client::types::{ClusterInfo, Host, HostState, Job, MemberRole};
+use xce_client::ops::{GetCluster, GetJob, Join, ListHosts, Op, Reply};
+use xce_client::types::{
+    ClusterInfo, HeldJob, Host, HostAttributes, HostState, Job, MemberRole, RequestToken, Role,
+};
 use xce_client::{parse_candidates, Client, ClientConfig, ConnectOptions, Connection};
 use xce_launcher::{ClusterSpec, Daemon, LocalCluster};
 
@@ -159,6 +161,30 @@ impl Cluster {
     /// A failover client over every controller with the given settings.
     pub fn client_with(&self, config: ClientConfig) -> Client {
         Client::new(parse_candidates(&self.peers).unwrap(), config)
+    }
+
+    /// A failover client whose every connection joins as worker `host` holding `held` (as the
+    /// real worker would), so that it may report for that host. Its join resyncs the host:
+    /// what `held` lacks of the jobs placed there is lost.
+    pub fn client_as_worker(&self, host: &str, held: Vec<HeldJob>) -> Client {
+        let client = self.client();
+        let host = HostAttributes {
+            name: host.to_string(),
+            cpus: 1,
+            mem_mb: 1024,
+            spool_dir: String::new(),
+        };
+        client.set_rejoin(std::sync::Arc::new(move |c: Client| {
+            let join = Join {
+                token: RequestToken::random(),
+                role: Role::Worker,
+                host: host.clone(),
+                agent: None,
+                held: held.clone(),
+            };
+            Box::pin(async move { c.call(join).await.map(|_| ()) })
+        }));
+        client
     }
 
     /// A failover client over the given candidate list.

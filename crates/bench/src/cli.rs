@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use clap::{Args, ValueEnum};
 use nix::sys::resource::{getrusage, UsageWho};
-use xce_client::ops::{GetCluster, ListJobs};
+use xce_client::ops::{all_jobs, GetCluster};
 use xce_client::ClientConfig;
 
 use crate::cluster::BenchCluster;
@@ -128,8 +128,11 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
 
     // Every submit (and the warm-up) must be stored exactly once.
     let client = cluster.client(ClientConfig::default())?;
-    let jobs =
-        tokio::time::timeout(Duration::from_secs(60), client.call(ListJobs::default())).await??;
+    let jobs = tokio::time::timeout(
+        Duration::from_secs(60),
+        all_jobs(&client, Default::default()),
+    )
+    .await??;
     ensure!(
         jobs.len() == n + 1,
         "{} jobs stored for {} acknowledged submits",

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use xce_client::ops::{all_jobs, Dispatch, ListHosts, ListJobs, Submit};
-use xce_client::types::{HostState, JobFilter, JobId, JobSpec, JobState, RequestToken};
+use xce_client::ops::{all_jobs, claim_role, Dispatch, ListHosts, ListJobs, Submit};
+use xce_client::types::{HostState, JobFilter, JobId, JobSpec, JobState, RequestToken, Role};
 use xce_client::{Client, ClientConfig, ClientError, Status};
 
 use crate::cluster::BenchCluster;
@@ -49,6 +49,8 @@ pub async fn run(args: JobsArgs) -> anyhow::Result<()> {
     let worker_args = ["--cpus", &cpus, "--mem-mb", "1024", "--heartbeat-ms", "500"];
     let cluster = BenchCluster::start_with_workers(args.controllers, 2, &worker_args).await?;
     let client = cluster.client(ClientConfig::default())?;
+    // It places the jobs by hand, as an operator would (the scheduler does it later).
+    claim_role(&client, Role::Operator);
     wait_workers(&client).await?;
     eprintln!(
         "xce-bench jobs: {} controllers, 2 workers, {} jobs, {} dispatches in flight, rate {}",

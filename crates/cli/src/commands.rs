@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use clap::Args;
 use xce_client::ops::{
-    list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob, ListHosts,
-    ListQueues, Submit,
+    claim_role, list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob,
+    ListHosts, ListQueues, Submit,
 };
 use xce_client::transport::CapnpTransport;
-use xce_client::types::{HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken};
+use xce_client::types::{HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken, Role};
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
 use crate::hint::Hint;
@@ -124,6 +124,14 @@ pub async fn run(cli: Cli) -> i32 {
         _ => {}
     }
     let (c, hint) = client(&cli);
+    if matches!(
+        cli.command,
+        Command::Dispatch { .. } | Command::Queue { .. } | Command::Host { .. }
+    ) {
+        // Placement and queue/host administration are for operators. Until certificates make
+        // roles provable (security issue) the CLI claims the role when it connects.
+        claim_role(&c, Role::Operator);
+    }
     match cli.command {
         Command::Jobs(args) => {
             let filter = JobFilter {

@@ -73,7 +73,7 @@ pub async fn run(
         "controller started"
     );
     tokio::select! {
-        () = network::service::serve(listener, node) => {}
+        () = network::serve(listener, node) => {}
         () = shutdown => {}
     }
     info!(node = %config.name, "controller shutting down");

@@ -163,8 +163,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         let sent = fence::now();
         match client.notify(beat).await {
             Ok(()) => lease.renew_from(sent),
+            // noEnt: the primary does not know this host (or marked it unavailable); perm: the
+            // connection has not joined as this worker (a reconnect made by the heartbeat
+            // itself). Either way the rejoin is due.
             Err(ClientError::Status {
-                status: Status::NoEnt,
+                status: Status::NoEnt | Status::Perm,
                 message,
             }) => {
                 info!(worker = %config.name, %message, "the primary wants this worker to join again");

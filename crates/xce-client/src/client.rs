@@ -152,6 +152,8 @@ struct Inner<T: Transport> {
     rejoin: Mutex<Option<RejoinFn<T>>>,
     /// Serialises rejoins; never taken by the rejoin's own calls.
     rejoining: tokio::sync::Mutex<()>,
+    /// The generation of the connection the running rejoin's calls last succeeded on.
+    rejoin_generation: AtomicU64,
     /// Connection generation at which the last rejoin succeeded (needs-rejoin is
     /// `generation != rejoined`; it clears only when a rejoin succeeds).
     rejoined: AtomicU64,
@@ -219,6 +221,7 @@ impl<T: Transport> Client<T> {
                 rejoin: Mutex::new(None),
                 rejoining: tokio::sync::Mutex::new(()),
                 rejoined: AtomicU64::new(0),
+                rejoin_generation: AtomicU64::new(0),
                 degraded_until: Mutex::new(None),
                 stats: Stats::default(),
             }),
@@ -347,6 +350,11 @@ impl<T: Transport> Client<T> {
                 Ok(conn) => {
                     if !self.in_rejoin && self.needs_rejoin() {
                         self.run_rejoin().await?;
+                        // The rejoin may have moved to another connection (it followed a
+                        // redirect): send the call where the rejoin ended, not on `conn`.
+                        if self.current().is_none_or(|c| T::id(&c) != T::id(&conn)) {
+                            continue;
+                        }
                     }
                     let out = self
                         .inner
@@ -365,7 +373,12 @@ impl<T: Transport> Client<T> {
             };
             let action = classify(outcome, O::KIND, sends.saturating_sub(1));
             let backoff = match action {
-                Action::Success(value) => return Ok(value),
+                Action::Success(value) => {
+                    if self.in_rejoin {
+                        self.rejoin_landed_on(conn.as_ref());
+                    }
+                    return Ok(value);
+                }
                 Action::Terminal { status, message } => {
                     return Err(ClientError::Status { status, message })
                 }
@@ -457,12 +470,31 @@ impl<T: Transport> Client<T> {
             inner: self.inner.clone(),
             in_rejoin: true,
         };
+        self.inner
+            .rejoin_generation
+            .store(generation, Ordering::Release);
         rejoin(handle).await?;
+        // The connection the rejoin's calls last succeeded on is the one that has joined;
+        // when it followed a redirect, that is a newer connection than the one it began on.
+        let generation = self.inner.rejoin_generation.load(Ordering::Acquire);
         self.inner.rejoined.store(generation, Ordering::Release);
         *lock(&self.inner.degraded_until) = None;
         self.inner.stats.rejoins.fetch_add(1, Ordering::Relaxed);
         info!(generation, "rejoined the primary");
         Ok(())
+    }
+
+    /// Records that a call of the rejoin succeeded on `conn`: if it is still the current
+    /// connection, its generation is the one the rejoin covers.
+    fn rejoin_landed_on(&self, conn: Option<&T::Conn>) {
+        let route = lock(&self.inner.route);
+        if let (Some(cur), Some(conn)) = (&route.conn, conn) {
+            if T::id(cur) == T::id(conn) {
+                self.inner
+                    .rejoin_generation
+                    .store(route.generation, Ordering::Release);
+            }
+        }
     }
 
     /// The current connection, or a new one: to the pending hint if any (used once), else to

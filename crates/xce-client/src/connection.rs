@@ -15,10 +15,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use capnp_rpc::{rpc_twoparty_capnp, twoparty, RpcSystem};
+use capnp_rpc::{rpc_twoparty_capnp, RpcSystem};
 use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 use xce_proto::xce_capnp::controller;
 
 /// A future that runs on a connection's own thread.
@@ -204,13 +203,6 @@ impl Connection {
     }
 }
 
-/// Buffers a capnp connection's writes. capnp writes every message as a segment table and then
-/// its segments, and flushes after each message; unbuffered, that is two `write` syscalls and,
-/// with `TCP_NODELAY`, two packets per message. Buffered, each message leaves in one.
-pub fn buffered<W: futures::AsyncWrite>(writer: W) -> futures::io::BufWriter<W> {
-    futures::io::BufWriter::with_capacity(64 * 1024, writer)
-}
-
 fn connection_thread(
     addr: String,
     opts: ConnectOptions,
@@ -270,29 +262,8 @@ async fn open(
     opts: ConnectOptions,
     closed: Arc<AtomicBool>,
 ) -> Result<(controller::Client, tokio::task::JoinHandle<()>), TransportError> {
-    let stream = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| TransportError::ConnectTimeout {
-            addr: addr.to_string(),
-            after: opts.connect_timeout,
-        })?
-        .map_err(|e| TransportError::Connect {
-            addr: addr.to_string(),
-            reason: e.to_string(),
-        })?;
-    stream
-        .set_nodelay(true)
-        .map_err(|e| TransportError::Connect {
-            addr: addr.to_string(),
-            reason: format!("set TCP_NODELAY: {e}"),
-        })?;
-    let (reader, writer) = stream.into_split();
-    let network = twoparty::VatNetwork::new(
-        reader.compat(),
-        crate::connection::buffered(writer.compat_write()),
-        rpc_twoparty_capnp::Side::Client,
-        Default::default(),
-    );
+    let stream = crate::socket::connect(addr, opts.connect_timeout).await?;
+    let network = crate::socket::network(stream, rpc_twoparty_capnp::Side::Client);
     let mut rpc = RpcSystem::new(Box::new(network), None);
     let client: controller::Client = rpc.bootstrap(rpc_twoparty_capnp::Side::Server);
     let rpc = tokio::task::spawn_local(async move {

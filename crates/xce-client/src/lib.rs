@@ -13,6 +13,7 @@ pub mod json;
 pub mod ops;
 pub mod publish;
 pub mod shutdown;
+pub mod socket;
 pub mod transport;
 pub mod types;
 pub mod wire;

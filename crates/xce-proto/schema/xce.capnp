@@ -147,8 +147,9 @@ interface Controller {
   queueControl @5 (token :Token, name :Text, action :QueueAction) -> (header :ReplyHeader);
   clusterInfo @6 () -> (header :ReplyHeader, cluster :ClusterInfo);
 
-  # The controller-to-controller Raft interface of this node.
-  raft @7 () -> (raft :Raft);
+  # The controller-to-controller Raft interface of this node; only a connection that joined
+  # as a controller gets it (others: `perm` in the header, and no capability).
+  raft @7 () -> (raft :Raft, header :ReplyHeader);
 
   listHosts @8 () -> (header :ReplyHeader, hosts :List(Host));
   hostControl @9 (token :Token, name :Text, action :HostAction) -> (header :ReplyHeader);

@@ -16,6 +16,8 @@ use openraft::raft::{
 use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use xce_client::connection::LocalFuture;
+use xce_client::ops::{Join, Op};
+use xce_client::types::{RequestToken, Role};
 use xce_client::{ConnectOptions, Connection, TransportError};
 use xce_proto::xce_capnp::controller;
 
@@ -99,6 +101,10 @@ impl PeerClient {
                     self.reach.mark(self.target, false);
                     RPCError::Unreachable(Unreachable::new(&e))
                 })?;
+                join_as_controller(&c, timeout).await.map_err(|e| {
+                    self.reach.mark(self.target, false);
+                    RPCError::Unreachable(Unreachable::new(&e))
+                })?;
                 self.conn = Some(c.clone());
                 c
             }
@@ -121,6 +127,29 @@ impl PeerClient {
         self.reach.mark(self.target, true);
         reply.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// Joins a new connection as a controller peer: the session table opens the Raft interface
+/// to controller sessions only.
+async fn join_as_controller(conn: &Connection, timeout: Duration) -> Result<(), TransportError> {
+    let join = Join {
+        token: RequestToken::random(),
+        role: Role::Controller,
+        host: Default::default(),
+        agent: None,
+        held: Vec::new(),
+    };
+    let reply = conn.call(timeout, move |client| join.send(client)).await?;
+    if reply.header.status == xce_proto::Status::Ok {
+        return Ok(());
+    }
+    Err(TransportError::Rpc {
+        addr: conn.addr().to_string(),
+        reason: format!(
+            "join as a controller: {}: {}",
+            reply.header.status, reply.header.message
+        ),
+    })
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {

@@ -438,6 +438,24 @@ async fn the_rejoin_runs_before_the_interrupted_call_resumes() {
     assert_eq!(client.stats().rejoins, 2);
 }
 
+/// Regression: a rejoin whose join was redirected joined the primary, but the call that
+/// triggered it then went out on the standby's connection it had begun with (where the
+/// session held no role: `perm`), and the rejoin was counted for that old connection.
+#[tokio::test(start_paused = true)]
+async fn a_call_goes_where_a_redirected_rejoin_ended_and_needs_no_second_rejoin() {
+    let (client, fake) = fresh();
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    client.set_rejoin(rejoin);
+    fake.always("a:1", Answer::Redirect("c", 3));
+    fake.always("c:3", ok(5));
+    assert_eq!(client.call(Read).await, Ok(5));
+    assert_eq!(fake.calls(), ["a:1", "c:3", "c:3"]);
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+    assert!(!client.needs_rejoin());
+    assert_eq!(client.call(Read).await, Ok(5));
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn needs_rejoin_clears_only_when_the_rejoin_succeeds() {
     let (client, fake) = fresh();

@@ -1,0 +1,113 @@
+//! Job methods: submit, list (paged), look up, control, dispatch.
+
+use xce_client::wire::{self, ReplyHeader};
+use xce_proto::xce_capnp::controller;
+use xce_proto::Status;
+
+use super::{header_of, ControllerService};
+use crate::node::outcome_reply;
+use crate::state::{validate_spec, Command};
+
+pub(super) async fn submit(
+    this: &ControllerService,
+    params: controller::SubmitParams,
+    mut results: controller::SubmitResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let token = wire::read_token(p.get_token()?);
+    let spec = wire::read_spec(p.get_spec()?)?;
+    // Only the ready primary judges requests: a standby redirects even a bad one.
+    let checked = this.node.admit().await.and_then(|()| {
+        validate_spec(&spec).map_err(|message| ReplyHeader::status(Status::Invalid, message))
+    });
+    let (header, id) = match checked {
+        Err(h) => (h, None),
+        Ok(()) => match this.node.write(Command::Submit { token, spec }).await {
+            Ok(outcome) => outcome_reply(outcome),
+            Err(h) => (h, None),
+        },
+    };
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header);
+    r.set_job_id(id.unwrap_or(0));
+    Ok(())
+}
+
+pub(super) async fn list(
+    this: &ControllerService,
+    params: controller::ListJobsParams,
+    mut results: controller::ListJobsResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let filter = wire::read_filter(p.get_filter()?)?;
+    let (after, limit) = (p.get_after(), p.get_limit() as usize);
+    let page = this.node.read(|s| s.jobs_page(&filter, after, limit)).await;
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&page));
+    if let Ok(page) = page {
+        r.set_next(page.next.unwrap_or(0));
+        let mut list = r.init_jobs(page.jobs.len() as u32);
+        for (i, job) in page.jobs.iter().enumerate() {
+            wire::write_job(list.reborrow().get(i as u32), job);
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn info(
+    this: &ControllerService,
+    params: controller::JobInfoParams,
+    mut results: controller::JobInfoResults,
+) -> Result<(), capnp::Error> {
+    let id = params.get()?.get_job_id();
+    let job = match this.node.read(|s| s.job(id).cloned()).await {
+        Ok(Some(job)) => Ok(job),
+        Ok(None) => Err(ReplyHeader::status(
+            Status::NoEnt,
+            format!("job {id}: no such job"),
+        )),
+        Err(h) => Err(h),
+    };
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&job));
+    if let Ok(job) = job {
+        wire::write_job(r.init_job(), &job);
+    }
+    Ok(())
+}
+
+pub(super) async fn control(
+    this: &ControllerService,
+    params: controller::JobControlParams,
+    mut results: controller::JobControlResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let cmd = Command::ControlJob {
+        token: wire::read_token(p.get_token()?),
+        id: p.get_job_id(),
+        action: p.get_action()?.into(),
+    };
+    // The signal to the worker, if any, follows from the applied entry's events.
+    let header = this.write_for_header(cmd).await;
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}
+
+pub(super) async fn dispatch(
+    this: &ControllerService,
+    params: controller::DispatchParams,
+    mut results: controller::DispatchResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let cmd = Command::Dispatch {
+        token: wire::read_token(p.get_token()?),
+        id: p.get_job_id(),
+        host: p.get_host()?.to_str()?.to_string(),
+    };
+    // The dispatch is decided once committed; the start push follows from the applied
+    // entry's events without holding up the reply (a slow worker must not slow its
+    // scheduler).
+    let header = this.write_for_header(cmd).await;
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}

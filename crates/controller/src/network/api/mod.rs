@@ -1,0 +1,110 @@
+//! The client-facing `Controller` interface: one thin dispatch that passes every method
+//! through the session's [`authorize`] check, then to the handler in the file of its resource
+//! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `workers` for what only a
+//! joined worker calls), which live beside the client ops of the same names in xce-client.
+//!
+//! Runs on the service's `LocalSet` (capnp-rpc is `!Send`); handlers hand their work to the
+//! `Send` [`Node`] and always answer a header: a domain error is never a capnp exception.
+
+mod cluster;
+mod hosts;
+mod jobs;
+mod queues;
+mod sessions;
+mod workers;
+
+use std::cell::RefCell;
+use std::rc::Rc as StdRc;
+use std::sync::Arc;
+
+use capnp::capability::Rc;
+use xce_client::wire::{self, ReplyHeader};
+use xce_proto::xce_capnp::controller;
+
+use super::push::Agents;
+use super::session::{authorize, Method, Session};
+use crate::node::{outcome_reply, Node};
+use crate::state::Command;
+
+/// One connection's view of the controller: the node, the agents of joined workers, and this
+/// connection's session.
+pub struct ControllerService {
+    pub node: Arc<Node>,
+    pub agents: Agents,
+    /// Set by `join`; read by every method's authorization and by the worker's reports.
+    pub session: StdRc<RefCell<Session>>,
+}
+
+impl ControllerService {
+    /// Commits a write whose reply is just a header.
+    async fn write_for_header(&self, cmd: Command) -> ReplyHeader {
+        match self.node.write(cmd).await {
+            Ok(outcome) => outcome_reply(outcome).0,
+            Err(h) => h,
+        }
+    }
+}
+
+impl ControllerService {
+    /// What a refused call is answered. A node that is not the ready primary answers a call
+    /// only the primary serves as it would answer an allowed one (`redirect`, `noMaster`,
+    /// ...): the caller's rejoin on the primary may well give its session the role.
+    fn refusal(&self, method: Method, perm: ReplyHeader) -> ReplyHeader {
+        if !matches!(method, Method::Raft | Method::Join) {
+            if let Err(not_primary) = self.node.gate() {
+                return not_primary;
+            }
+        }
+        perm
+    }
+}
+
+/// The header of a result: `ok`, or the error header.
+fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
+    match r {
+        Ok(_) => ReplyHeader::ok(),
+        Err(h) => h.clone(),
+    }
+}
+
+/// Each method: authorize against the session (answering `perm` in the reply's header when
+/// refused), then the resource's handler.
+macro_rules! methods {
+    ($($name:ident($params:ident, $results:ident) => $method:ident: $handler:path;)+) => {
+        impl controller::Server for ControllerService {
+            $(
+                async fn $name(
+                    self: Rc<Self>,
+                    params: controller::$params,
+                    mut results: controller::$results,
+                ) -> Result<(), capnp::Error> {
+                    let authorized = authorize(Method::$method, &self.session.borrow());
+                    if let Err(refused) = authorized {
+                        let header = self.refusal(Method::$method, refused);
+                        wire::write_header(results.get().init_header(), &header);
+                        return Ok(());
+                    }
+                    $handler(&self, params, results).await
+                }
+            )+
+        }
+    };
+}
+
+methods! {
+    submit(SubmitParams, SubmitResults) => Submit: jobs::submit;
+    list_jobs(ListJobsParams, ListJobsResults) => ListJobs: jobs::list;
+    job_info(JobInfoParams, JobInfoResults) => JobInfo: jobs::info;
+    job_control(JobControlParams, JobControlResults) => JobControl: jobs::control;
+    dispatch(DispatchParams, DispatchResults) => Dispatch: jobs::dispatch;
+    list_queues(ListQueuesParams, ListQueuesResults) => ListQueues: queues::list;
+    queue_control(QueueControlParams, QueueControlResults) => QueueControl: queues::control;
+    list_hosts(ListHostsParams, ListHostsResults) => ListHosts: hosts::list;
+    host_control(HostControlParams, HostControlResults) => HostControl: hosts::control;
+    cluster_info(ClusterInfoParams, ClusterInfoResults) => ClusterInfo: cluster::info;
+    raft(RaftParams, RaftResults) => Raft: cluster::raft;
+    join(JoinParams, JoinResults) => Join: sessions::join;
+    heartbeat(HeartbeatParams, HeartbeatResults) => Heartbeat: workers::heartbeat;
+    job_started(JobStartedParams, JobStartedResults) => JobStarted: workers::started;
+    job_finished(JobFinishedParams, JobFinishedResults) => JobFinished: workers::finished;
+}

@@ -1,0 +1,40 @@
+//! Queue methods.
+
+use xce_client::wire;
+use xce_proto::xce_capnp::controller;
+
+use super::{header_of, ControllerService};
+use crate::state::Command;
+
+pub(super) async fn list(
+    this: &ControllerService,
+    _params: controller::ListQueuesParams,
+    mut results: controller::ListQueuesResults,
+) -> Result<(), capnp::Error> {
+    let queues = this.node.read(|s| s.queues()).await;
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&queues));
+    if let Ok(queues) = queues {
+        let mut list = r.init_queues(queues.len() as u32);
+        for (i, q) in queues.iter().enumerate() {
+            wire::write_queue(list.reborrow().get(i as u32), q);
+        }
+    }
+    Ok(())
+}
+
+pub(super) async fn control(
+    this: &ControllerService,
+    params: controller::QueueControlParams,
+    mut results: controller::QueueControlResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let cmd = Command::ControlQueue {
+        token: wire::read_token(p.get_token()?),
+        name: p.get_name()?.to_str()?.to_string(),
+        action: p.get_action()?.into(),
+    };
+    let header = this.write_for_header(cmd).await;
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}

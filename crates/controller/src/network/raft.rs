@@ -1,0 +1,66 @@
+//! The inbound side of the Raft transport: hands each message from a peer controller to the
+//! local openraft node. Reached only through `Controller.raft`, which the session table opens
+//! to controller sessions alone.
+
+use std::sync::Arc;
+
+use capnp::capability::Rc;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use xce_proto::xce_capnp::raft;
+
+use super::codec;
+use crate::node::Node;
+use crate::store::{NodeId, TypeConfig};
+
+/// The inbound side of the Raft transport: hands each message to the local openraft node.
+pub struct RaftService {
+    pub node: Arc<Node>,
+}
+
+impl raft::Server for RaftService {
+    async fn append_entries(
+        self: Rc<Self>,
+        params: raft::AppendEntriesParams,
+        mut results: raft::AppendEntriesResults,
+    ) -> Result<(), capnp::Error> {
+        let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
+        let reply = self.node.raft.append_entries(req).await;
+        if reply.as_ref().is_ok_and(|r| r.is_success()) {
+            self.node.heard_from_leader();
+        }
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn vote(
+        self: Rc<Self>,
+        params: raft::VoteParams,
+        mut results: raft::VoteResults,
+    ) -> Result<(), capnp::Error> {
+        let req: VoteRequest<NodeId> = codec::from_json(params.get()?.get_request()?)?;
+        let candidate_log = req.last_log_id;
+        let reply = self.node.raft.vote(req).await;
+        if let Ok(resp) = &reply {
+            if !resp.vote_granted && resp.last_log_id > candidate_log {
+                self.node.candidate_lags_behind();
+            }
+        }
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn install_snapshot(
+        self: Rc<Self>,
+        params: raft::InstallSnapshotParams,
+        mut results: raft::InstallSnapshotResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let mut req: InstallSnapshotRequest<TypeConfig> = codec::from_json(p.get_request()?)?;
+        req.data = p.get_chunk()?.to_vec();
+        let reply: Result<_, RaftError<NodeId, InstallSnapshotError>> =
+            self.node.raft.install_snapshot(req).await;
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+}

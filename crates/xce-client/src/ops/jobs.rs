@@ -1,0 +1,182 @@
+//! Job operations: submit, list (paged), look up, control, dispatch.
+
+use futures::FutureExt;
+use xce_proto::xce_capnp::controller;
+
+use super::{header_only, read_list, reply, Op, OpKind, Reply};
+use crate::connection::LocalFuture;
+use crate::types::{Job, JobAction, JobFilter, JobId, JobPage, JobSpec, RequestToken};
+use crate::wire;
+
+/// Submit a job. Output: its id (the original id on a replayed token).
+#[derive(Debug, Clone)]
+pub struct Submit {
+    pub token: RequestToken,
+    pub spec: JobSpec,
+}
+
+impl Op for Submit {
+    type Output = JobId;
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "submit";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<JobId>, capnp::Error>> {
+        async move {
+            let mut req = client.submit_request();
+            wire::write_token(req.get().init_token(), self.token);
+            wire::write_spec(req.get().init_spec(), &self.spec);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            reply(r.get_header()?, || Ok(r.get_job_id()))
+        }
+        .boxed_local()
+    }
+}
+
+/// One page of the jobs matching a filter (see [`list_jobs`] for all of them).
+#[derive(Debug, Clone, Default)]
+pub struct ListJobs {
+    pub filter: JobFilter,
+    /// Only jobs with ids above this (0: from the start); the `next` of the previous page.
+    pub after: JobId,
+    /// Most jobs in the page; 0 for the controller's default (it caps any value).
+    pub limit: u32,
+}
+
+impl Op for ListJobs {
+    type Output = JobPage;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "listJobs";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<JobPage>, capnp::Error>> {
+        async move {
+            let mut req = client.list_jobs_request();
+            wire::write_filter(req.get().init_filter(), &self.filter);
+            req.get().set_after(self.after);
+            req.get().set_limit(self.limit);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            reply(r.get_header()?, || {
+                Ok(JobPage {
+                    jobs: read_list(r.get_jobs()?, wire::read_job)?,
+                    next: Some(r.get_next()).filter(|n| *n != 0),
+                })
+            })
+        }
+        .boxed_local()
+    }
+}
+
+/// Every job matching `filter`, page by page (each page one call through the failover loop),
+/// up to `max` jobs when given; `each` gets every page as it arrives, so a caller can print a
+/// long listing without holding it all.
+pub async fn list_jobs<T: crate::transport::Transport>(
+    client: &crate::Client<T>,
+    filter: JobFilter,
+    max: Option<usize>,
+    mut each: impl FnMut(&[Job]),
+) -> Result<usize, crate::ClientError> {
+    let mut after = 0;
+    let mut seen = 0usize;
+    loop {
+        let remaining = max.map(|m| m.saturating_sub(seen));
+        if remaining == Some(0) {
+            return Ok(seen);
+        }
+        let limit = remaining.map_or(0, |r| r.min(u32::MAX as usize) as u32);
+        let page = client
+            .call(ListJobs {
+                filter: filter.clone(),
+                after,
+                limit,
+            })
+            .await?;
+        let take = remaining.map_or(page.jobs.len(), |r| r.min(page.jobs.len()));
+        each(&page.jobs[..take]);
+        seen += take;
+        match page.next {
+            Some(next) if next > after => after = next,
+            _ => return Ok(seen),
+        }
+    }
+}
+
+/// Every job matching `filter`, gathered from all its pages.
+pub async fn all_jobs<T: crate::transport::Transport>(
+    client: &crate::Client<T>,
+    filter: JobFilter,
+) -> Result<Vec<Job>, crate::ClientError> {
+    let mut jobs = Vec::new();
+    list_jobs(client, filter, None, |page| jobs.extend_from_slice(page)).await?;
+    Ok(jobs)
+}
+
+/// One job by id.
+#[derive(Debug, Clone)]
+pub struct GetJob {
+    pub id: JobId,
+}
+
+impl Op for GetJob {
+    type Output = Job;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "jobInfo";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Job>, capnp::Error>> {
+        async move {
+            let mut req = client.job_info_request();
+            req.get().set_job_id(self.id);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            reply(r.get_header()?, || wire::read_job(r.get_job()?))
+        }
+        .boxed_local()
+    }
+}
+
+/// Kill (and later suspend, resume, requeue) a job.
+#[derive(Debug, Clone)]
+pub struct ControlJob {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub action: JobAction,
+}
+
+impl Op for ControlJob {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "jobControl";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.job_control_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.id);
+            req.get().set_action(self.action.into());
+            let resp = req.send().promise.await?;
+            header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}
+
+/// Place a pending job on a host (operator placement; later the scheduler's decision).
+#[derive(Debug, Clone)]
+pub struct Dispatch {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub host: String,
+}
+
+impl Op for Dispatch {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "dispatch";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.dispatch_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.id);
+            req.get().set_host(self.host.as_str());
+            let resp = req.send().promise.await?;
+            header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}

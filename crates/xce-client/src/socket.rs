@@ -1,0 +1,56 @@
+//! Socket setup for every capnp connection, client and server side alike: connect with a
+//! deadline, `TCP_NODELAY`, buffered writes and the two-party RPC network over them. Kept in
+//! one place so that TLS (the security issue) plugs in here once for every daemon.
+
+use std::time::Duration;
+
+use capnp_rpc::rpc_twoparty_capnp::Side;
+use capnp_rpc::twoparty::VatNetwork;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+
+use crate::connection::TransportError;
+
+/// The RPC network of one connection.
+pub type Network = VatNetwork<Compat<OwnedReadHalf>>;
+
+/// Opens a TCP connection to `addr` within `timeout`, ready for RPC.
+pub async fn connect(addr: &str, timeout: Duration) -> Result<TcpStream, TransportError> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        .await
+        .map_err(|_| TransportError::ConnectTimeout {
+            addr: addr.to_string(),
+            after: timeout,
+        })?
+        .map_err(|e| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| TransportError::Connect {
+            addr: addr.to_string(),
+            reason: format!("set TCP_NODELAY: {e}"),
+        })?;
+    Ok(stream)
+}
+
+/// Prepares an accepted connection for RPC; a failure is the caller's to log (the
+/// connection still works, only slower).
+pub fn accepted(stream: &TcpStream) -> std::io::Result<()> {
+    stream.set_nodelay(true)
+}
+
+/// The two-party RPC network over `stream`, on the given side. Writes are buffered: capnp
+/// writes a segment table and then the segments, flushing after each message; unbuffered
+/// that is two syscalls and, with `TCP_NODELAY`, two packets per message.
+pub fn network(stream: TcpStream, side: Side) -> Network {
+    let (reader, writer) = stream.into_split();
+    VatNetwork::new(
+        reader.compat(),
+        futures::io::BufWriter::with_capacity(64 * 1024, writer.compat_write()),
+        side,
+        Default::default(),
+    )
+}
