@@ -3,12 +3,15 @@
 use std::time::Duration;
 
 use clap::Args;
+use xce_client::events::EventStream;
 use xce_client::ops::{
     claim_role, list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob,
     ListHosts, ListQueues, Submit,
 };
 use xce_client::transport::CapnpTransport;
-use xce_client::types::{HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken, Role};
+use xce_client::types::{
+    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken, Role,
+};
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
 use crate::hint::Hint;
@@ -63,6 +66,14 @@ pub struct JobsArgs {
     /// At most this many jobs (the lowest ids first); all of them by default.
     #[arg(long)]
     limit: Option<usize>,
+}
+
+/// `xce events` options.
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only these kinds (repeatable): job, host, queue.
+    #[arg(long)]
+    kind: Vec<EventKind>,
 }
 
 /// The CLI's client budget: patient enough to ride out a failover, short enough that a dead
@@ -121,6 +132,7 @@ pub async fn run(cli: Cli) -> i32 {
     match &cli.command {
         Command::Dev(args) => return crate::dev::run(args, f).await,
         Command::Submit(args) => return submit(&cli, args).await,
+        Command::Events(args) => return events(&cli, args).await,
         _ => {}
     }
     let (c, hint) = client(&cli);
@@ -183,7 +195,7 @@ pub async fn run(cli: Cli) -> i32 {
             output::done(f, &format!("Host <{name}> is {verb}."));
         }
         Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
-        Command::Submit(_) | Command::Dev(_) => {}
+        Command::Submit(_) | Command::Dev(_) | Command::Events(_) => {}
     }
     remember(&c, &hint);
     0
@@ -269,6 +281,41 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
             return i32::from(job.state != JobState::Done);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Streams events until Ctrl-C (or SIGTERM). The stream has a client of its own on threads of
+/// its own (it outlives any one call) with the library's default budget, and follows the
+/// primary across failovers.
+async fn events(cli: &Cli, args: &EventsArgs) -> i32 {
+    let f = cli.output;
+    let Some(peers) = cli.peers.as_deref() else {
+        fail(
+            f,
+            "invalid",
+            "no controllers given: use --peers or set XCE_PEERS",
+        );
+    };
+    let list = match parse_candidates(peers) {
+        Ok(list) => list,
+        Err(e) => fail(f, "invalid", &format!("--peers: {e}")),
+    };
+    let client = Client::new(list, ClientConfig::default());
+    let filter = EventFilter {
+        kinds: args.kind.clone(),
+    };
+    let mut stream = check(f, EventStream::open(client, filter).await);
+    let shutdown = xce_client::shutdown::signal();
+    tokio::pin!(shutdown);
+    loop {
+        let item = tokio::select! {
+            () = &mut shutdown => return 0,
+            item = stream.next() => item,
+        };
+        let Some(item) = item else {
+            fail(f, "internal", "the event stream ended");
+        };
+        output::stream_item(f, &item);
     }
 }
 

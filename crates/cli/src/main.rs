@@ -72,6 +72,9 @@ pub enum Command {
     },
     /// Show the controllers and which one is primary.
     Cluster,
+    /// Stream state changes (jobs, hosts, queues) until Ctrl-C, across failovers; with -o json
+    /// one JSON object per line, a `resync` line after a failover.
+    Events(commands::EventsArgs),
     /// Run a local HA cluster in the foreground until Ctrl-C.
     Dev(dev::DevArgs),
 }

@@ -199,3 +199,56 @@ pub fn cluster(format: Format, c: &ClusterInfo) {
         println!("{:<10} {:<24} {role}", m.name, m.addr);
     }
 }
+
+/// Prints one event-stream item as it arrives: a JSON line, or a line of text.
+pub fn stream_item(format: Format, item: &xce_client::events::StreamItem) {
+    use xce_client::events::StreamItem;
+    use xce_client::types::ClusterEvent;
+    let mut out = std::io::stdout().lock();
+    let _ = match (format, item) {
+        (Format::Json, item) => writeln!(out, "{}", json::stream_item(item)),
+        (Format::Text, StreamItem::Resync { reason }) => writeln!(out, "resync  {reason}"),
+        (
+            Format::Text,
+            StreamItem::Event(ClusterEvent::Job {
+                id,
+                state,
+                host,
+                attempt,
+                queue,
+                pend_reason,
+                reason,
+                ..
+            }),
+        ) => writeln!(
+            out,
+            "job     <{id}> {} queue={queue} host={} attempt={attempt}{}",
+            state.name(),
+            or_dash(host.as_deref()),
+            pend_reason
+                .as_deref()
+                .or(reason.as_deref())
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        (Format::Text, StreamItem::Event(ClusterEvent::Host { name, state, .. })) => {
+            writeln!(out, "host    <{name}> {}", state.name())
+        }
+        (
+            Format::Text,
+            StreamItem::Event(ClusterEvent::Queue {
+                name,
+                priority,
+                open,
+                active,
+                ..
+            }),
+        ) => writeln!(
+            out,
+            "queue   <{name}> priority={priority} {} {}",
+            if *open { "open" } else { "closed" },
+            if *active { "active" } else { "inactive" }
+        ),
+    };
+    let _ = out.flush();
+}

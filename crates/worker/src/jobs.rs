@@ -666,7 +666,7 @@ mod tests {
         );
         let path = dir.path().join("outbox/4.1.end");
         wait_until("the end report on disk", || path.exists()).await;
-        let report: Report = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let report = Report::decode(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(
             report.end,
             Some(JobEnd::Failed("command not found: /no/such/program".into()))

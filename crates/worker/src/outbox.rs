@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use xce_client::types::{JobEnd, JobId, RequestToken};
 
-/// One report waiting for its acknowledgement.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One report waiting for its acknowledgement. On disk it is a [`ReportFile`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     pub token: RequestToken,
     pub id: JobId,
@@ -50,6 +50,65 @@ impl Report {
     fn file_name(&self) -> String {
         let kind = if self.end.is_some() { "end" } else { "start" };
         format!("{}.{}.{kind}", self.id, self.attempt)
+    }
+
+    /// The bytes of the report's file.
+    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&ReportFile::from(self))
+    }
+
+    /// A report read back from its file.
+    pub fn decode(bytes: &[u8]) -> Result<Report, serde_json::Error> {
+        serde_json::from_slice::<ReportFile>(bytes).map(Report::from)
+    }
+}
+
+/// A report as its outbox file holds it: the worker's own file type, so that a serde
+/// attribute on a client type can never change what a restarted worker must read back.
+/// JSON, `{"token":N,"id":N,"attempt":N,"end":null|{"Exit":N}|{"Signal":N}|{"Failed":"..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ReportFile {
+    token: u128,
+    id: JobId,
+    attempt: u32,
+    end: Option<EndFile>,
+}
+
+/// How an attempt ended, as a report file holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum EndFile {
+    Exit(i32),
+    Signal(i32),
+    Failed(String),
+}
+
+impl From<&Report> for ReportFile {
+    fn from(r: &Report) -> Self {
+        ReportFile {
+            token: r.token.0,
+            id: r.id,
+            attempt: r.attempt,
+            end: r.end.clone().map(|end| match end {
+                JobEnd::Exit(c) => EndFile::Exit(c),
+                JobEnd::Signal(s) => EndFile::Signal(s),
+                JobEnd::Failed(why) => EndFile::Failed(why),
+            }),
+        }
+    }
+}
+
+impl From<ReportFile> for Report {
+    fn from(f: ReportFile) -> Self {
+        Report {
+            token: RequestToken(f.token),
+            id: f.id,
+            attempt: f.attempt,
+            end: f.end.map(|end| match end {
+                EndFile::Exit(c) => JobEnd::Exit(c),
+                EndFile::Signal(s) => JobEnd::Signal(s),
+                EndFile::Failed(why) => JobEnd::Failed(why),
+            }),
+        }
     }
 }
 
@@ -86,7 +145,7 @@ impl Outbox {
             path: path.clone(),
             source,
         };
-        let bytes = serde_json::to_vec(report).map_err(|e| err(std::io::Error::other(e)))?;
+        let bytes = report.encode().map_err(|e| err(std::io::Error::other(e)))?;
         let sync = report.end.is_some();
         let mut f = File::create(&tmp).map_err(err)?;
         f.write_all(&bytes).map_err(err)?;
@@ -131,7 +190,7 @@ impl Outbox {
             }
             let parsed = std::fs::read(&path)
                 .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<Report>(&b).map_err(|e| e.to_string()));
+                .and_then(|b| Report::decode(&b).map_err(|e| e.to_string()));
             match parsed {
                 Ok(r) if r.file_name() == name => reports.push(r),
                 Ok(_) => bad.push(format!(
@@ -168,6 +227,53 @@ mod tests {
         reopened.remove(&start).unwrap();
         reopened.remove(&start).unwrap();
         assert_eq!(reopened.load().unwrap().0, vec![other, end]);
+    }
+
+    /// The file format is what restarted workers read back: it must not change by accident.
+    #[test]
+    fn report_files_have_their_golden_bytes() {
+        let cases = [
+            (
+                Report {
+                    token: RequestToken(12_345),
+                    id: 7,
+                    attempt: 1,
+                    end: Some(JobEnd::Exit(5)),
+                },
+                r#"{"token":12345,"id":7,"attempt":1,"end":{"Exit":5}}"#,
+            ),
+            (
+                Report {
+                    token: RequestToken(u128::MAX),
+                    id: 8,
+                    attempt: 2,
+                    end: None,
+                },
+                r#"{"token":340282366920938463463374607431768211455,"id":8,"attempt":2,"end":null}"#,
+            ),
+            (
+                Report {
+                    token: RequestToken(1),
+                    id: 9,
+                    attempt: 3,
+                    end: Some(JobEnd::Failed("no such file".into())),
+                },
+                r#"{"token":1,"id":9,"attempt":3,"end":{"Failed":"no such file"}}"#,
+            ),
+            (
+                Report {
+                    token: RequestToken(2),
+                    id: 9,
+                    attempt: 4,
+                    end: Some(JobEnd::Signal(9)),
+                },
+                r#"{"token":2,"id":9,"attempt":4,"end":{"Signal":9}}"#,
+            ),
+        ];
+        for (report, golden) in cases {
+            assert_eq!(String::from_utf8(report.encode().unwrap()).unwrap(), golden);
+            assert_eq!(Report::decode(golden.as_bytes()).unwrap(), report);
+        }
     }
 
     #[test]

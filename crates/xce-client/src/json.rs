@@ -99,6 +99,57 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// One item of an event stream in the `xce -o json events` shape: every line has `kind`
+/// (`job`, `host`, `queue` or `resync`); a job event also `id`, `state`, `host`, `attempt`;
+/// a host event `name` and `state`.
+pub fn stream_item(item: &crate::events::StreamItem) -> Value {
+    use crate::events::StreamItem;
+    use crate::types::ClusterEvent;
+    match item {
+        StreamItem::Resync { reason } => json!({"kind": "resync", "reason": reason}),
+        StreamItem::Event(ClusterEvent::Job {
+            index,
+            id,
+            state,
+            host,
+            attempt,
+            queue,
+            pend_reason,
+            reason,
+        }) => json!({
+            "kind": "job",
+            "index": index,
+            "id": id,
+            "state": state.name(),
+            "host": host,
+            "attempt": attempt,
+            "queue": queue,
+            "pend_reason": pend_reason,
+            "reason": reason,
+        }),
+        StreamItem::Event(ClusterEvent::Host { index, name, state }) => json!({
+            "kind": "host",
+            "index": index,
+            "name": name,
+            "state": state.name(),
+        }),
+        StreamItem::Event(ClusterEvent::Queue {
+            index,
+            name,
+            priority,
+            open,
+            active,
+        }) => json!({
+            "kind": "queue",
+            "index": index,
+            "name": name,
+            "priority": priority,
+            "open": open,
+            "active": active,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@ pub mod candidates;
 pub mod classify;
 pub mod client;
 pub mod connection;
+pub mod events;
 pub mod fit;
 pub mod json;
 pub mod ops;

@@ -315,3 +315,67 @@ pub struct HeldJob {
     pub attempt: u32,
     pub phase: HeldPhase,
 }
+
+named_enum! {
+    /// The kinds of event a subscription can ask for.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum EventKind {
+        Job => "job",
+        Host => "host",
+        Queue => "queue",
+    }
+}
+
+/// Which events a subscription receives; empty `kinds` means all.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventFilter {
+    pub kinds: Vec<EventKind>,
+}
+
+impl EventFilter {
+    /// Whether events of `kind` pass.
+    pub fn wants(&self, kind: EventKind) -> bool {
+        self.kinds.is_empty() || self.kinds.contains(&kind)
+    }
+}
+
+/// One state change as a subscriber sees it, with the log index of the entry that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClusterEvent {
+    /// A job was created, or its state, host, attempt or reasons changed.
+    Job {
+        index: u64,
+        id: JobId,
+        state: JobState,
+        host: Option<String>,
+        attempt: u32,
+        queue: String,
+        pend_reason: Option<String>,
+        reason: Option<String>,
+    },
+    /// A host registered, or its state changed.
+    Host {
+        index: u64,
+        name: String,
+        state: HostState,
+    },
+    /// A queue was defined, or its priority or flags changed.
+    Queue {
+        index: u64,
+        name: String,
+        priority: i32,
+        open: bool,
+        active: bool,
+    },
+}
+
+impl ClusterEvent {
+    /// Its kind, for filters.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            ClusterEvent::Job { .. } => EventKind::Job,
+            ClusterEvent::Host { .. } => EventKind::Host,
+            ClusterEvent::Queue { .. } => EventKind::Queue,
+        }
+    }
+}

@@ -6,9 +6,9 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterInfo, HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction,
-    JobEnd, JobFilter, JobOrder, JobSignal, JobSpec, JobState, Member, MemberRole, Queue,
-    QueueAction, RequestToken, Role,
+    ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
+    HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobSignal, JobSpec,
+    JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
 };
 
 /// The common header of every reply, Rust side.
@@ -76,6 +76,7 @@ mirror_enum! {
     Role <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller }
     JobSignal <=> JobSignal { Kill, Suspend, Resume }
     HeldPhase <=> HeldPhase { Running, Suspended, Finished }
+    EventKind <=> EventKind { Job, Host, Queue }
 }
 
 /// Writes a reply header.
@@ -368,6 +369,108 @@ pub fn read_held(r: w::held_job::Reader<'_>) -> Result<HeldJob, Error> {
     })
 }
 
+/// Writes an event filter.
+pub fn write_event_filter(b: w::event_filter::Builder<'_>, f: &EventFilter) {
+    let mut kinds = b.init_kinds(f.kinds.len() as u32);
+    for (i, k) in f.kinds.iter().enumerate() {
+        kinds.set(i as u32, (*k).into());
+    }
+}
+
+/// Reads an event filter.
+pub fn read_event_filter(r: w::event_filter::Reader<'_>) -> Result<EventFilter, Error> {
+    let kinds = r
+        .get_kinds()?
+        .iter()
+        .map(|k| k.map(EventKind::from).map_err(Error::from))
+        .collect::<Result<_, _>>()?;
+    Ok(EventFilter { kinds })
+}
+
+/// Writes one event.
+pub fn write_event(mut b: w::event::Builder<'_>, e: &ClusterEvent) {
+    match e {
+        ClusterEvent::Job {
+            index,
+            id,
+            state,
+            host,
+            attempt,
+            queue,
+            pend_reason,
+            reason,
+        } => {
+            b.set_index(*index);
+            let mut j = b.init_job();
+            j.set_id(*id);
+            j.set_state((*state).into());
+            j.set_host(host.as_deref().unwrap_or(""));
+            j.set_attempt(*attempt);
+            j.set_queue(queue.as_str());
+            j.set_pend_reason(pend_reason.as_deref().unwrap_or(""));
+            j.set_reason(reason.as_deref().unwrap_or(""));
+        }
+        ClusterEvent::Host { index, name, state } => {
+            b.set_index(*index);
+            let mut h = b.init_host();
+            h.set_name(name.as_str());
+            h.set_state((*state).into());
+        }
+        ClusterEvent::Queue {
+            index,
+            name,
+            priority,
+            open,
+            active,
+        } => {
+            b.set_index(*index);
+            let mut q = b.init_queue();
+            q.set_name(name.as_str());
+            q.set_priority(*priority);
+            q.set_open(*open);
+            q.set_active(*active);
+        }
+    }
+}
+
+/// Reads one event.
+pub fn read_event(r: w::event::Reader<'_>) -> Result<ClusterEvent, Error> {
+    let index = r.get_index();
+    Ok(match r.which()? {
+        w::event::Job(j) => {
+            let j = j?;
+            ClusterEvent::Job {
+                index,
+                id: j.get_id(),
+                state: j.get_state()?.into(),
+                host: opt_text(text(j.get_host()?)?),
+                attempt: j.get_attempt(),
+                queue: text(j.get_queue()?)?,
+                pend_reason: opt_text(text(j.get_pend_reason()?)?),
+                reason: opt_text(text(j.get_reason()?)?),
+            }
+        }
+        w::event::Host(h) => {
+            let h = h?;
+            ClusterEvent::Host {
+                index,
+                name: text(h.get_name()?)?,
+                state: h.get_state()?.into(),
+            }
+        }
+        w::event::Queue(q) => {
+            let q = q?;
+            ClusterEvent::Queue {
+                index,
+                name: text(q.get_name()?)?,
+                priority: q.get_priority(),
+                open: q.get_open(),
+                active: q.get_active(),
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,6 +534,39 @@ mod tests {
         let mut msg = capnp::message::Builder::new_default();
         write_host(msg.init_root(), &host);
         assert_eq!(read_host(msg.get_root_as_reader().unwrap()).unwrap(), host);
+    }
+
+    #[test]
+    fn events_round_trip_through_capnp() {
+        let events = [
+            ClusterEvent::Job {
+                index: 9,
+                id: 4,
+                state: JobState::Running,
+                host: Some("w1".into()),
+                attempt: 2,
+                queue: "normal".into(),
+                pend_reason: None,
+                reason: Some("x".into()),
+            },
+            ClusterEvent::Host {
+                index: 10,
+                name: "w2".into(),
+                state: HostState::Closed,
+            },
+            ClusterEvent::Queue {
+                index: 11,
+                name: "high".into(),
+                priority: -1,
+                open: false,
+                active: true,
+            },
+        ];
+        for e in events {
+            let mut msg = capnp::message::Builder::new_default();
+            write_event(msg.init_root(), &e);
+            assert_eq!(read_event(msg.get_root_as_reader().unwrap()).unwrap(), e);
+        }
     }
 
     #[test]

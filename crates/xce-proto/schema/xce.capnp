@@ -168,6 +168,70 @@ interface Controller {
   # A worker reports a job attempt started or ended; idempotent per job and attempt.
   jobStarted @13 (token :Token, host :Text, jobId :UInt64, attempt :UInt32) -> (header :ReplyHeader);
   jobFinished @14 (token :Token, host :Text, jobId :UInt64, attempt :UInt32, end :JobEnd) -> (header :ReplyHeader);
+
+  # Streams the state changes passing `filter` to `listener`, from this primary's next applied
+  # entry on, until the listener fails or is released, or the controller drops it: when it
+  # falls too far behind, or this controller stops being the primary (told through
+  # `listener.closed`). Events are not replayed across primaries: re-read state after
+  # subscribing again.
+  subscribe @15 (listener :EventListener, filter :EventFilter) -> (header :ReplyHeader);
+}
+
+# ---- Events ------------------------------------------------------------------------------
+
+enum EventKind {
+  job @0;
+  host @1;
+  queue @2;
+}
+
+# Which events a subscription receives; empty `kinds` means all.
+struct EventFilter {
+  kinds @0 :List(EventKind);
+}
+
+# One state change, with the log index of the entry that made it.
+struct Event {
+  index @0 :UInt64;
+  union {
+    job @1 :JobEvent;
+    host @2 :HostEvent;
+    queue @3 :QueueEvent;
+  }
+}
+
+# A job was created, or its state, host, attempt or reasons changed.
+struct JobEvent {
+  id @0 :UInt64;
+  state @1 :JobState;
+  host @2 :Text;         # Empty: none.
+  attempt @3 :UInt32;
+  queue @4 :Text;
+  pendReason @5 :Text;   # Empty: none.
+  reason @6 :Text;       # Empty: none.
+}
+
+# A host registered, or its state changed.
+struct HostEvent {
+  name @0 :Text;
+  state @1 :HostState;
+}
+
+# A queue was defined, or its priority or flags changed.
+struct QueueEvent {
+  name @0 :Text;
+  priority @1 :Int32;
+  open @2 :Bool;
+  active @3 :Bool;
+}
+
+# What a subscriber passes to `subscribe`; the controller calls it with batches in log order,
+# one batch in flight at a time (a listener that does not return holds the next batch back,
+# until it is dropped for being too slow).
+interface EventListener {
+  events @0 (events :List(Event)) -> ();
+  # The controller ended the subscription, and why.
+  closed @1 (reason :Text) -> ();
 }
 
 # How a job attempt ended, as its worker saw it.

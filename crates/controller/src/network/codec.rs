@@ -1,5 +1,5 @@
 //! Encoding of openraft's messages inside the `Raft` capnp interface. Append-entries requests
-//! (the hot path, carrying batches) use compact bincode; the small, rarer messages and every
+//! (the hot path, carrying batches) use compact postcard (the same encoding as the log); the small, rarer messages and every
 //! reply use JSON, whose serde support for openraft's error types is complete.
 
 use serde::de::DeserializeOwned;
@@ -7,12 +7,12 @@ use serde::Serialize;
 
 /// Encodes a hot-path message.
 pub fn to_bin<T: Serialize>(value: &T) -> Result<Vec<u8>, capnp::Error> {
-    bincode::serialize(value).map_err(|e| capnp::Error::failed(format!("encode: {e}")))
+    postcard::to_stdvec(value).map_err(|e| capnp::Error::failed(format!("encode: {e}")))
 }
 
 /// Decodes a hot-path message.
 pub fn from_bin<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, capnp::Error> {
-    bincode::deserialize(bytes).map_err(|e| capnp::Error::failed(format!("decode: {e}")))
+    postcard::from_bytes(bytes).map_err(|e| capnp::Error::failed(format!("decode: {e}")))
 }
 
 /// Encodes a control message or reply.

@@ -45,11 +45,12 @@ pub enum Method {
     Dispatch,
     JobStarted,
     JobFinished,
+    Subscribe,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 15] = [
+    pub const ALL: [Method; 16] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -65,6 +66,7 @@ impl Method {
         Method::Dispatch,
         Method::JobStarted,
         Method::JobFinished,
+        Method::Subscribe,
     ];
 
     /// The schema name, for messages.
@@ -85,6 +87,7 @@ impl Method {
             Method::Dispatch => "dispatch",
             Method::JobStarted => "jobStarted",
             Method::JobFinished => "jobFinished",
+            Method::Subscribe => "subscribe",
         }
     }
 }
@@ -99,6 +102,7 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::ListQueues
         | Method::ClusterInfo
         | Method::ListHosts
+        | Method::Subscribe
         | Method::Join => true,
         // Users' own work; the apiserver acts for users.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin | Apiserver),
@@ -140,7 +144,7 @@ mod tests {
     fn every_method_against_every_role() {
         use Role::*;
         let all = Role::ALL;
-        let expected: [(Method, &[Role]); 15] = [
+        let expected: [(Method, &[Role]); 16] = [
             (Method::Submit, &[User, Operator, Admin, Apiserver]),
             (Method::ListJobs, all),
             (Method::JobInfo, all),
@@ -156,6 +160,7 @@ mod tests {
             (Method::Dispatch, &[Scheduler, Operator, Admin]),
             (Method::JobStarted, &[Worker]),
             (Method::JobFinished, &[Worker]),
+            (Method::Subscribe, all),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

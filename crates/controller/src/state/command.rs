@@ -30,7 +30,7 @@ pub struct QueueDef {
 }
 
 /// An operator's request to end a placed job, waiting for its worker to report the end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndIntent {
     /// The job ends `exited` with reason "killed".
     Kill,
@@ -38,8 +38,10 @@ pub enum EndIntent {
     Requeue,
 }
 
-/// One state change, as stored in the Raft log.
+/// One state change, as proposed and applied. The Raft log (and the append-entries messages
+/// that replicate it) hold it as a [`super::CommandRecord`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "super::CommandRecord", from = "super::CommandRecord")]
 pub enum Command {
     Submit {
         token: RequestToken,
@@ -164,7 +166,8 @@ impl Command {
 }
 
 /// The result of applying one command. Side effects for workers are not here: they are
-/// [`crate::state::Event`]s, emitted by the same apply.
+/// [`crate::state::Event`]s, emitted by the same apply. Snapshots store the remembered ones
+/// (the token window) as records; this type's own serde is only openraft's in-process reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
     /// A job was created.

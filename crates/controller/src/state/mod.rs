@@ -16,6 +16,7 @@ mod hosts;
 mod index;
 mod jobs;
 mod queues;
+mod stored;
 mod validate;
 mod views;
 
@@ -26,12 +27,12 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
 use xce_client::types::{HostState, Job, JobId, RequestToken};
 
 pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
 pub use index::{is_placed, HostLoad, QueueCounts};
+pub use stored::{CommandRecord, StateRecord};
 pub use validate::{
     check_size, validate_host_name, validate_spec, MAX_LIST_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
 };
@@ -55,8 +56,8 @@ pub const PEND_NO_SCHEDULER: &str = "no scheduler";
 /// Reason recorded on a job an operator requeued.
 pub const PEND_REQUEUED: &str = "requeued by an operator";
 
-/// A queue as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueState {
     pub priority: i32,
     pub open: bool,
@@ -64,9 +65,9 @@ pub struct QueueState {
     pub on_host_lost: LostPolicy,
 }
 
-/// A host as stored. `available` is liveness (heartbeats); `closed` is operator state; the
-/// reported state is `unavailable` before `closed` before `ok`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A host. `available` is liveness (heartbeats); `closed` is operator state; the reported
+/// state is `unavailable` before `closed` before `ok`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRecord {
     pub cpus: u32,
     pub mem_mb: u64,
@@ -89,7 +90,7 @@ impl HostRecord {
 }
 
 /// Applied tokens and their outcomes, bounded to [`TOKEN_WINDOW`] (oldest evicted first).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct TokenWindow {
     outcomes: HashMap<RequestToken, Outcome>,
     order: VecDeque<RequestToken>,
@@ -112,8 +113,8 @@ impl TokenWindow {
     }
 }
 
-/// The whole replicated cluster state.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The whole replicated cluster state. A snapshot stores it as a [`StateRecord`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
     next_job_id: JobId,
     jobs: BTreeMap<JobId, Job>,
@@ -122,11 +123,9 @@ pub struct State {
     /// Placed jobs an operator asked to kill or requeue, until their attempt is gone.
     intents: BTreeMap<JobId, EndIntent>,
     tokens: TokenWindow,
-    /// Derived from `jobs`; rebuilt by [`State::restored`], never stored.
-    #[serde(skip)]
+    /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
-    #[serde(skip)]
     emitted: Vec<Event>,
 }
 
@@ -156,13 +155,6 @@ impl Default for State {
 }
 
 impl State {
-    /// A state decoded from a snapshot, with its indexes rebuilt.
-    pub fn restored(mut self) -> State {
-        self.index = Index::build(self.jobs.values());
-        self.emitted.clear();
-        self
-    }
-
     /// Applies one command stamped with the proposing primary's time; its events are dropped.
     pub fn apply(&mut self, at_ms: u64, cmd: Command) -> Outcome {
         self.apply_into(at_ms, cmd, &mut Vec::new())

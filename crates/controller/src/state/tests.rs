@@ -296,6 +296,9 @@ proptest! {
     fn apply_is_deterministic_and_idempotent(cmds in prop::collection::vec(command(), 0..60)) {
         let (mut a, mut b) = (State::default(), State::default());
         for (i, cmd) in cmds.iter().enumerate() {
+            // Every command reads back from its stored form as itself.
+            let stored = postcard::to_stdvec(cmd).unwrap();
+            prop_assert_eq!(&postcard::from_bytes::<Command>(&stored).unwrap(), cmd);
             let before = a.clone();
             let requeue = matches!(cmd, Command::ControlJob { action: JobAction::Requeue, .. });
             let dispatch = matches!(cmd, Command::Dispatch { .. });
@@ -338,8 +341,8 @@ proptest! {
         prop_assert_eq!(&a, &b);
         let ids: Vec<JobId> = a.jobs.keys().copied().collect();
         prop_assert_eq!(ids, (1..a.next_job_id).collect::<Vec<_>>());
-        let encoded = bincode::serialize(&a).unwrap();
-        let restored = bincode::deserialize::<State>(&encoded).unwrap().restored();
+        let encoded = postcard::to_stdvec(&a.clone().into_record()).unwrap();
+        let restored = State::from_record(postcard::from_bytes::<StateRecord>(&encoded).unwrap());
         prop_assert_eq!(&restored, &a);
         // Liveness commands carry no token: the primary proposes them from fresh state.
         let snapshot = a.clone();

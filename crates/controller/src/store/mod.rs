@@ -74,7 +74,7 @@ pub struct Identity {
 /// The encoding of replicated commands and state this build writes and reads. Raised whenever
 /// it changes; a data dir of another format is refused by name instead of failing to decode
 /// half-way through a replay.
-pub const STORE_FORMAT: u32 = 2;
+pub const STORE_FORMAT: u32 = 3;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -249,14 +249,17 @@ where
         .map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))?
 }
 
-/// Encodes a value for storage (log entries, vote, snapshots): compact bincode.
+/// Encodes a value for storage (log entries, vote, snapshots) with postcard: maintained, a
+/// stable documented wire format (1.0), compact (varints, no field names), and it needs no
+/// schema beside the serde types, which for our own data are the record types of
+/// `state::stored`. (bincode 1, used before, is unmaintained.)
 pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, redb::Error> {
-    bincode::serialize(value).map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))
+    postcard::to_stdvec(value).map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))
 }
 
 /// Decodes a stored value.
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, redb::Error> {
-    bincode::deserialize(bytes).map_err(|e| {
+    postcard::from_bytes(bytes).map_err(|e| {
         redb::Error::Io(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("corrupt record: {e}"),

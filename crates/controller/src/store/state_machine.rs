@@ -12,14 +12,13 @@ use openraft::{
     StorageIOError, StoredMembership,
 };
 use redb::{Database, ReadableTable};
-use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use super::{
     blocking, decode, encode, get_meta, read_err, write_err, BatchOutcome, NodeId, TypeConfig,
     KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
 };
-use crate::state::{Event, State};
+use crate::state::{Event, State, StateRecord};
 
 /// How many applied entries' events a slow receiver may fall behind by before it misses some
 /// (it is told how many: `RecvError::Lagged`).
@@ -36,7 +35,7 @@ pub struct Published {
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 
 /// What has been applied: the state and the log position it reflects.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Applied {
     pub last_applied: Option<LogId<NodeId>>,
     pub membership: Membership,
@@ -95,7 +94,7 @@ impl StateMachineStore {
             Some((meta, data)) => Applied {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership,
-                state: decode::<State>(&data)?.restored(),
+                state: State::from_record(decode::<StateRecord>(&data)?),
             },
             None => Applied::default(),
         };
@@ -152,7 +151,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 applied.state.clone(),
             )
         };
-        let data = tokio::task::spawn_blocking(move || encode(&state))
+        let data = tokio::task::spawn_blocking(move || encode(&state.into_record()))
             .await
             .map_err(|e| StorageIOError::write_state_machine(AnyError::new(&e)))?
             .map_err(write_err)?;
@@ -239,7 +238,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();
-        let state = decode::<State>(&data).map_err(read_err)?.restored();
+        let state = State::from_record(decode::<StateRecord>(&data).map_err(read_err)?);
         self.save_snapshot(meta, data).await?;
         let mut applied = self.applied.write();
         applied.last_applied = meta.last_log_id;

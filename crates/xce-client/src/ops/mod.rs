@@ -10,6 +10,7 @@ use crate::connection::LocalFuture;
 use crate::wire::{self, ReplyHeader};
 
 mod cluster;
+mod events;
 mod hosts;
 mod jobs;
 mod queues;
@@ -17,6 +18,7 @@ mod sessions;
 mod workers;
 
 pub use cluster::GetCluster;
+pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Submit};
 pub use queues::{ControlQueue, ListQueues};

@@ -7,6 +7,7 @@
 //! `Send` [`Node`] and always answer a header: a domain error is never a capnp exception.
 
 mod cluster;
+mod events;
 mod hosts;
 mod jobs;
 mod queues;
@@ -107,4 +108,5 @@ methods! {
     heartbeat(HeartbeatParams, HeartbeatResults) => Heartbeat: workers::heartbeat;
     job_started(JobStartedParams, JobStartedResults) => JobStarted: workers::started;
     job_finished(JobFinishedParams, JobFinishedResults) => JobFinished: workers::finished;
+    subscribe(SubscribeParams, SubscribeResults) => Subscribe: events::subscribe;
 }

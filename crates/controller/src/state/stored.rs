@@ -1,0 +1,783 @@
+//! What the Raft log and the snapshots hold: record types the controller owns, converted at
+//! this edge from and to the domain types (`xce-client`'s, and the state's own). A serde
+//! attribute added to a client type for the HTTP API can therefore never change what is on
+//! disk; changing a record here changes the stored format, which the golden-bytes test below
+//! catches ("raise STORE_FORMAT"). Records are encoded with postcard (see `store::encode`).
+//!
+//! `Command` serializes through [`CommandRecord`] (`#[serde(into, from)]`), so log entries and
+//! the append-entries messages that carry them use the records; a snapshot is a
+//! [`StateRecord`], built from a state by [`State::into_record`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::{
+    HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobOrder, JobSignal,
+    JobSpec, JobState, QueueAction, RequestToken,
+};
+use xce_proto::Status;
+
+use super::index::Index;
+use super::{
+    Command, EndIntent, HostRecord, LostPolicy, Outcome, QueueDef, QueueState, State, TokenWindow,
+};
+
+/// `From` both ways between a domain enum and its record, variant for variant.
+macro_rules! record_enum {
+    ($($record:ident <=> $domain:ident { $($variant:ident),+ $(,)? })+) => {$(
+        /// Stored form of the domain enum of the same name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum $record { $($variant),+ }
+
+        impl From<$domain> for $record {
+            fn from(v: $domain) -> Self {
+                match v { $($domain::$variant => $record::$variant),+ }
+            }
+        }
+
+        impl From<$record> for $domain {
+            fn from(v: $record) -> Self {
+                match v { $($record::$variant => $domain::$variant),+ }
+            }
+        }
+    )+};
+}
+
+record_enum! {
+    JobStateRecord <=> JobState { Pending, Dispatched, Running, Suspended, Done, Exited }
+    JobActionRecord <=> JobAction { Kill, Suspend, Resume, Requeue }
+    QueueActionRecord <=> QueueAction { Open, Close, Activate, Inactivate }
+    HostActionRecord <=> HostAction { Open, Close }
+    HeldPhaseRecord <=> HeldPhase { Running, Suspended, Finished }
+    JobSignalRecord <=> JobSignal { Kill, Suspend, Resume }
+    LostPolicyRecord <=> LostPolicy { Requeue, Exit }
+    EndIntentRecord <=> EndIntent { Kill, Requeue }
+    StatusRecord <=> Status {
+        Ok, Redirect, Standby, NoMaster, NotReady, DupJob, Auth, Perm, Invalid, NoEnt,
+        Conflict, Internal,
+    }
+}
+
+/// A job spec as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecRecord {
+    pub name: String,
+    pub user: String,
+    pub queue: String,
+    pub command: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    pub cpus: i32,
+    pub mem_mb: i64,
+    pub priority: i32,
+}
+
+impl From<JobSpec> for SpecRecord {
+    fn from(s: JobSpec) -> Self {
+        SpecRecord {
+            name: s.name,
+            user: s.user,
+            queue: s.queue,
+            command: s.command,
+            env: s.env,
+            cwd: s.cwd,
+            cpus: s.cpus,
+            mem_mb: s.mem_mb,
+            priority: s.priority,
+        }
+    }
+}
+
+impl From<SpecRecord> for JobSpec {
+    fn from(s: SpecRecord) -> Self {
+        JobSpec {
+            name: s.name,
+            user: s.user,
+            queue: s.queue,
+            command: s.command,
+            env: s.env,
+            cwd: s.cwd,
+            cpus: s.cpus,
+            mem_mb: s.mem_mb,
+            priority: s.priority,
+        }
+    }
+}
+
+/// A job as stored in a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: u64,
+    pub spec: SpecRecord,
+    pub state: JobStateRecord,
+    pub pend_reason: Option<String>,
+    pub reason: Option<String>,
+    pub host: Option<String>,
+    pub attempt: u32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub submit_time_ms: u64,
+    pub start_time_ms: Option<u64>,
+    pub end_time_ms: Option<u64>,
+    pub output_dir: Option<String>,
+}
+
+impl From<Job> for JobRecord {
+    fn from(j: Job) -> Self {
+        JobRecord {
+            id: j.id,
+            spec: j.spec.into(),
+            state: j.state.into(),
+            pend_reason: j.pend_reason,
+            reason: j.reason,
+            host: j.host,
+            attempt: j.attempt,
+            exit_code: j.exit_code,
+            signal: j.signal,
+            submit_time_ms: j.submit_time_ms,
+            start_time_ms: j.start_time_ms,
+            end_time_ms: j.end_time_ms,
+            output_dir: j.output_dir,
+        }
+    }
+}
+
+impl From<JobRecord> for Job {
+    fn from(j: JobRecord) -> Self {
+        Job {
+            id: j.id,
+            spec: j.spec.into(),
+            state: j.state.into(),
+            pend_reason: j.pend_reason,
+            reason: j.reason,
+            host: j.host,
+            attempt: j.attempt,
+            exit_code: j.exit_code,
+            signal: j.signal,
+            submit_time_ms: j.submit_time_ms,
+            start_time_ms: j.start_time_ms,
+            end_time_ms: j.end_time_ms,
+            output_dir: j.output_dir,
+        }
+    }
+}
+
+/// A worker's host attributes as stored in a join.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostAttributesRecord {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub spool_dir: String,
+}
+
+/// An attempt a worker holds, as stored in a join.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldRecord {
+    pub id: u64,
+    pub attempt: u32,
+    pub phase: HeldPhaseRecord,
+}
+
+/// How an attempt ended, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EndRecord {
+    Exit(i32),
+    Signal(i32),
+    Failed(String),
+}
+
+/// A configured queue, as a barrier entry stores it (the YAML type is `QueueDef`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueDefRecord {
+    pub name: String,
+    pub priority: i32,
+    pub on_host_lost: LostPolicyRecord,
+}
+
+/// A command as stored in the log, variant for variant with [`Command`]. Append new variants
+/// at the end: an inserted one renumbers those after it (raise STORE_FORMAT if you must).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandRecord {
+    Submit {
+        token: u128,
+        spec: SpecRecord,
+    },
+    ControlJob {
+        token: u128,
+        id: u64,
+        action: JobActionRecord,
+    },
+    ControlQueue {
+        token: u128,
+        name: String,
+        action: QueueActionRecord,
+    },
+    RegisterHost {
+        token: u128,
+        host: HostAttributesRecord,
+        held: Vec<HeldRecord>,
+    },
+    ControlHost {
+        token: u128,
+        name: String,
+        action: HostActionRecord,
+    },
+    SetHostAvailable {
+        name: String,
+        available: bool,
+    },
+    Dispatch {
+        token: u128,
+        id: u64,
+        host: String,
+    },
+    JobStarted {
+        token: u128,
+        id: u64,
+        attempt: u32,
+        host: String,
+    },
+    JobFinished {
+        token: u128,
+        id: u64,
+        attempt: u32,
+        host: String,
+        end: EndRecord,
+    },
+    HostLost {
+        name: String,
+    },
+    Barrier {
+        term: u64,
+        queues: Vec<QueueDefRecord>,
+    },
+}
+
+fn held_record(h: HeldJob) -> HeldRecord {
+    HeldRecord {
+        id: h.id,
+        attempt: h.attempt,
+        phase: h.phase.into(),
+    }
+}
+
+fn end_record(end: JobEnd) -> EndRecord {
+    match end {
+        JobEnd::Exit(c) => EndRecord::Exit(c),
+        JobEnd::Signal(s) => EndRecord::Signal(s),
+        JobEnd::Failed(r) => EndRecord::Failed(r),
+    }
+}
+
+impl From<Command> for CommandRecord {
+    fn from(cmd: Command) -> Self {
+        match cmd {
+            Command::Submit { token, spec } => CommandRecord::Submit {
+                token: token.0,
+                spec: spec.into(),
+            },
+            Command::ControlJob { token, id, action } => CommandRecord::ControlJob {
+                token: token.0,
+                id,
+                action: action.into(),
+            },
+            Command::ControlQueue {
+                token,
+                name,
+                action,
+            } => CommandRecord::ControlQueue {
+                token: token.0,
+                name,
+                action: action.into(),
+            },
+            Command::RegisterHost { token, host, held } => CommandRecord::RegisterHost {
+                token: token.0,
+                host: HostAttributesRecord {
+                    name: host.name,
+                    cpus: host.cpus,
+                    mem_mb: host.mem_mb,
+                    spool_dir: host.spool_dir,
+                },
+                held: held.into_iter().map(held_record).collect(),
+            },
+            Command::ControlHost {
+                token,
+                name,
+                action,
+            } => CommandRecord::ControlHost {
+                token: token.0,
+                name,
+                action: action.into(),
+            },
+            Command::SetHostAvailable { name, available } => {
+                CommandRecord::SetHostAvailable { name, available }
+            }
+            Command::Dispatch { token, id, host } => CommandRecord::Dispatch {
+                token: token.0,
+                id,
+                host,
+            },
+            Command::JobStarted {
+                token,
+                id,
+                attempt,
+                host,
+            } => CommandRecord::JobStarted {
+                token: token.0,
+                id,
+                attempt,
+                host,
+            },
+            Command::JobFinished {
+                token,
+                id,
+                attempt,
+                host,
+                end,
+            } => CommandRecord::JobFinished {
+                token: token.0,
+                id,
+                attempt,
+                host,
+                end: end_record(end),
+            },
+            Command::HostLost { name } => CommandRecord::HostLost { name },
+            Command::Barrier { term, queues } => CommandRecord::Barrier {
+                term,
+                queues: queues
+                    .into_iter()
+                    .map(|q| QueueDefRecord {
+                        name: q.name,
+                        priority: q.priority,
+                        on_host_lost: q.on_host_lost.into(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl From<CommandRecord> for Command {
+    fn from(rec: CommandRecord) -> Self {
+        let t = RequestToken;
+        match rec {
+            CommandRecord::Submit { token, spec } => Command::Submit {
+                token: t(token),
+                spec: spec.into(),
+            },
+            CommandRecord::ControlJob { token, id, action } => Command::ControlJob {
+                token: t(token),
+                id,
+                action: action.into(),
+            },
+            CommandRecord::ControlQueue {
+                token,
+                name,
+                action,
+            } => Command::ControlQueue {
+                token: t(token),
+                name,
+                action: action.into(),
+            },
+            CommandRecord::RegisterHost { token, host, held } => Command::RegisterHost {
+                token: t(token),
+                host: HostAttributes {
+                    name: host.name,
+                    cpus: host.cpus,
+                    mem_mb: host.mem_mb,
+                    spool_dir: host.spool_dir,
+                },
+                held: held
+                    .into_iter()
+                    .map(|h| HeldJob {
+                        id: h.id,
+                        attempt: h.attempt,
+                        phase: h.phase.into(),
+                    })
+                    .collect(),
+            },
+            CommandRecord::ControlHost {
+                token,
+                name,
+                action,
+            } => Command::ControlHost {
+                token: t(token),
+                name,
+                action: action.into(),
+            },
+            CommandRecord::SetHostAvailable { name, available } => {
+                Command::SetHostAvailable { name, available }
+            }
+            CommandRecord::Dispatch { token, id, host } => Command::Dispatch {
+                token: t(token),
+                id,
+                host,
+            },
+            CommandRecord::JobStarted {
+                token,
+                id,
+                attempt,
+                host,
+            } => Command::JobStarted {
+                token: t(token),
+                id,
+                attempt,
+                host,
+            },
+            CommandRecord::JobFinished {
+                token,
+                id,
+                attempt,
+                host,
+                end,
+            } => Command::JobFinished {
+                token: t(token),
+                id,
+                attempt,
+                host,
+                end: match end {
+                    EndRecord::Exit(c) => JobEnd::Exit(c),
+                    EndRecord::Signal(s) => JobEnd::Signal(s),
+                    EndRecord::Failed(r) => JobEnd::Failed(r),
+                },
+            },
+            CommandRecord::HostLost { name } => Command::HostLost { name },
+            CommandRecord::Barrier { term, queues } => Command::Barrier {
+                term,
+                queues: queues
+                    .into_iter()
+                    .map(|q| QueueDef {
+                        name: q.name,
+                        priority: q.priority,
+                        on_host_lost: q.on_host_lost.into(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// An order for one attempt, as stored in a remembered join outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderRecord {
+    pub id: u64,
+    pub attempt: u32,
+    pub signal: JobSignalRecord,
+}
+
+/// A remembered outcome (the token window), as stored in a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutcomeRecord {
+    Submitted(u64),
+    Done,
+    Rejected {
+        status: StatusRecord,
+        message: String,
+    },
+    Duplicate(Box<OutcomeRecord>),
+    Resynced {
+        orders: Vec<OrderRecord>,
+    },
+}
+
+impl From<Outcome> for OutcomeRecord {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Submitted(id) => OutcomeRecord::Submitted(id),
+            Outcome::Done => OutcomeRecord::Done,
+            Outcome::Rejected { status, message } => OutcomeRecord::Rejected {
+                status: status.into(),
+                message,
+            },
+            Outcome::Duplicate(inner) => OutcomeRecord::Duplicate(Box::new((*inner).into())),
+            Outcome::Resynced { orders } => OutcomeRecord::Resynced {
+                orders: orders
+                    .into_iter()
+                    .map(|o| OrderRecord {
+                        id: o.id,
+                        attempt: o.attempt,
+                        signal: o.signal.into(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl From<OutcomeRecord> for Outcome {
+    fn from(o: OutcomeRecord) -> Self {
+        match o {
+            OutcomeRecord::Submitted(id) => Outcome::Submitted(id),
+            OutcomeRecord::Done => Outcome::Done,
+            OutcomeRecord::Rejected { status, message } => Outcome::Rejected {
+                status: status.into(),
+                message,
+            },
+            OutcomeRecord::Duplicate(inner) => Outcome::Duplicate(Box::new((*inner).into())),
+            OutcomeRecord::Resynced { orders } => Outcome::Resynced {
+                orders: orders
+                    .into_iter()
+                    .map(|o| JobOrder {
+                        id: o.id,
+                        attempt: o.attempt,
+                        signal: o.signal.into(),
+                    })
+                    .collect(),
+            },
+        }
+    }
+}
+
+/// A queue as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueRecord {
+    pub name: String,
+    pub priority: i32,
+    pub open: bool,
+    pub active: bool,
+    pub on_host_lost: LostPolicyRecord,
+}
+
+/// A host as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostStoredRecord {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub spool_dir: String,
+    pub closed: bool,
+    pub available: bool,
+}
+
+/// The whole state as a snapshot stores it. Every collection is a list in a fixed order (ids,
+/// names, the token window's age), so the same state always encodes to the same bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateRecord {
+    pub next_job_id: u64,
+    pub jobs: Vec<JobRecord>,
+    pub queues: Vec<QueueRecord>,
+    pub hosts: Vec<HostStoredRecord>,
+    pub intents: Vec<(u64, EndIntentRecord)>,
+    /// Remembered tokens and their outcomes, oldest first.
+    pub tokens: Vec<(u128, OutcomeRecord)>,
+}
+
+impl State {
+    /// The state as a snapshot stores it (consumed: a snapshot is built from a copy).
+    pub fn into_record(self) -> StateRecord {
+        let State {
+            next_job_id,
+            jobs,
+            queues,
+            hosts,
+            intents,
+            tokens,
+            ..
+        } = self;
+        let TokenWindow {
+            mut outcomes,
+            order,
+        } = tokens;
+        StateRecord {
+            next_job_id,
+            jobs: jobs.into_values().map(JobRecord::from).collect(),
+            queues: queues
+                .into_iter()
+                .map(|(name, q)| QueueRecord {
+                    name,
+                    priority: q.priority,
+                    open: q.open,
+                    active: q.active,
+                    on_host_lost: q.on_host_lost.into(),
+                })
+                .collect(),
+            hosts: hosts
+                .into_iter()
+                .map(|(name, h)| HostStoredRecord {
+                    name,
+                    cpus: h.cpus,
+                    mem_mb: h.mem_mb,
+                    spool_dir: h.spool_dir,
+                    closed: h.closed,
+                    available: h.available,
+                })
+                .collect(),
+            intents: intents.into_iter().map(|(id, i)| (id, i.into())).collect(),
+            tokens: order
+                .into_iter()
+                .filter_map(|t| outcomes.remove(&t).map(|o| (t.0, o.into())))
+                .collect(),
+        }
+    }
+
+    /// The state a snapshot holds, with its indexes rebuilt.
+    pub fn from_record(rec: StateRecord) -> State {
+        let mut window = TokenWindow::default();
+        for (token, outcome) in rec.tokens {
+            window.remember(RequestToken(token), outcome.into());
+        }
+        let jobs: BTreeMap<u64, Job> = rec.jobs.into_iter().map(|j| (j.id, Job::from(j))).collect();
+        State {
+            next_job_id: rec.next_job_id,
+            index: Index::build(jobs.values()),
+            jobs,
+            queues: rec
+                .queues
+                .into_iter()
+                .map(|q| {
+                    let state = QueueState {
+                        priority: q.priority,
+                        open: q.open,
+                        active: q.active,
+                        on_host_lost: q.on_host_lost.into(),
+                    };
+                    (q.name, state)
+                })
+                .collect(),
+            hosts: rec
+                .hosts
+                .into_iter()
+                .map(|h| {
+                    let record = HostRecord {
+                        cpus: h.cpus,
+                        mem_mb: h.mem_mb,
+                        spool_dir: h.spool_dir,
+                        closed: h.closed,
+                        available: h.available,
+                    };
+                    (h.name, record)
+                })
+                .collect(),
+            intents: rec
+                .intents
+                .into_iter()
+                .map(|(id, i)| (id, i.into()))
+                .collect(),
+            tokens: window,
+            emitted: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::{HeldJob, HeldPhase, HostAttributes, JobAction, JobEnd, JobSpec};
+
+    use super::*;
+    use crate::store::STORE_FORMAT;
+
+    /// One command of every kind, with every field set.
+    fn every_command() -> Vec<Command> {
+        let t = RequestToken;
+        vec![
+            Command::Barrier {
+                term: 7,
+                queues: vec![QueueDef {
+                    name: "high".into(),
+                    priority: 50,
+                    on_host_lost: LostPolicy::Exit,
+                }],
+            },
+            Command::RegisterHost {
+                token: t(1),
+                host: HostAttributes {
+                    name: "w1".into(),
+                    cpus: 4,
+                    mem_mb: 2048,
+                    spool_dir: "/spool".into(),
+                },
+                held: vec![HeldJob {
+                    id: 9,
+                    attempt: 2,
+                    phase: HeldPhase::Suspended,
+                }],
+            },
+            Command::Submit {
+                token: t(u128::MAX - 1),
+                spec: JobSpec {
+                    name: "sim".into(),
+                    user: "alice".into(),
+                    queue: "high".into(),
+                    command: vec!["sh".into(), "-c".into(), "echo hi".into()],
+                    env: vec![("A".into(), "1".into())],
+                    cwd: "/home/alice".into(),
+                    cpus: 2,
+                    mem_mb: 512,
+                    priority: -3,
+                },
+            },
+            Command::Dispatch {
+                token: t(3),
+                id: 1,
+                host: "w1".into(),
+            },
+            Command::JobStarted {
+                token: t(4),
+                id: 1,
+                attempt: 1,
+                host: "w1".into(),
+            },
+            Command::ControlJob {
+                token: t(5),
+                id: 1,
+                action: JobAction::Kill,
+            },
+            Command::JobFinished {
+                token: t(6),
+                id: 1,
+                attempt: 1,
+                host: "w1".into(),
+                end: JobEnd::Failed("no such file".into()),
+            },
+            Command::ControlQueue {
+                token: t(7),
+                name: "high".into(),
+                action: QueueAction::Inactivate,
+            },
+            Command::ControlHost {
+                token: t(8),
+                name: "w1".into(),
+                action: HostAction::Close,
+            },
+            Command::SetHostAvailable {
+                name: "w1".into(),
+                available: false,
+            },
+            Command::HostLost { name: "w1".into() },
+        ]
+    }
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The bytes of [`every_command`] and of the state they leave, in store format
+    /// [`STORE_FORMAT`]. They must never change within a format.
+    const GOLDEN_FORMAT: u32 = 3;
+    const GOLDEN_LOG: &str = "0b0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c650207046869676803040802773101050277310009027731";
+    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c01000008010401090200feffffffffffffffffffffffffffffffffff030001030104010501060107010801";
+
+    #[test]
+    fn the_stored_encoding_is_the_golden_one_of_its_format() {
+        let commands = every_command();
+        let log = crate::store::encode(&commands).unwrap();
+        let mut state = State::default();
+        for cmd in commands.clone() {
+            state.apply(1_700_000_000_000, cmd);
+        }
+        let snapshot = crate::store::encode(&state.clone().into_record()).unwrap();
+        let raise = "the stored encoding of commands or state changed: raise store::STORE_FORMAT \
+                     and set GOLDEN_FORMAT, GOLDEN_LOG and GOLDEN_SNAPSHOT to the new values";
+        assert_eq!(STORE_FORMAT, GOLDEN_FORMAT, "{raise}");
+        assert_eq!(hex(&log), GOLDEN_LOG, "{raise} (log)");
+        assert_eq!(hex(&snapshot), GOLDEN_SNAPSHOT, "{raise} (snapshot)");
+        // And they read back as what was written.
+        assert_eq!(
+            crate::store::decode::<Vec<Command>>(&log).unwrap(),
+            commands
+        );
+        let back = State::from_record(crate::store::decode(&snapshot).unwrap());
+        assert_eq!(back, state);
+    }
+}
