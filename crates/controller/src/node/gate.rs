@@ -1,0 +1,144 @@
+//! The serving gate: who may answer a request now (a ready primary), and what everyone else
+//! answers (`redirect` with the primary's client address, `noMaster`, `notReady`), including
+//! holding a request across an election instead of sending the client into backoff.
+
+use std::time::Duration;
+
+use openraft::error::RaftError;
+use openraft::{BasicNode, ServerState};
+use tracing::warn;
+use xce_client::wire::ReplyHeader;
+use xce_proto::Status;
+
+use super::{Node, RECHECK};
+use crate::store::NodeId;
+
+impl Node {
+    /// Whether this node may serve a request now: `Ok` on a ready primary; otherwise the
+    /// header to answer with (`redirect` with the primary's client address, `noMaster`, or
+    /// `notReady`).
+    pub fn gate(&self) -> Result<(), ReplyHeader> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        if m.state == ServerState::Leader {
+            if *self.ready_term.borrow() == m.current_term {
+                return Ok(());
+            }
+            // openraft leaders do not step down without a quorum: a new primary cut off before
+            // its barrier committed would answer notReady (stay here) forever.
+            let cut_off = quorum_silence(&m) > self.timeouts.leader_silence;
+            if cut_off {
+                return Err(ReplyHeader::status(
+                    Status::NoMaster,
+                    format!("{} is primary but has lost its majority", self.name),
+                ));
+            }
+            return Err(ReplyHeader::status(
+                Status::NotReady,
+                format!(
+                    "{} was just elected primary (term {}) and is catching up",
+                    self.name, m.current_term
+                ),
+            ));
+        }
+        let leader = m.current_leader.filter(|_| !self.leader_is_silent());
+        Err(self.not_primary(leader))
+    }
+
+    pub(super) fn leader_is_silent(&self) -> bool {
+        self.contact().elapsed() > self.timeouts.leader_silence
+    }
+
+    pub(super) fn contact(&self) -> std::sync::MutexGuard<'_, tokio::time::Instant> {
+        self.last_leader_contact
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`Node::gate`], but while there is no primary (or it is not ready yet) the request
+    /// waits up to `Timeouts::hold` for that to change.
+    pub async fn admit(&self) -> Result<(), ReplyHeader> {
+        let deadline = tokio::time::Instant::now() + self.timeouts.hold;
+        let mut metrics = self.raft.metrics();
+        let mut ready = self.ready_term.subscribe();
+        loop {
+            match self.gate() {
+                Err(h) if matches!(h.status, Status::NoMaster | Status::NotReady) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(h);
+                    }
+                    // Re-check on any Raft or readiness change, and every few milliseconds
+                    // (a silent leader may speak again without any metrics change).
+                    let recheck = (tokio::time::Instant::now() + RECHECK).min(deadline);
+                    let changed = async {
+                        tokio::select! {
+                            r = metrics.changed() => r.is_ok(),
+                            r = ready.changed() => r.is_ok(),
+                        }
+                    };
+                    if let Ok(false) = tokio::time::timeout_at(recheck, changed).await {
+                        return self.gate();
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The answer of a node that is not the primary.
+    pub(super) fn not_primary(&self, leader: Option<NodeId>) -> ReplyHeader {
+        match leader.filter(|l| *l != self.id) {
+            Some(leader) => match self.peer(leader) {
+                Some(p) => ReplyHeader {
+                    status: Status::Redirect,
+                    message: format!("{} is a standby; the primary is {}", self.name, p.name),
+                    redirect: Some((p.host.clone(), p.port)),
+                },
+                None => ReplyHeader::status(
+                    Status::Standby,
+                    format!(
+                        "{} is a standby; primary node {leader} is unknown",
+                        self.name
+                    ),
+                ),
+            },
+            None => ReplyHeader::status(
+                Status::NoMaster,
+                format!("{}: no primary is elected right now", self.name),
+            ),
+        }
+    }
+
+    pub(super) fn leader_error<E>(&self, e: &RaftError<NodeId, E>) -> ReplyHeader
+    where
+        E: std::error::Error
+            + openraft::TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+    {
+        use openraft::error::Fatal;
+        if let Some(f) = e.forward_to_leader() {
+            return self.not_primary(f.leader_id);
+        }
+        match e {
+            // Storage failures and panics are ours to fix: surface them.
+            RaftError::Fatal(Fatal::StorageError(_) | Fatal::Panicked) => {
+                ReplyHeader::status(Status::Internal, format!("{}: {e}", self.name))
+            }
+            // Stopping, or no quorum confirmed this primary (QuorumNotEnough): another node
+            // may serve, so the client must back off and rotate, never give up.
+            _ => ReplyHeader::status(Status::NoMaster, format!("{}: {e}", self.name)),
+        }
+    }
+
+    pub(super) fn lost_majority(&self, what: &str) -> ReplyHeader {
+        warn!(node = %self.name, "{what} not confirmed by a majority in time");
+        ReplyHeader::status(
+            Status::NoMaster,
+            format!("{}: no majority confirmed the {what} in time", self.name),
+        )
+    }
+}
+
+/// How long since a majority last acknowledged this leader (zero when not leader).
+pub(super) fn quorum_silence(m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Duration {
+    Duration::from_millis(m.millis_since_quorum_ack.unwrap_or(0))
+}

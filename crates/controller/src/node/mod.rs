@@ -1,0 +1,234 @@
+//! One controller node: the Raft handle and the applied state, and the tasks around them, one
+//! file each: the serving gate (`gate`: who may answer), the proposer that batches writes and
+//! serves linearizable reads (`proposer`), the readiness barrier (`readiness`) and host
+//! liveness (`liveness`).
+
+mod gate;
+mod liveness;
+mod proposer;
+mod readiness;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use openraft::{Raft, ServerState};
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{info, warn};
+use xce_client::types::{ClusterInfo, JobId, Member, MemberRole};
+use xce_client::wire::ReplyHeader;
+use xce_client::Candidate;
+use xce_proto::Status;
+
+use crate::network::raft_client::Reachability;
+use crate::state::{Command, Outcome, QueueDef};
+use crate::store::{NodeId, SharedState, TypeConfig};
+
+/// Most commands in one Raft entry.
+const MAX_BATCH: usize = 2048;
+/// Most bytes (approximately) in one Raft entry; with `max_payload_entries` this keeps every
+/// append-entries message far below capnp's 64 MiB message limit.
+const MAX_BATCH_BYTES: usize = 512 * 1024;
+/// How often a held request re-checks whether a primary has emerged.
+const RECHECK: Duration = Duration::from_millis(25);
+/// Batches in flight at once; while they are, new proposals queue up and form the next batch.
+const MAX_INFLIGHT_BATCHES: usize = 4;
+
+/// How long a node waits for a write to commit or a read to be confirmed before telling the
+/// client `noMaster` (it lost its majority); the client then backs off and rotates.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub write: Duration,
+    pub read: Duration,
+    /// How long a request may wait for a primary to emerge (or to pass its barrier) before
+    /// this node answers `noMaster` or `notReady`. Holding the request across an election
+    /// answers it with the new primary's address the moment there is one, instead of sending
+    /// every client into backoff.
+    pub hold: Duration,
+    /// Leader silence after which a standby treats the primary as gone (a few heartbeats).
+    pub leader_silence: Duration,
+    /// A host whose worker has not heartbeated for this long is marked unavailable.
+    pub host_ttl: Duration,
+    /// How much longer an unavailable host may keep its jobs before they are lost.
+    pub host_lost_grace: Duration,
+}
+
+/// A write waiting to be proposed, with the channel its outcome goes back on.
+struct Proposal {
+    cmd: Command,
+    reply: oneshot::Sender<Result<Outcome, ReplyHeader>>,
+}
+
+/// A controller node, shared by the service, the proposer and the readiness task.
+pub struct Node {
+    pub id: NodeId,
+    pub name: String,
+    /// The candidates in peers-list order; node id `n` is `peers[n - 1]`.
+    pub peers: Vec<Candidate>,
+    pub raft: Raft<TypeConfig>,
+    state: SharedState,
+    proposals: mpsc::Sender<Proposal>,
+    /// The term whose barrier entry this node has applied as primary; the node serves only
+    /// while it is primary in exactly this term. A watch, so that held requests wake on it.
+    ready_term: watch::Sender<u64>,
+    reach: Arc<Reachability>,
+    timeouts: Timeouts,
+    /// When this node last accepted entries or a heartbeat from a leader. A standby whose
+    /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
+    /// clients to it: it is probably dead, and the request is held for the election instead.
+    last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
+    /// Primary-local liveness: when each host last heartbeated (or joined) here.
+    heartbeats: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+}
+
+/// The node id of the candidate at `index` in the peers list.
+pub fn node_id_of(index: usize) -> NodeId {
+    index as NodeId + 1
+}
+
+impl Node {
+    /// Creates the node and starts its proposer and readiness tasks.
+    pub fn start(
+        id: NodeId,
+        peers: Vec<Candidate>,
+        raft: Raft<TypeConfig>,
+        state: SharedState,
+        reach: Arc<Reachability>,
+        queues: Vec<QueueDef>,
+        timeouts: Timeouts,
+    ) -> Arc<Node> {
+        let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
+        let name = peers[(id - 1) as usize].name.clone();
+        let node = Arc::new(Node {
+            id,
+            name,
+            peers,
+            raft,
+            state,
+            proposals: tx,
+            ready_term: watch::Sender::new(0),
+            reach,
+            timeouts,
+            last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
+            heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
+        });
+        tokio::spawn(proposer::run_proposer(node.clone(), rx));
+        tokio::spawn(liveness::run_liveness(node.clone()));
+        tokio::spawn(readiness::run_readiness(node.clone(), queues));
+        node
+    }
+
+    fn peer(&self, id: NodeId) -> Option<&Candidate> {
+        self.peers.get((id as usize).checked_sub(1)?)
+    }
+
+    /// A job as applied on this node (no linearizability check: for the primary's own use
+    /// right after it committed a change to it).
+    pub fn applied_job(&self, id: JobId) -> Option<xce_client::types::Job> {
+        self.state.read().state.job(id).cloned()
+    }
+
+    /// The events of every entry applied from now on (see [`crate::store::Published`]).
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Arc<crate::store::Published>> {
+        self.state.subscribe()
+    }
+
+    /// Records a successful append-entries (or heartbeat) from the leader.
+    pub fn heard_from_leader(&self) {
+        *self.contact() = tokio::time::Instant::now();
+    }
+
+    /// A candidate whose log is behind ours asked for our vote: the primary is gone (or the
+    /// candidate would not be asking) but that candidate can never win. If our primary is
+    /// silent too, stand for election now instead of waiting out our own election timer,
+    /// which saves a failed election round.
+    pub fn candidate_lags_behind(&self) {
+        if self.raft.metrics().borrow().state == ServerState::Leader || !self.leader_is_silent() {
+            return;
+        }
+        let raft = self.raft.clone();
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            info!(node = %name, "a lagging candidate asked for votes; standing for election");
+            // The first attempt may land in the lagging candidate's own term, where it has
+            // already voted for itself; the next one is a term ahead and wins its vote.
+            for _ in 0..3 {
+                let term_before = raft.metrics().borrow().current_term;
+                if let Err(e) = raft.trigger().elect().await {
+                    warn!(node = %name, error = %e, "could not start an election");
+                    return;
+                }
+                let mut metrics = raft.metrics();
+                let settled = tokio::time::timeout(
+                    Duration::from_millis(50),
+                    metrics
+                        .wait_for(|m| m.current_term > term_before && m.current_leader.is_some()),
+                )
+                .await;
+                if matches!(settled, Ok(Ok(_))) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// The cluster as this primary sees it.
+    pub async fn cluster_info(&self) -> Result<ClusterInfo, ReplyHeader> {
+        self.read(|_| ()).await?;
+        let term = self.raft.metrics().borrow().current_term;
+        let members = self
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let id = node_id_of(i);
+                let role = if id == self.id {
+                    MemberRole::Primary
+                } else if self.reach.is_reachable(id) {
+                    MemberRole::Standby
+                } else {
+                    MemberRole::Unreachable
+                };
+                Member {
+                    name: p.name.clone(),
+                    addr: p.addr(),
+                    role,
+                }
+            })
+            .collect();
+        Ok(ClusterInfo {
+            primary: Some(self.name.clone()),
+            term,
+            members,
+        })
+    }
+}
+
+/// Turns an outcome into the reply header and, for submits, the job id.
+pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
+    match outcome {
+        Outcome::Submitted(id) => (ReplyHeader::ok(), Some(id)),
+        Outcome::Done | Outcome::Resynced { .. } => (ReplyHeader::ok(), None),
+        Outcome::Rejected { status, message } => (ReplyHeader::status(status, message), None),
+        Outcome::Duplicate(original) => match *original {
+            // A re-sent write whose original was rejected gets the same rejection: `dupJob`
+            // would tell the client its write succeeded.
+            rejected @ Outcome::Rejected { .. } => outcome_reply(rejected),
+            Outcome::Duplicate(inner) => outcome_reply(Outcome::Duplicate(inner)),
+            Outcome::Submitted(id) => (
+                ReplyHeader::status(Status::DupJob, "request already applied"),
+                Some(id),
+            ),
+            Outcome::Done | Outcome::Resynced { .. } => (
+                ReplyHeader::status(Status::DupJob, "request already applied"),
+                None,
+            ),
+        },
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,101 @@
+//! The proposer: concurrent writes batched into one Raft entry (one append and one fsync per
+//! replica for many writes), and linearizable reads.
+
+use std::sync::Arc;
+
+use openraft::error::{ClientWriteError, RaftError};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use xce_client::wire::ReplyHeader;
+use xce_proto::Status;
+
+use super::{now_ms, Node, Proposal, MAX_BATCH, MAX_BATCH_BYTES, MAX_INFLIGHT_BATCHES};
+use crate::state::{Command, Outcome, State};
+use crate::store::Batch;
+
+impl Node {
+    /// Commits one write and returns its outcome.
+    pub async fn write(&self, cmd: Command) -> Result<Outcome, ReplyHeader> {
+        self.admit().await?;
+        let (tx, rx) = oneshot::channel();
+        self.proposals
+            .send(Proposal { cmd, reply: tx })
+            .await
+            .map_err(|_| ReplyHeader::status(Status::Internal, "controller is shutting down"))?;
+        rx.await
+            .unwrap_or_else(|_| Err(ReplyHeader::status(Status::Internal, "proposal dropped")))
+    }
+
+    /// Runs `f` on the applied state after confirming this node is still the primary and has
+    /// applied everything committed before the read (linearizable read).
+    pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, ReplyHeader> {
+        self.admit().await?;
+        match tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()).await {
+            Err(_) => Err(self.lost_majority("read")),
+            Ok(Err(e)) => Err(self.leader_error(&e)),
+            Ok(Ok(_)) => Ok(f(&self.state.read().state)),
+        }
+    }
+}
+
+/// Collects waiting proposals into batches: each batch is one Raft entry, one append and one
+/// fsync per replica. While `MAX_INFLIGHT_BATCHES` are committing, new proposals queue up, so
+/// batches grow with load.
+pub(super) async fn run_proposer(node: Arc<Node>, mut rx: mpsc::Receiver<Proposal>) {
+    let inflight = Arc::new(Semaphore::new(MAX_INFLIGHT_BATCHES));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = inflight.clone().acquire_owned().await else {
+            return;
+        };
+        let mut bytes = first.cmd.approx_size();
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(p) => {
+                    bytes += p.cmd.approx_size();
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        let node = node.clone();
+        tokio::spawn(async move {
+            commit_batch(&node, batch).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
+    let (commands, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    let entry = Batch {
+        at_ms: now_ms(),
+        commands,
+    };
+    let result = tokio::time::timeout(node.timeouts.write, node.raft.client_write(entry)).await;
+    match result {
+        Ok(Ok(resp)) => {
+            for (reply, outcome) in replies.into_iter().zip(resp.data.outcomes) {
+                let _ = reply.send(Ok(outcome));
+            }
+        }
+        Ok(Err(e)) => {
+            let header = match &e {
+                RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                    node.not_primary(f.leader_id)
+                }
+                other => node.leader_error(other),
+            };
+            for reply in replies {
+                let _ = reply.send(Err(header.clone()));
+            }
+        }
+        Err(_) => {
+            // The entry may still commit later; the client's re-send carries the same token,
+            // so it is applied at most once either way.
+            let header = node.lost_majority("write");
+            for reply in replies {
+                let _ = reply.send(Err(header.clone()));
+            }
+        }
+    }
+}
