@@ -27,6 +27,26 @@ impl BenchCluster {
         workers: usize,
         worker_args: &[&str],
     ) -> anyhow::Result<BenchCluster> {
+        Self::start_with(n, workers, worker_args, None, "warn").await
+    }
+
+    /// Starts `n` controllers given the controller YAML `config` and the `RUST_LOG` filter
+    /// `log_filter`, and waits until a primary serves.
+    pub async fn start_configured(
+        n: usize,
+        config: &str,
+        log_filter: &str,
+    ) -> anyhow::Result<BenchCluster> {
+        Self::start_with(n, 0, &[], Some(config), log_filter).await
+    }
+
+    async fn start_with(
+        n: usize,
+        workers: usize,
+        worker_args: &[&str],
+        config: Option<&str>,
+        log_filter: &str,
+    ) -> anyhow::Result<BenchCluster> {
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
             .tempdir()
@@ -37,13 +57,21 @@ impl BenchCluster {
                 std::path::PathBuf::from(d),
                 "info,openraft=info".to_string(),
             ),
-            None => (dir.path().to_path_buf(), "warn".to_string()),
+            None => (dir.path().to_path_buf(), log_filter.to_string()),
+        };
+        let config = match config {
+            Some(text) => {
+                let path = dir.path().join("controller.yaml");
+                std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+                Some(path)
+            }
+            None => None,
         };
         let local = LocalCluster::start(ClusterSpec {
             bin_dir: sibling_bin_dir()?,
             data_dir,
             ports: free_ports(n)?,
-            config: None,
+            config,
             log_filter,
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),

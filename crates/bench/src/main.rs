@@ -7,6 +7,7 @@ mod cli;
 mod cluster;
 mod failover;
 mod jobs;
+mod scale;
 mod submit;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Bench {
     /// One-shot `xce submit` processes: submits/s and CPU per submit in the client and the
     /// controllers.
     Cli(cli::CliArgs),
+    /// N jobs in the controllers: RSS, snapshot size, full-restart time to a ready primary,
+    /// listing the first page and every page.
+    Scale(scale::ScaleArgs),
 }
 
 /// Prints one metric line.
@@ -60,6 +64,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Failover(args) => failover::run(args).await,
             Bench::Jobs(args) => jobs::run(args).await,
             Bench::Cli(args) => cli::run(args).await,
+            Bench::Scale(args) => scale::run(args).await,
         }
     })
 }
