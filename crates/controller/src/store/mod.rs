@@ -225,12 +225,27 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
     }
 }
 
+/// redb's page cache. The live log is served from memory and the snapshot is read once at
+/// start, so a large cache only holds a copy of the snapshot: its default (1 GiB) cost a
+/// controller with 1,000,000 jobs 256 MiB of RSS.
+const CACHE_BYTES: usize = 32 * 1024 * 1024;
+
 fn open_or_create(path: &Path) -> Result<Database, redb::DatabaseError> {
+    let mut builder = Database::builder();
+    builder.set_cache_size(CACHE_BYTES);
     if path.exists() {
-        Database::open(path)
+        builder.open(path)
     } else {
-        Database::create(path)
+        builder.create(path)
     }
+}
+
+/// Reads one META value stored as raw bytes (the snapshot: already encoded).
+pub(crate) fn get_raw(db: &Database, key: &str) -> Result<Option<Vec<u8>>, redb::Error> {
+    let txn = db.begin_read()?;
+    let table = txn.open_table(META)?;
+    let value = table.get(key)?;
+    Ok(value.map(|v| v.value().to_vec()))
 }
 
 fn describe(id: &Identity) -> String {

@@ -15,8 +15,8 @@ use redb::{Database, ReadableTable};
 use tokio::sync::broadcast;
 
 use super::{
-    blocking, decode, encode, get_meta, read_err, write_err, BatchOutcome, NodeId, TypeConfig,
-    KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
+    blocking, decode, encode, get_meta, get_raw, read_err, write_err, BatchOutcome, NodeId,
+    TypeConfig, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
 };
 use crate::state::{Event, State, StateRecord};
 
@@ -86,7 +86,7 @@ impl StateMachineStore {
         let stored = blocking(&db, |db| {
             let meta: Option<SnapshotMeta<NodeId, openraft::BasicNode>> =
                 get_meta(db, KEY_SNAPSHOT_META)?;
-            let data: Option<Vec<u8>> = get_meta(db, KEY_SNAPSHOT_DATA)?;
+            let data = get_raw(db, KEY_SNAPSHOT_DATA)?;
             Ok(meta.zip(data))
         })
         .await?;
@@ -115,7 +115,6 @@ impl StateMachineStore {
         data: Vec<u8>,
     ) -> Result<(), StorageError<NodeId>> {
         let meta_bytes = encode(meta).map_err(write_err)?;
-        let data_bytes = encode(&data).map_err(write_err)?;
         let last = meta.last_log_id;
         blocking(&self.db, move |db| {
             let txn = db.begin_write()?;
@@ -131,7 +130,7 @@ impl StateMachineStore {
                     return Ok(());
                 }
                 table.insert(KEY_SNAPSHOT_META, meta_bytes.as_slice())?;
-                table.insert(KEY_SNAPSHOT_DATA, data_bytes.as_slice())?;
+                table.insert(KEY_SNAPSHOT_DATA, data.as_slice())?;
             }
             txn.commit()?;
             Ok(())
@@ -253,7 +252,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let stored = blocking(&self.db, |db| {
             let meta: Option<SnapshotMeta<NodeId, openraft::BasicNode>> =
                 get_meta(db, KEY_SNAPSHOT_META)?;
-            let data: Option<Vec<u8>> = get_meta(db, KEY_SNAPSHOT_DATA)?;
+            let data = get_raw(db, KEY_SNAPSHOT_DATA)?;
             Ok(meta.zip(data))
         })
         .await
