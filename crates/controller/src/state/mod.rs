@@ -26,6 +26,7 @@ mod testing;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 
 use xce_client::types::{HostState, Job, JobId, RequestToken};
 
@@ -117,7 +118,9 @@ impl TokenWindow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
     next_job_id: JobId,
-    jobs: BTreeMap<JobId, Job>,
+    /// Shared with snapshots being built: a snapshot copies the map, not the jobs, and a job
+    /// changed meanwhile is copied on write (`Arc::make_mut`).
+    jobs: BTreeMap<JobId, Arc<Job>>,
     queues: BTreeMap<String, QueueState>,
     hosts: BTreeMap<String, HostRecord>,
     /// Placed jobs an operator asked to kill or requeue, until their attempt is gone.
@@ -209,13 +212,13 @@ impl State {
     fn insert_job(&mut self, job: Job) {
         self.index.add(job.id, &Slot::of(&job));
         self.emitted.push(job_event(&job));
-        self.jobs.insert(job.id, job);
+        self.jobs.insert(job.id, Arc::new(job));
     }
 
     /// Changes one job through `f`: the only way a job changes once it exists. Keeps the
     /// indexes current and emits the job's event when anything a watcher sees changed.
     fn update_job<T>(&mut self, id: JobId, f: impl FnOnce(&mut Job) -> T) -> Option<T> {
-        let job = self.jobs.get_mut(&id)?;
+        let job = Arc::make_mut(self.jobs.get_mut(&id)?);
         let slot = Slot::of(job);
         let seen = Seen::of(job);
         let out = f(job);

@@ -161,7 +161,7 @@ fn check_invariants(s: &State) -> Result<(), TestCaseError> {
         );
     }
     // The indexes are exactly what a full recount gives.
-    prop_assert_eq!(&s.index, &Index::build(s.jobs.values()));
+    prop_assert_eq!(&s.index, &Index::build(s.jobs.values().map(|j| &**j)));
     Ok(())
 }
 
@@ -313,7 +313,7 @@ proptest! {
             // Only an operator's requeue brings a final job back.
             if !requeue {
                 for j in before.jobs.values().filter(|j| j.state.is_final()) {
-                    prop_assert_eq!(a.job(j.id), Some(j));
+                    prop_assert_eq!(a.job(j.id), Some(&**j));
                 }
             }
             // Attempts only grow, and only by a dispatch, which pushes that attempt's start.
@@ -341,7 +341,8 @@ proptest! {
         prop_assert_eq!(&a, &b);
         let ids: Vec<JobId> = a.jobs.keys().copied().collect();
         prop_assert_eq!(ids, (1..a.next_job_id).collect::<Vec<_>>());
-        let encoded = postcard::to_stdvec(&a.clone().into_record()).unwrap();
+        let encoded = a.snapshot_bytes().unwrap();
+        prop_assert_eq!(&encoded, &postcard::to_stdvec(&a.clone().into_record()).unwrap());
         let restored = State::from_record(postcard::from_bytes::<StateRecord>(&encoded).unwrap());
         prop_assert_eq!(&restored, &a);
         // Liveness commands carry no token: the primary proposes them from fresh state.

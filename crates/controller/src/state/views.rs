@@ -63,7 +63,7 @@ impl State {
             .load(host)
             .into_iter()
             .flat_map(|l| l.jobs.iter())
-            .filter_map(|id| self.jobs.get(id))
+            .filter_map(|id| self.jobs.get(id).map(|j| &**j))
     }
 
     /// Names of unavailable hosts that still have jobs placed on them, by name.
@@ -107,7 +107,7 @@ impl State {
 
     /// One job.
     pub fn job(&self, id: JobId) -> Option<&Job> {
-        self.jobs.get(&id)
+        self.jobs.get(&id).map(|j| &**j)
     }
 
     /// How many jobs exist.
@@ -147,7 +147,7 @@ impl State {
                 continue;
             }
             bytes += approx_job_bytes(job);
-            jobs.push(job.clone());
+            jobs.push(Job::clone(job));
             if jobs.len() >= limit || bytes >= MAX_PAGE_BYTES {
                 let next = jobs.last().map(|j| j.id);
                 return JobPage { jobs, next };

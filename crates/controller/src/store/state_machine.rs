@@ -150,10 +150,16 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
                 applied.state.clone(),
             )
         };
-        let data = tokio::task::spawn_blocking(move || encode(&state.into_record()))
-            .await
-            .map_err(|e| StorageIOError::write_state_machine(AnyError::new(&e)))?
-            .map_err(write_err)?;
+        // The copy shares its jobs with the live state (copied on write), so taking it under
+        // the lock is cheap; encoding it runs on the blocking pool.
+        let data = tokio::task::spawn_blocking(move || {
+            state
+                .snapshot_bytes()
+                .map_err(|e| redb::Error::Io(std::io::Error::other(e.to_string())))
+        })
+        .await
+        .map_err(|e| StorageIOError::write_state_machine(AnyError::new(&e)))?
+        .map_err(write_err)?;
         let snapshot_id = match last_applied {
             Some(id) => format!(
                 "{}-{}-{}",
