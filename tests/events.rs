@@ -139,3 +139,72 @@ async fn xce_events_sees_a_job_run_and_keeps_streaming_across_a_primary_kill() {
     let status = child.wait().unwrap();
     assert!(status.success(), "xce events exited {status:?}");
 }
+
+/// A subscriber that stops reading is dropped by the controller (and told why) instead of
+/// holding anything up; its stream then renews itself, announcing the gap with a resync item.
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_is_dropped_and_resyncs() {
+    use xce_client::events::{EventStream, StreamItem};
+    use xce_client::ops::Submit;
+    use xce_client::types::{EventFilter, JobSpec, RequestToken};
+
+    let cluster = Cluster::start(3);
+    cluster.wait_primary().await;
+    let mut stream = EventStream::open(cluster.client(), EventFilter::default())
+        .await
+        .unwrap();
+    // More events than the stream buffers and the controller's backlog holds, while nobody
+    // reads: every submit is still acknowledged.
+    let client = cluster.client();
+    let mut tasks = Vec::new();
+    for t in 0..32u64 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..200 {
+                let op = Submit {
+                    token: RequestToken::random(),
+                    spec: JobSpec {
+                        command: vec![format!("t{t}")],
+                        ..JobSpec::default()
+                    },
+                };
+                client.call(op).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // The controller gives up on the stuck listener, and says so.
+    xce_tests::wait_for(
+        "the subscriber to be dropped",
+        Duration::from_secs(30),
+        || async {
+            cluster
+                .controllers()
+                .iter()
+                .any(|c| {
+                    std::fs::read_to_string(&c.log)
+                        .unwrap_or_default()
+                        .contains("dropping an event subscriber")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    // Reading again: the buffered events, then the resync that announces the gap.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut events = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.next()).await {
+            Ok(Some(StreamItem::Event(_))) => events += 1,
+            Ok(Some(StreamItem::Resync { .. })) => break,
+            Ok(None) | Err(_) => panic!("no resync after {events} events"),
+        }
+    }
+    assert!(
+        events > 0 && events < 32 * 200,
+        "{events} events before the resync"
+    );
+}

@@ -21,8 +21,9 @@ use super::{
 use crate::state::{Event, State, StateRecord};
 
 /// How many applied entries' events a slow receiver may fall behind by before it misses some
-/// (it is told how many: `RecvError::Lagged`).
-pub const EVENT_BACKLOG: usize = 1024;
+/// (it is told how many: `RecvError::Lagged`). Also what the stream holds in memory whether
+/// or not anyone listens: a full batch (2048 submits) is a few hundred KB of events.
+pub const EVENT_BACKLOG: usize = 256;
 
 /// The events one applied log entry emitted.
 #[derive(Debug)]
