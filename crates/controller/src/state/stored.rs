@@ -564,6 +564,27 @@ pub struct StateRecord {
     pub tokens: Vec<(u128, OutcomeRecord)>,
 }
 
+fn queue_record(name: &str, q: &QueueState) -> QueueRecord {
+    QueueRecord {
+        name: name.to_string(),
+        priority: q.priority,
+        open: q.open,
+        active: q.active,
+        on_host_lost: q.on_host_lost.into(),
+    }
+}
+
+fn host_record(name: &str, h: &HostRecord) -> HostStoredRecord {
+    HostStoredRecord {
+        name: name.to_string(),
+        cpus: h.cpus,
+        mem_mb: h.mem_mb,
+        spool_dir: h.spool_dir.clone(),
+        closed: h.closed,
+        available: h.available,
+    }
+}
+
 impl State {
     /// The state as a snapshot stores it (consumed: a snapshot is built from a copy).
     pub fn into_record(self) -> StateRecord {
@@ -586,27 +607,8 @@ impl State {
                 .into_values()
                 .map(|j| JobRecord::from(Arc::unwrap_or_clone(j)))
                 .collect(),
-            queues: queues
-                .into_iter()
-                .map(|(name, q)| QueueRecord {
-                    name,
-                    priority: q.priority,
-                    open: q.open,
-                    active: q.active,
-                    on_host_lost: q.on_host_lost.into(),
-                })
-                .collect(),
-            hosts: hosts
-                .into_iter()
-                .map(|(name, h)| HostStoredRecord {
-                    name,
-                    cpus: h.cpus,
-                    mem_mb: h.mem_mb,
-                    spool_dir: h.spool_dir,
-                    closed: h.closed,
-                    available: h.available,
-                })
-                .collect(),
+            queues: queues.iter().map(|(n, q)| queue_record(n, q)).collect(),
+            hosts: hosts.iter().map(|(n, h)| host_record(n, h)).collect(),
             intents: intents.into_iter().map(|(id, i)| (id, i.into())).collect(),
             tokens: order
                 .into_iter()
@@ -712,27 +714,10 @@ impl Serialize for SnapshotView<'_> {
             "jobs",
             &Seq::of(st.jobs.values().map(|j| JobRecord::from(Job::clone(j)))),
         )?;
-        rec.serialize_field(
-            "queues",
-            &Seq::of(st.queues.iter().map(|(name, q)| QueueRecord {
-                name: name.clone(),
-                priority: q.priority,
-                open: q.open,
-                active: q.active,
-                on_host_lost: q.on_host_lost.into(),
-            })),
-        )?;
-        rec.serialize_field(
-            "hosts",
-            &Seq::of(st.hosts.iter().map(|(name, h)| HostStoredRecord {
-                name: name.clone(),
-                cpus: h.cpus,
-                mem_mb: h.mem_mb,
-                spool_dir: h.spool_dir.clone(),
-                closed: h.closed,
-                available: h.available,
-            })),
-        )?;
+        let queues = st.queues.iter().map(|(n, q)| queue_record(n, q));
+        rec.serialize_field("queues", &Seq::of(queues))?;
+        let hosts = st.hosts.iter().map(|(n, h)| host_record(n, h));
+        rec.serialize_field("hosts", &Seq::of(hosts))?;
         rec.serialize_field(
             "intents",
             &Seq::of(
