@@ -160,12 +160,15 @@ interface Controller {
   # (heartbeat TTL + lost grace); a worker cut off from the cluster kills its jobs before that.
   join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent, held :List(HeldJob))
       -> (header :ReplyHeader, orders :List(JobOrder), lostAfterMs :UInt64);
-  # Fire-and-forget liveness from a worker; `noEnt` asks it to join again.
+  # Fire-and-forget liveness from a worker; `noEnt` (or `perm` on a connection that has not
+  # joined as a worker) asks it to join again. The host is the session's: `name` is not read.
   heartbeat @11 (name :Text) -> (header :ReplyHeader);
 
-  # Operator (later: scheduler) placement of a pending job on a host; validated at apply time.
+  # Placement of a pending job on a host, by an operator or a scheduler session; validated at
+  # apply time.
   dispatch @12 (token :Token, jobId :UInt64, host :Text) -> (header :ReplyHeader);
-  # A worker reports a job attempt started or ended; idempotent per job and attempt.
+  # A worker reports a job attempt started or ended; idempotent per job and attempt. Only a
+  # connection joined as a worker may; the host is the one it joined as (`host` is not read).
   jobStarted @13 (token :Token, host :Text, jobId :UInt64, attempt :UInt32) -> (header :ReplyHeader);
   jobFinished @14 (token :Token, host :Text, jobId :UInt64, attempt :UInt32, end :JobEnd) -> (header :ReplyHeader);
 
