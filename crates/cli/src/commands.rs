@@ -153,8 +153,13 @@ pub async fn run(cli: Cli) -> i32 {
             };
             let mut printer = output::JobsPrinter::new(f);
             let listed = list_jobs(&c, filter, args.limit, |page| printer.page(page)).await;
+            if listed.is_err() {
+                // What was printed stays a whole listing; the error follows it.
+                printer.abort();
+            } else {
+                printer.finish();
+            }
             check(f, listed);
-            printer.finish();
         }
         Command::Job { id } => output::job(f, &check(f, c.call(GetJob { id }).await)),
         Command::Kill { id } => control(&c, f, id, JobAction::Kill, "killed").await,

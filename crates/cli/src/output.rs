@@ -80,6 +80,14 @@ impl JobsPrinter {
         };
     }
 
+    /// Ends a listing that failed part-way: what was printed is closed (a JSON array stays
+    /// valid), and nothing is printed when nothing was.
+    pub fn abort(self) {
+        if self.printed > 0 {
+            self.finish();
+        }
+    }
+
     /// Ends the listing.
     pub fn finish(mut self) {
         if self.printed == 0 {

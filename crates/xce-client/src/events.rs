@@ -35,7 +35,9 @@ pub enum StreamItem {
     /// A change, in log order.
     Event(ClusterEvent),
     /// The subscription was renewed (a failover, or the controller dropped it): events in
-    /// between are lost, so re-read the state you keep.
+    /// between are lost, so re-read the state you keep. It is sent once the new subscription
+    /// is in place, so a few events just before it may already come from the new one; the
+    /// re-read covers them.
     Resync { reason: String },
 }
 

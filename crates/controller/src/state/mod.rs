@@ -32,12 +32,12 @@ use xce_client::types::{HostState, Job, JobId, RequestToken};
 
 pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
-pub use index::{is_placed, HostLoad, QueueCounts};
+pub use index::is_placed;
 pub use stored::{CommandRecord, StateRecord};
 pub use validate::{
     check_size, validate_host_name, validate_spec, MAX_LIST_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
 };
-pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES};
+pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES, MAX_PAGE_SCAN};
 
 use index::{Index, Slot};
 
@@ -164,6 +164,7 @@ impl State {
     }
 
     /// Applies one command; returns its outcome and the events it emitted.
+    #[cfg(test)]
     pub fn apply_emitting(&mut self, at_ms: u64, cmd: Command) -> (Outcome, Vec<Event>) {
         let mut events = Vec::new();
         let outcome = self.apply_into(at_ms, cmd, &mut events);

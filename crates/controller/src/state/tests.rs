@@ -23,6 +23,60 @@ fn token_window_is_bounded() {
     assert!(w.get(&RequestToken(TOKEN_WINDOW as u128 + 9)).is_some());
 }
 
+/// A page is bounded in jobs returned and in jobs looked at: a filter that matches nothing
+/// for a long stretch returns an empty page with a cursor, and the listing still ends with
+/// every match.
+#[test]
+fn pages_are_bounded_in_size_and_in_jobs_scanned() {
+    let mut s = State::default();
+    s.apply(
+        0,
+        Command::Barrier {
+            term: 1,
+            queues: vec![QueueDef {
+                name: "x".into(),
+                priority: 1,
+                on_host_lost: LostPolicy::Requeue,
+            }],
+        },
+    );
+    let n = MAX_PAGE_SCAN as u128 + 10;
+    for t in 0..n {
+        let spec = JobSpec {
+            command: vec!["true".into()],
+            queue: if t + 3 >= n {
+                "x".into()
+            } else {
+                String::new()
+            },
+            ..JobSpec::default()
+        };
+        s.apply(
+            0,
+            Command::Submit {
+                token: RequestToken(t),
+                spec,
+            },
+        );
+    }
+    let all = s.jobs_page(&JobFilter::default(), 0, 1_000_000);
+    assert_eq!(
+        (all.jobs.len(), all.next),
+        (MAX_PAGE, Some(MAX_PAGE as u64))
+    );
+    let in_x = JobFilter {
+        queue: Some("x".into()),
+        ..JobFilter::default()
+    };
+    let first = s.jobs_page(&in_x, 0, 0);
+    assert_eq!(first.jobs, Vec::new());
+    assert_eq!(first.next, Some(MAX_PAGE_SCAN as u64));
+    let rest = s.jobs_page(&in_x, first.next.unwrap(), 0);
+    let ids: Vec<JobId> = rest.jobs.iter().map(|j| j.id).collect();
+    let last = n as u64;
+    assert_eq!((ids, rest.next), (vec![last - 2, last - 1, last], None));
+}
+
 fn command() -> impl Strategy<Value = Command> {
     let token = (0u128..60).prop_map(RequestToken);
     let host = prop_oneof![Just("w1"), Just("w2")].prop_map(String::from);

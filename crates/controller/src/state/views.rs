@@ -10,6 +10,10 @@ use super::{HostRecord, State};
 pub const DEFAULT_PAGE: usize = 1000;
 /// Most jobs in one page, whatever the caller asks.
 pub const MAX_PAGE: usize = 5000;
+/// Most jobs one page call looks at: a filter that matches few jobs (a queue or user alone)
+/// returns a shorter, even empty, page with a cursor instead of scanning on, so that no
+/// listing holds the state (and the controller's one thread) for long.
+pub const MAX_PAGE_SCAN: usize = 100_000;
 /// Most bytes (approximately, as encoded) of jobs in one page: far below capnp's 64 MiB
 /// message limit even when every job carries the largest command and environment allowed.
 pub const MAX_PAGE_BYTES: usize = 8 * 1024 * 1024;
@@ -116,8 +120,8 @@ impl State {
     }
 
     /// Jobs passing `filter` with ids above `after`, in id order: at most `limit` (clamped to
-    /// `1..=MAX_PAGE`, 0 meaning [`DEFAULT_PAGE`]) and about [`MAX_PAGE_BYTES`]. A filter on
-    /// states walks the per-state indexes only.
+    /// `1..=MAX_PAGE`, 0 meaning [`DEFAULT_PAGE`]), about [`MAX_PAGE_BYTES`], and from at most
+    /// [`MAX_PAGE_SCAN`] jobs looked at. A filter on states walks the per-state indexes only.
     pub fn jobs_page(&self, filter: &JobFilter, after: JobId, limit: usize) -> JobPage {
         let limit = match limit {
             0 => DEFAULT_PAGE,
@@ -142,7 +146,14 @@ impl State {
         };
         let mut jobs = Vec::new();
         let mut bytes = 0;
-        for job in ids.filter_map(|id| self.jobs.get(&id)) {
+        for (scanned, job) in ids.filter_map(|id| self.jobs.get(&id)).enumerate() {
+            if scanned >= MAX_PAGE_SCAN {
+                // Not at the end: the next page goes on from the last job looked at.
+                return JobPage {
+                    jobs,
+                    next: Some(job.id - 1),
+                };
+            }
             if !filter.matches(job) {
                 continue;
             }

@@ -153,3 +153,29 @@ async fn snapshot_round_trips_through_a_restart() {
     assert_eq!(reopened.shared().read().state, before);
     assert_eq!(reopened.shared().read().state.job_count(), 3);
 }
+
+/// A log entry as stored: openraft's envelope (log id, payload kind) around our `Batch`,
+/// whose commands are pinned by the golden test in `state::stored`. This pins the envelope:
+/// an openraft upgrade or a change to `Batch` that moves these bytes needs STORE_FORMAT
+/// raised.
+#[test]
+fn a_log_entry_envelope_has_its_golden_bytes() {
+    use crate::state::Command;
+    use openraft::{CommittedLeaderId, EntryPayload, LogId};
+
+    let entry: openraft::Entry<TypeConfig> = openraft::Entry {
+        log_id: LogId::new(CommittedLeaderId::new(7, 2), 42),
+        payload: EntryPayload::Normal(Batch {
+            at_ms: 1_700_000_000_000,
+            commands: vec![Command::HostLost { name: "w1".into() }],
+        }),
+    };
+    let bytes = encode(&entry).unwrap();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(
+        hex, "07022a0180d095ffbc310109027731",
+        "the stored log entry envelope changed: raise store::STORE_FORMAT (now {STORE_FORMAT}) and update this golden value"
+    );
+    let back: openraft::Entry<TypeConfig> = decode(&bytes).unwrap();
+    assert_eq!(back.log_id, entry.log_id);
+}
