@@ -38,21 +38,16 @@ pub(super) async fn started(
     mut results: controller::JobStartedResults,
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
-    let (id, attempt) = (p.get_job_id(), p.get_attempt());
-    let header = match this.worker_host() {
-        Err(h) => h,
-        Ok(host) => {
-            let cmd = Command::JobStarted {
-                token: wire::read_token(p.get_token()?),
-                id,
-                attempt,
-                host: host.clone(),
-            };
-            let header = this.write_for_header(cmd).await;
-            log_refused_report("start", id, attempt, &host, &header);
-            header
-        }
-    };
+    let (id, attempt, token) = (p.get_job_id(), p.get_attempt(), p.get_token()?);
+    let header = report(this, "start", id, attempt, |host| {
+        Ok(Command::JobStarted {
+            token: wire::read_token(token),
+            id,
+            attempt,
+            host,
+        })
+    })
+    .await?;
     wire::write_header(results.get().init_header(), &header);
     Ok(())
 }
@@ -63,24 +58,37 @@ pub(super) async fn finished(
     mut results: controller::JobFinishedResults,
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
-    let (id, attempt) = (p.get_job_id(), p.get_attempt());
-    let header = match this.worker_host() {
-        Err(h) => h,
-        Ok(host) => {
-            let cmd = Command::JobFinished {
-                token: wire::read_token(p.get_token()?),
-                id,
-                attempt,
-                host: host.clone(),
-                end: wire::read_end(p.get_end()?)?,
-            };
-            let header = this.write_for_header(cmd).await;
-            log_refused_report("end", id, attempt, &host, &header);
-            header
-        }
-    };
+    let (id, attempt, token) = (p.get_job_id(), p.get_attempt(), p.get_token()?);
+    let end = wire::read_end(p.get_end()?)?;
+    let header = report(this, "end", id, attempt, |host| {
+        Ok(Command::JobFinished {
+            token: wire::read_token(token),
+            id,
+            attempt,
+            host,
+            end,
+        })
+    })
+    .await?;
     wire::write_header(results.get().init_header(), &header);
     Ok(())
+}
+
+/// Commits a worker's report for the session's host, made by `command`, and logs a refusal.
+async fn report(
+    this: &ControllerService,
+    kind: &str,
+    id: u64,
+    attempt: u32,
+    command: impl FnOnce(String) -> Result<Command, capnp::Error>,
+) -> Result<ReplyHeader, capnp::Error> {
+    let host = match this.worker_host() {
+        Ok(host) => host,
+        Err(refused) => return Ok(refused),
+    };
+    let header = this.write_for_header(command(host.clone())?).await;
+    log_refused_report(kind, id, attempt, &host, &header);
+    Ok(header)
 }
 
 /// A worker's report that changed nothing (unknown job, stale attempt) is worth an operator's
