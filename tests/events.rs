@@ -125,6 +125,18 @@ async fn xce_events_sees_a_job_run_and_keeps_streaming_across_a_primary_kill() {
         }
     }
 
+    // Host changes carry the host's name and state.
+    cluster.xce_ok(&["host", "close", "w1"]);
+    let closed = events.wait("host closed", timeout, |l| l["kind"] == "host");
+    assert_eq!(
+        (&closed["name"], &closed["state"]),
+        (&Value::from("w1"), &Value::from("closed"))
+    );
+    cluster.xce_ok(&["host", "open", "w1"]);
+    events.wait("host open", timeout, |l| {
+        l["kind"] == "host" && l["state"] == "ok"
+    });
+
     // A primary killed: the stream says to resync, and goes on with the new primary.
     let (primary, _) = cluster.wait_primary().await;
     cluster.kill9(primary);
