@@ -110,11 +110,13 @@ impl StateMachineStore {
         self.applied.clone()
     }
 
+    /// Stores a snapshot (unless a newer one is stored) and hands its bytes back, so that a
+    /// snapshot being built is never held twice.
     async fn save_snapshot(
         &self,
         meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
         data: Vec<u8>,
-    ) -> Result<(), StorageError<NodeId>> {
+    ) -> Result<Vec<u8>, StorageError<NodeId>> {
         let meta_bytes = encode(meta).map_err(write_err)?;
         let last = meta.last_log_id;
         blocking(&self.db, move |db| {
@@ -128,13 +130,13 @@ impl StateMachineStore {
                     .map(|v| decode(v.value()))
                     .transpose()?;
                 if stored.is_some_and(|s| s.last_log_id > last) {
-                    return Ok(());
+                    return Ok(data);
                 }
                 table.insert(KEY_SNAPSHOT_META, meta_bytes.as_slice())?;
                 table.insert(KEY_SNAPSHOT_DATA, data.as_slice())?;
             }
             txn.commit()?;
-            Ok(())
+            Ok(data)
         })
         .await
         .map_err(write_err)
@@ -173,7 +175,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             last_membership: membership,
             snapshot_id,
         };
-        self.save_snapshot(&meta, data.clone()).await?;
+        let data = self.save_snapshot(&meta, data).await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
