@@ -4,28 +4,25 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+mod common;
+
+use common::{names, run_bench, value};
 
 #[test]
 fn scale_prints_the_documented_metric_lines_with_sane_values() {
-    let out = Command::new(env!("CARGO_BIN_EXE_xce-bench"))
-        .args([
-            "scale",
-            "--jobs",
-            "2000",
-            "--clients",
-            "4",
-            "--inflight",
-            "8",
-            "--snapshot-logs",
-            "50",
-            "--load-timeout-s",
-            "120",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "xce-bench failed: {stderr}");
+    let (stderr, lines) = run_bench(&[
+        "scale",
+        "--jobs",
+        "2000",
+        "--clients",
+        "4",
+        "--inflight",
+        "8",
+        "--snapshot-logs",
+        "50",
+        "--load-timeout-s",
+        "120",
+    ]);
     assert!(stderr.contains("2000 jobs loaded"), "{stderr}");
     assert!(stderr.contains("all 2000 jobs in "), "{stderr}");
     // Every controller restarted from a snapshot.
@@ -36,24 +33,9 @@ fn scale_prints_the_documented_metric_lines_with_sane_values() {
         3,
         "{stderr}"
     );
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let value = |name: &str| {
-        let line = lines
-            .iter()
-            .find(|l| l["metric"] == name)
-            .unwrap_or_else(|| panic!("no {name} in {lines:?}"));
-        assert!(line["unit"].is_string(), "{line}");
-        line["value"].as_f64().unwrap()
-    };
-    let names: Vec<&str> = lines
-        .iter()
-        .map(|l| l["metric"].as_str().unwrap())
-        .collect();
+    let value = |name: &str| value(&lines, name);
     assert_eq!(
-        names,
+        names(&lines),
         [
             "scale_rss_mb_max",
             "scale_snapshot_mb",

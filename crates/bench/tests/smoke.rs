@@ -2,35 +2,24 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+mod common;
+
+use common::{names, run_bench};
 
 #[test]
 fn submit_prints_the_documented_metric_lines() {
-    let out = Command::new(env!("CARGO_BIN_EXE_xce-bench"))
-        .args([
-            "submit",
-            "--controllers",
-            "1",
-            "--clients",
-            "2",
-            "--jobs",
-            "50",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "xce-bench failed: {stderr}");
+    let (stderr, lines) = run_bench(&[
+        "submit",
+        "--controllers",
+        "1",
+        "--clients",
+        "2",
+        "--jobs",
+        "50",
+    ]);
     assert!(stderr.contains("50 acknowledged"), "{stderr}");
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let names: Vec<&str> = lines
-        .iter()
-        .map(|l| l["metric"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        names(&lines),
         [
             "submit_throughput",
             "submit_latency_p50_ms",
