@@ -57,7 +57,7 @@ const CONTROLLERS: usize = 3;
 pub async fn run(args: CliArgs) -> anyhow::Result<()> {
     ensure!(args.submits > 0, "--submits must be at least 1");
     ensure!(args.concurrency > 0, "--concurrency must be at least 1");
-    let xce = xce_launcher::sibling_bin_dir()?.join("xce");
+    let xce = xce_devcluster::sibling_bin_dir()?.join("xce");
     ensure!(
         xce.exists(),
         "{} not found: build it first (cargo build --release -p xce-cli)",

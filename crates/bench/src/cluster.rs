@@ -1,16 +1,15 @@
 //! The benchmark's own cluster: controllers from the binaries beside `xce-bench`, in a
 //! temporary directory, stopped when the benchmark ends.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context};
-use xce_client::ops::GetCluster;
+use anyhow::Context;
 use xce_client::{parse_candidates, Client, ClientConfig};
-use xce_launcher::{free_ports, sibling_bin_dir, ClusterSpec, LocalCluster};
+use xce_devcluster::{free_ports, sibling_bin_dir, ClusterSpec, DevCluster};
 
 /// A running benchmark cluster.
 pub struct BenchCluster {
-    pub local: LocalCluster,
+    pub local: DevCluster,
     _dir: tempfile::TempDir,
 }
 
@@ -67,7 +66,7 @@ impl BenchCluster {
             }
             None => None,
         };
-        let local = LocalCluster::start(ClusterSpec {
+        let local = DevCluster::start(ClusterSpec {
             bin_dir: sibling_bin_dir()?,
             data_dir,
             ports: free_ports(n)?,
@@ -75,31 +74,16 @@ impl BenchCluster {
             log_filter,
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
+            links: false,
         })?;
-        let cluster = BenchCluster { local, _dir: dir };
-        cluster.wait_primary().await?;
+        let mut cluster = BenchCluster { local, _dir: dir };
+        cluster.local.wait_ready(Duration::from_secs(30)).await?;
         Ok(cluster)
     }
 
     /// A client over every controller.
     pub fn client(&self, config: ClientConfig) -> anyhow::Result<Client> {
         Ok(Client::new(parse_candidates(self.local.peers())?, config))
-    }
-
-    async fn wait_primary(&self) -> anyhow::Result<()> {
-        let client = self.client(ClientConfig::default())?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Ok(info)) =
-                tokio::time::timeout(Duration::from_secs(2), client.call(GetCluster)).await
-            {
-                if info.primary.is_some() {
-                    return Ok(());
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        bail!("no primary within 30 s")
     }
 }
 

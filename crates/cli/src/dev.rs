@@ -3,13 +3,11 @@
 //! grace period) on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use xce_client::ops::GetCluster;
-use xce_client::{parse_candidates, Client, ClientConfig};
-use xce_launcher::{free_ports, sibling_bin_dir, ClusterSpec, LocalCluster};
+use xce_devcluster::{free_ports, sibling_bin_dir, ClusterSpec, DevCluster};
 
 use crate::output::fail;
 use crate::Format;
@@ -70,7 +68,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?,
         None => free_ports(args.controllers)?,
     };
-    let mut cluster = LocalCluster::start(ClusterSpec {
+    let mut cluster = DevCluster::start(ClusterSpec {
         bin_dir: sibling_bin_dir()?,
         data_dir: data_dir.clone(),
         ports,
@@ -78,10 +76,11 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         log_filter: "info,openraft=warn".into(),
         workers: args.workers,
         worker_args: Vec::new(),
+        links: false,
     })?;
-    if let Err(e) = wait_for_primary(&mut cluster).await {
+    if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {
         cluster.stop_all(STOP_GRACE);
-        return Err(e);
+        return Err(e.into());
     }
     announce(format, &cluster, &data_dir, args.data_dir.is_none());
     wait_for_stop(&mut cluster).await;
@@ -92,30 +91,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_primary(cluster: &mut LocalCluster) -> anyhow::Result<()> {
-    let client = Client::new(parse_candidates(cluster.peers())?, ClientConfig::default());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        for d in &mut cluster.controllers {
-            if let Some(status) = d.exited() {
-                let log = std::fs::read_to_string(&d.log).unwrap_or_default();
-                bail!("{} exited during start-up ({status}):\n{log}", d.name);
-            }
-        }
-        let probe = tokio::time::timeout(Duration::from_secs(2), client.call(GetCluster)).await;
-        if let Ok(Ok(info)) = probe {
-            if info.primary.is_some() {
-                return Ok(());
-            }
-        }
-        if Instant::now() > deadline {
-            bail!("no primary was elected within 30 s; see the logs");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool) {
+fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) {
     let peers = cluster.peers();
     if format == Format::Json {
         let v = serde_json::json!({
@@ -148,7 +124,7 @@ fn announce(format: Format, cluster: &LocalCluster, data: &Path, temporary: bool
 }
 
 /// Waits for SIGINT or SIGTERM, reporting any daemon that dies meanwhile.
-async fn wait_for_stop(cluster: &mut LocalCluster) {
+async fn wait_for_stop(cluster: &mut DevCluster) {
     let stop = xce_client::shutdown::signal();
     tokio::pin!(stop);
     let mut reported = vec![false; cluster.controllers.len() + cluster.workers.len()];

@@ -1,6 +1,7 @@
 //! Controller configuration: flags and environment (in main) plus an optional YAML file,
 //! validated into one [`Config`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -89,6 +90,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, detail: String },
     #[error("config file: {0}")]
     Invalid(String),
+    #[error("--raft-addrs: {0}")]
+    RaftAddrs(String),
 }
 
 /// A validated controller configuration.
@@ -105,6 +108,9 @@ pub struct Config {
     pub read_timeout: Duration,
     /// How long a request waits for a primary during an election before `noMaster`.
     pub hold: Duration,
+    /// Where this controller reaches a peer for Raft when that differs from the peer's
+    /// `--peers` address (a separate peer network, NAT, or a test's fault link).
+    pub raft_addrs: BTreeMap<NodeId, String>,
 }
 
 impl Config {
@@ -148,7 +154,49 @@ impl Config {
             read_timeout: Duration::from_secs(3),
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.
             hold: Duration::from_millis(2 * file.raft.election_timeout_max_ms + 200),
+            raft_addrs: BTreeMap::new(),
         })
+    }
+
+    /// How long a primary may go unacknowledged by a majority before it stops answering:
+    /// the standbys cannot elect another primary sooner than openraft's leader lease
+    /// (`election_timeout_max_ms`) plus the shortest election timeout after the last
+    /// acknowledgement; one heartbeat less leaves room for timer jitter. 400 ms by default.
+    pub fn primary_lease(&self) -> Duration {
+        let t = self.raft;
+        Duration::from_millis(
+            (t.election_timeout_max_ms + t.election_timeout_min_ms).saturating_sub(t.heartbeat_ms),
+        )
+    }
+
+    /// How long a connect or a call to a peer may run in the background: a few election
+    /// timeouts (1.2 s by default), so that a link with a round trip of several hundred
+    /// milliseconds still connects (TCP, a first round trip and a join) and answers, while a
+    /// dead peer is retried about once a second.
+    pub fn peer_budget(&self) -> Duration {
+        Duration::from_millis(4 * self.raft.election_timeout_max_ms)
+    }
+
+    /// Adds `--raft-addrs` (`name=host:port,...`): every name must be another controller in
+    /// `--peers`.
+    pub fn with_raft_addrs(mut self, spec: &str) -> Result<Config, ConfigError> {
+        for route in parse_candidates(spec)? {
+            let index = self
+                .peers
+                .iter()
+                .position(|c| c.name == route.name)
+                .ok_or_else(|| {
+                    ConfigError::RaftAddrs(format!("{:?} is not in --peers", route.name))
+                })?;
+            if route.name == self.name || route.name == route.addr() {
+                return Err(ConfigError::RaftAddrs(format!(
+                    "{:?} must name another controller (name=host:port)",
+                    route.addr()
+                )));
+            }
+            self.raft_addrs.insert(node_id_of(index), route.addr());
+        }
+        Ok(self)
     }
 
     /// This controller's own candidate entry.
@@ -245,6 +293,20 @@ mod tests {
     use super::*;
 
     const PEERS: &str = "c1=127.0.0.1:7101,c2=127.0.0.1:7102,c3=127.0.0.1:7103";
+
+    #[test]
+    fn raft_addrs_name_other_controllers() {
+        let c = Config::new("c1", PEERS, Path::new("/d"), None).unwrap();
+        let routed = c.clone().with_raft_addrs("c2=127.0.0.1:9").unwrap();
+        assert_eq!(
+            routed.raft_addrs.get(&2).map(String::as_str),
+            Some("127.0.0.1:9")
+        );
+        let e = c.clone().with_raft_addrs("c7=127.0.0.1:9").unwrap_err();
+        assert_eq!(e.to_string(), "--raft-addrs: \"c7\" is not in --peers");
+        assert!(c.clone().with_raft_addrs("c1=127.0.0.1:9").is_err());
+        assert!(c.with_raft_addrs("127.0.0.1:9").is_err());
+    }
 
     #[test]
     fn node_ids_follow_the_peers_list() {

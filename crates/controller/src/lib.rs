@@ -43,6 +43,8 @@ pub async fn run(
         raft_config,
         Network {
             reach: reach.clone(),
+            routes: Arc::new(config.raft_addrs.clone()),
+            budget: config.peer_budget(),
         },
         store.log,
         store.state_machine,
@@ -62,6 +64,7 @@ pub async fn run(
             read: config.read_timeout,
             hold: config.hold,
             leader_silence: Duration::from_millis((config.raft.heartbeat_ms * 3).max(150)),
+            lease: config.primary_lease(),
             host_ttl: Duration::from_millis(config.hosts.heartbeat_ttl_ms),
             host_lost_grace: Duration::from_millis(config.hosts.lost_grace_ms),
         },

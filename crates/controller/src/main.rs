@@ -26,6 +26,10 @@ struct Args {
     /// (for example 0.0.0.0:7101).
     #[arg(long, env = "XCE_LISTEN")]
     listen: Option<String>,
+    /// Where to reach other controllers for Raft when not at their --peers address:
+    /// name=host:port,... (a separate peer network, NAT, or a test's fault links).
+    #[arg(long, env = "XCE_RAFT_ADDRS")]
+    raft_addrs: Option<String>,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -49,12 +53,15 @@ fn main() {
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let config = Config::new(
+    let mut config = Config::new(
         &args.name,
         &args.peers,
         &args.data_dir,
         args.config.as_deref(),
     )?;
+    if let Some(spec) = &args.raft_addrs {
+        config = config.with_raft_addrs(spec)?;
+    }
     config.openraft()?;
     if args.check_config {
         println!("configuration is valid");

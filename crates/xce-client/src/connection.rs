@@ -43,14 +43,16 @@ pub enum TransportError {
 /// Connection settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectOptions {
-    /// Upper bound on TCP connect plus RPC bootstrap.
+    /// Upper bound on TCP connect plus the RPC bootstrap round trip.
     pub connect_timeout: Duration,
 }
 
 impl Default for ConnectOptions {
+    /// Half a second: a controller that cannot answer a bootstrap within that on a LAN is
+    /// frozen or overloaded, and the next candidate is worth trying.
     fn default() -> Self {
         ConnectOptions {
-            connect_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_millis(500),
         }
     }
 }
@@ -256,12 +258,15 @@ async fn drive(
 }
 
 /// Connects and bootstraps; returns the controller capability and the task running the RPC
-/// system.
+/// system. The connect timeout covers a first round trip (`ping`) too: a frozen controller,
+/// whose kernel still completes TCP handshakes, must cost a client the connect timeout, not
+/// a whole call timeout.
 async fn open(
     addr: &str,
     opts: ConnectOptions,
     closed: Arc<AtomicBool>,
 ) -> Result<(controller::Client, tokio::task::JoinHandle<()>), TransportError> {
+    let deadline = tokio::time::Instant::now() + opts.connect_timeout;
     let stream = crate::socket::connect(addr, opts.connect_timeout).await?;
     let network = crate::socket::network(stream, rpc_twoparty_capnp::Side::Client);
     let mut rpc = RpcSystem::new(Box::new(network), None);
@@ -270,5 +275,18 @@ async fn open(
         let _ = rpc.await;
         closed.store(true, Ordering::Release);
     });
-    Ok((client, rpc))
+    let ping = client.ping_request().send().promise;
+    let failed = match tokio::time::timeout_at(deadline, ping).await {
+        Ok(Ok(_)) => return Ok((client, rpc)),
+        Ok(Err(e)) => TransportError::Connect {
+            addr: addr.to_string(),
+            reason: format!("first round trip: {e}"),
+        },
+        Err(_) => TransportError::ConnectTimeout {
+            addr: addr.to_string(),
+            after: opts.connect_timeout,
+        },
+    };
+    rpc.abort();
+    Err(failed)
 }

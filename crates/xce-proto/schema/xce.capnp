@@ -178,6 +178,11 @@ interface Controller {
   # `listener.closed`). Events are not replayed across primaries: re-read state after
   # subscribing again.
   subscribe @15 (listener :EventListener, filter :EventFilter) -> (header :ReplyHeader);
+
+  # A round trip that touches nothing (any session may call it): a new connection's first
+  # answer, so that connecting to a frozen controller, whose kernel still completes the TCP
+  # handshake, fails within the connect timeout instead of a whole call timeout.
+  ping @16 () -> (header :ReplyHeader);
 }
 
 # ---- Events ------------------------------------------------------------------------------

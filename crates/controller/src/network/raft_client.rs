@@ -1,9 +1,11 @@
 //! Outbound Raft RPCs to the other controllers, over the same capnp Send bridge the client
 //! library uses (openraft's network futures must be `Send`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, FutureExt, Shared};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -56,6 +58,11 @@ impl Reachability {
 #[derive(Clone)]
 pub struct Network {
     pub reach: Arc<Reachability>,
+    /// Peers reached at another address than the membership's (`--raft-addrs`).
+    pub routes: Arc<BTreeMap<NodeId, String>>,
+    /// How long a connect (TCP, first round trip and join) and a call may take in the
+    /// background, whatever openraft's own per-RPC timeout: see [`PeerClient`].
+    pub budget: Duration,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -64,26 +71,82 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
         PeerClient {
             target,
-            addr: node.addr.clone(),
+            addr: self
+                .routes
+                .get(&target)
+                .cloned()
+                .unwrap_or_else(|| node.addr.clone()),
             conn: None,
+            connecting: None,
+            budget: self.budget,
             reach: self.reach.clone(),
         }
     }
 }
 
-/// The connection to one peer, re-opened after any transport failure.
+/// A connect running in the background; every RPC waiting for it shares its outcome.
+type Connecting = Shared<BoxFuture<'static, Result<Connection, String>>>;
+
+/// The connection to one peer.
+///
+/// openraft gives each append-entries one heartbeat interval (50 ms) and drops the future
+/// then. A slow link (a 150 ms round trip) must not turn that into a lost member, so neither
+/// the connection nor the call dies with the future: connects and calls run as tasks of their
+/// own with [`Network::budget`], the connection is kept across timeouts (only a closed one is
+/// replaced), and a request that openraft gave up on is still delivered: the peer hears the
+/// leader (and does not campaign), and its late answer still marks it reachable.
 pub struct PeerClient {
     target: NodeId,
     addr: String,
     conn: Option<Connection>,
+    connecting: Option<Connecting>,
+    budget: Duration,
     reach: Arc<Reachability>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl PeerClient {
-    /// Sends one request and decodes the peer's `Result<T, RaftError<E>>` reply.
-    async fn rpc<T, E, F>(&mut self, timeout: Duration, send: F) -> RpcResult<T, E>
+    /// The open connection, or the outcome of the background connect within `wait`.
+    async fn connection<E: std::error::Error>(
+        &mut self,
+        wait: Duration,
+    ) -> Result<Connection, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        if let Some(c) = self.conn.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(c.clone());
+        }
+        self.conn = None;
+        let connecting = self
+            .connecting
+            .get_or_insert_with(|| connect_in_background(self.addr.clone(), self.budget))
+            .clone();
+        let unreachable = |e: String| {
+            RPCError::Unreachable(Unreachable::new(&TransportError::Connect {
+                addr: self.addr.clone(),
+                reason: e,
+            }))
+        };
+        match tokio::time::timeout(wait, connecting).await {
+            Err(_) => Err(unreachable(format!(
+                "still connecting (budget {:?})",
+                self.budget
+            ))),
+            Ok(Ok(c)) => {
+                self.connecting = None;
+                self.conn = Some(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => {
+                self.connecting = None;
+                self.reach.mark(self.target, false);
+                Err(unreachable(e))
+            }
+        }
+    }
+
+    /// Sends one request and decodes the peer's `Result<T, RaftError<E>>` reply, waiting at
+    /// most `wait` for it (the call itself goes on for the whole budget).
+    async fn rpc<T, E, F>(&mut self, wait: Duration, send: F) -> RpcResult<T, E>
     where
         T: DeserializeOwned + Send + 'static,
         E: std::error::Error + DeserializeOwned + Send + 'static,
@@ -91,42 +154,73 @@ impl PeerClient {
             + Send
             + 'static,
     {
-        let conn = match &self.conn {
-            Some(c) if !c.is_closed() => c.clone(),
-            _ => {
-                let opts = ConnectOptions {
-                    connect_timeout: timeout,
-                };
-                let c = Connection::connect(&self.addr, opts).await.map_err(|e| {
-                    self.reach.mark(self.target, false);
-                    RPCError::Unreachable(Unreachable::new(&e))
-                })?;
-                join_as_controller(&c, timeout).await.map_err(|e| {
-                    self.reach.mark(self.target, false);
-                    RPCError::Unreachable(Unreachable::new(&e))
-                })?;
-                self.conn = Some(c.clone());
-                c
+        let started = tokio::time::Instant::now();
+        let conn = self.connection(wait).await?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (reach, target, budget) = (self.reach.clone(), self.target, self.budget);
+        tokio::spawn(async move {
+            let result = conn.call(budget, send).await;
+            reach.mark(target, result.is_ok());
+            let _ = tx.send(result);
+        });
+        let left = wait.saturating_sub(started.elapsed());
+        let bytes = match tokio::time::timeout(left, rx).await {
+            Err(_) => {
+                return Err(RPCError::Network(NetworkError::new(
+                    &TransportError::Timeout {
+                        addr: self.addr.clone(),
+                        after: wait,
+                    },
+                )))
             }
-        };
-        let bytes = match conn.call(timeout, send).await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                self.conn = None;
-                self.reach.mark(self.target, false);
+            Ok(Err(_)) => {
+                return Err(RPCError::Unreachable(Unreachable::new(
+                    &TransportError::Disconnected {
+                        addr: self.addr.clone(),
+                        reason: "call task ended".into(),
+                    },
+                )))
+            }
+            Ok(Ok(Err(e))) => {
                 return Err(match e {
                     TransportError::Disconnected { .. } | TransportError::Connect { .. } => {
                         RPCError::Unreachable(Unreachable::new(&e))
                     }
                     _ => RPCError::Network(NetworkError::new(&e)),
-                });
+                })
             }
+            Ok(Ok(Ok(bytes))) => bytes,
         };
         let reply: Result<T, RaftError<NodeId, E>> =
             codec::from_json(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        self.reach.mark(self.target, true);
         reply.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+/// Connects, pings and joins as a controller within `budget`, as a task of its own.
+fn connect_in_background(addr: String, budget: Duration) -> Connecting {
+    let task = tokio::spawn(async move {
+        let opened = tokio::time::timeout(budget, async {
+            let opts = ConnectOptions {
+                connect_timeout: budget,
+            };
+            let conn = Connection::connect(&addr, opts).await?;
+            join_as_controller(&conn, budget).await?;
+            Ok::<_, TransportError>(conn)
+        })
+        .await;
+        match opened {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("connect to {addr}: not done within {budget:?}")),
+        }
+    });
+    async move {
+        task.await
+            .unwrap_or_else(|e| Err(format!("connect task ended: {e}")))
+    }
+    .boxed()
+    .shared()
 }
 
 /// Joins a new connection as a controller peer: the session table opens the Raft interface

@@ -46,11 +46,12 @@ pub enum Method {
     JobStarted,
     JobFinished,
     Subscribe,
+    Ping,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 16] = [
+    pub const ALL: [Method; 17] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -67,6 +68,7 @@ impl Method {
         Method::JobStarted,
         Method::JobFinished,
         Method::Subscribe,
+        Method::Ping,
     ];
 
     /// The schema name, for messages.
@@ -88,6 +90,7 @@ impl Method {
             Method::JobStarted => "jobStarted",
             Method::JobFinished => "jobFinished",
             Method::Subscribe => "subscribe",
+            Method::Ping => "ping",
         }
     }
 }
@@ -103,6 +106,7 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::ClusterInfo
         | Method::ListHosts
         | Method::Subscribe
+        | Method::Ping
         | Method::Join => true,
         // Users' own work; the apiserver acts for users.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin | Apiserver),
@@ -144,7 +148,7 @@ mod tests {
     fn every_method_against_every_role() {
         use Role::*;
         let all = Role::ALL;
-        let expected: [(Method, &[Role]); 16] = [
+        let expected: [(Method, &[Role]); 17] = [
             (Method::Submit, &[User, Operator, Admin, Apiserver]),
             (Method::ListJobs, all),
             (Method::JobInfo, all),
@@ -161,6 +165,7 @@ mod tests {
             (Method::JobStarted, &[Worker]),
             (Method::JobFinished, &[Worker]),
             (Method::Subscribe, all),
+            (Method::Ping, all),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

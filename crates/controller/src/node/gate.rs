@@ -2,8 +2,6 @@
 //! answers (`redirect` with the primary's client address, `noMaster`, `notReady`), including
 //! holding a request across an election instead of sending the client into backoff.
 
-use std::time::Duration;
-
 use openraft::error::RaftError;
 use openraft::{BasicNode, ServerState};
 use tracing::warn;
@@ -21,17 +19,14 @@ impl Node {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         if m.state == ServerState::Leader {
+            // openraft leaders do not step down without a quorum: a primary cut off from its
+            // majority would hold every request (or, before its barrier, answer notReady)
+            // for as long as the partition lasts.
+            if self.lease_expired() {
+                return Err(self.stale_primary());
+            }
             if *self.ready_term.borrow() == m.current_term {
                 return Ok(());
-            }
-            // openraft leaders do not step down without a quorum: a new primary cut off before
-            // its barrier committed would answer notReady (stay here) forever.
-            let cut_off = quorum_silence(&m) > self.timeouts.leader_silence;
-            if cut_off {
-                return Err(ReplyHeader::status(
-                    Status::NoMaster,
-                    format!("{} is primary but has lost its majority", self.name),
-                ));
             }
             return Err(ReplyHeader::status(
                 Status::NotReady,
@@ -43,6 +38,20 @@ impl Node {
         }
         let leader = m.current_leader.filter(|_| !self.leader_is_silent());
         Err(self.not_primary(leader))
+    }
+
+    /// The answer of a primary whose lease has run out.
+    pub(super) fn stale_primary(&self) -> ReplyHeader {
+        ReplyHeader::status(
+            Status::NoMaster,
+            format!(
+                "{} was primary but no majority has answered it for {} ms (lease {} ms); \
+                 another controller may be primary now",
+                self.name,
+                self.lease.silence().as_millis(),
+                self.timeouts.lease.as_millis()
+            ),
+        )
     }
 
     pub(super) fn leader_is_silent(&self) -> bool {
@@ -63,6 +72,9 @@ impl Node {
         let mut ready = self.ready_term.subscribe();
         loop {
             match self.gate() {
+                // Holding helps only where a primary may emerge: not on a stale primary,
+                // whose clients must go to the side that can elect.
+                Err(h) if self.lease_expired() => return Err(h),
                 Err(h) if matches!(h.status, Status::NoMaster | Status::NotReady) => {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(h);
@@ -136,9 +148,4 @@ impl Node {
             format!("{}: no majority confirmed the {what} in time", self.name),
         )
     }
-}
-
-/// How long since a majority last acknowledged this leader (zero when not leader).
-pub(super) fn quorum_silence(m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) -> Duration {
-    Duration::from_millis(m.millis_since_quorum_ack.unwrap_or(0))
 }

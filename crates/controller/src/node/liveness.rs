@@ -9,7 +9,6 @@ use tracing::warn;
 use xce_client::wire::ReplyHeader;
 use xce_proto::Status;
 
-use super::gate::quorum_silence;
 use super::Node;
 use crate::state::Command;
 
@@ -23,13 +22,8 @@ impl Node {
             return h;
         }
         // A heartbeat is answered without touching the log; a primary cut off from its
-        // majority must not vouch for a worker that another primary may be declaring lost.
-        if quorum_silence(&self.raft.metrics().borrow()) > self.timeouts.leader_silence * 2 {
-            return ReplyHeader::status(
-                Status::NoMaster,
-                format!("{} has not heard from a majority lately", self.name),
-            );
-        }
+        // majority must not vouch for a worker that another primary may be declaring lost:
+        // the gate's lease check covers that.
         match self.state.read().state.host(name) {
             Some(h) if h.available => {}
             Some(_) => {

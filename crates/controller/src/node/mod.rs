@@ -1,9 +1,11 @@
 //! One controller node: the Raft handle and the applied state, and the tasks around them, one
 //! file each: the serving gate (`gate`: who may answer), the proposer that batches writes and
 //! serves linearizable reads (`proposer`), the readiness barrier (`readiness`) and host
-//! liveness (`liveness`).
+//! liveness (`liveness`), and the primary's lease (`lease`: when a cut-off primary stops
+//! answering).
 
 mod gate;
+mod lease;
 mod liveness;
 mod proposer;
 mod readiness;
@@ -46,6 +48,9 @@ pub struct Timeouts {
     pub hold: Duration,
     /// Leader silence after which a standby treats the primary as gone (a few heartbeats).
     pub leader_silence: Duration,
+    /// How long a primary may go without an acknowledgement from a majority before it
+    /// stops answering as primary (see `lease`).
+    pub lease: Duration,
     /// A host whose worker has not heartbeated for this long is marked unavailable.
     pub host_ttl: Duration,
     /// How much longer an unavailable host may keep its jobs before they are lost.
@@ -72,6 +77,7 @@ pub struct Node {
     ready_term: watch::Sender<u64>,
     reach: Arc<Reachability>,
     timeouts: Timeouts,
+    lease: lease::Lease,
     /// When this node last accepted entries or a heartbeat from a leader. A standby whose
     /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
     /// clients to it: it is probably dead, and the request is held for the election instead.
@@ -108,9 +114,11 @@ impl Node {
             ready_term: watch::Sender::new(0),
             reach,
             timeouts,
+            lease: lease::Lease::default(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
+        tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(proposer::run_proposer(node.clone(), rx));
         tokio::spawn(liveness::run_liveness(node.clone()));
         tokio::spawn(readiness::run_readiness(node.clone(), queues));

@@ -29,7 +29,11 @@ impl Node {
     /// applied everything committed before the read (linearizable read).
     pub async fn read<T>(&self, f: impl FnOnce(&State) -> T) -> Result<T, ReplyHeader> {
         self.admit().await?;
-        match tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()).await {
+        let confirmed = tokio::select! {
+            r = tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()) => r,
+            () = self.lease_lost() => return Err(self.stale_primary()),
+        };
+        match confirmed {
             Err(_) => Err(self.lost_majority("read")),
             Ok(Err(e)) => Err(self.leader_error(&e)),
             Ok(Ok(_)) => Ok(f(&self.state.read().state)),
@@ -71,7 +75,18 @@ async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
         at_ms: now_ms(),
         commands,
     };
-    let result = tokio::time::timeout(node.timeouts.write, node.raft.client_write(entry)).await;
+    // The entry may still commit after either give-up below; the client's re-send carries
+    // the same token, so it is applied at most once either way.
+    let result = tokio::select! {
+        r = tokio::time::timeout(node.timeouts.write, node.raft.client_write(entry)) => r,
+        () = node.lease_lost() => {
+            let header = node.stale_primary();
+            for reply in replies {
+                let _ = reply.send(Err(header.clone()));
+            }
+            return;
+        }
+    };
     match result {
         Ok(Ok(resp)) => {
             for (reply, outcome) in replies.into_iter().zip(resp.data.outcomes) {
@@ -90,8 +105,6 @@ async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
             }
         }
         Err(_) => {
-            // The entry may still commit later; the client's re-send carries the same token,
-            // so it is applied at most once either way.
             let header = node.lost_majority("write");
             for reply in replies {
                 let _ = reply.send(Err(header.clone()));

@@ -109,4 +109,5 @@ methods! {
     job_started(JobStartedParams, JobStartedResults) => JobStarted: workers::started;
     job_finished(JobFinishedParams, JobFinishedResults) => JobFinished: workers::finished;
     subscribe(SubscribeParams, SubscribeResults) => Subscribe: events::subscribe;
+    ping(PingParams, PingResults) => Ping: sessions::ping;
 }

@@ -104,3 +104,13 @@ async fn join_worker(
     info!(host = %name, fenced = orders.len(), "worker joined");
     (header, orders)
 }
+
+/// Answers at once: a new connection's liveness round trip.
+pub(super) async fn ping(
+    _this: &ControllerService,
+    _params: controller::PingParams,
+    mut results: controller::PingResults,
+) -> Result<(), capnp::Error> {
+    wire::write_header(results.get().init_header(), &ReplyHeader::ok());
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! The primary's lease: how long since a majority last acknowledged this node as leader.
+//!
+//! openraft's leaders never step down on their own: a primary cut off from both standbys
+//! still *is* the leader, and every request it admits waits for a commit or a read
+//! confirmation that cannot come. So a primary that has not heard from a majority within its
+//! lease stops answering as primary at once (`noMaster`), for reads and writes alike, and
+//! fails what it already holds, so that clients move on to the side that can elect.
+//!
+//! The lease is shorter than the time the standbys need to elect a new primary after the
+//! last acknowledgement (openraft's leader lease plus the shortest election timeout), so the
+//! stale side goes quiet before the new side starts serving. Reads stay linearizable on their
+//! own (they are still confirmed by a quorum); the lease only bounds how long a stale
+//! primary keeps clients waiting.
+//!
+//! openraft reports the silence (`millis_since_quorum_ack`) only when it publishes metrics;
+//! a task turns each report into an instant, so that the silence keeps growing between
+//! reports, when a partitioned leader has nothing left to report.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use openraft::ServerState;
+use tokio::time::Instant;
+
+use super::{Node, RECHECK};
+use crate::store::NodeId;
+
+/// When a majority last acknowledged this node as leader (`None` while not leader).
+#[derive(Debug, Default)]
+pub(super) struct Lease {
+    acked_at: Mutex<Option<Instant>>,
+}
+
+impl Lease {
+    fn lock(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.acked_at.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes in one metrics report.
+    fn observe(&self, m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) {
+        let mut acked_at = self.lock();
+        if m.state != ServerState::Leader {
+            *acked_at = None;
+            return;
+        }
+        let now = Instant::now();
+        *acked_at = match m.millis_since_quorum_ack {
+            Some(ms) => Some(now.checked_sub(Duration::from_millis(ms)).unwrap_or(now)),
+            // Just elected, no acknowledgement yet: the election itself was one.
+            None => Some(acked_at.unwrap_or(now)),
+        };
+    }
+
+    /// How long since a majority acknowledged this leader (zero when not leader).
+    pub(super) fn silence(&self) -> Duration {
+        self.lock().map(|t| t.elapsed()).unwrap_or_default()
+    }
+}
+
+/// Keeps [`Lease`] current from openraft's metrics until Raft shuts down.
+pub(super) async fn run_lease(node: Arc<Node>) {
+    let mut metrics = node.raft.metrics();
+    loop {
+        node.lease.observe(&metrics.borrow_and_update());
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+impl Node {
+    /// Whether this node is a leader whose lease has run out.
+    pub(super) fn lease_expired(&self) -> bool {
+        self.lease.silence() > self.timeouts.lease
+    }
+
+    /// Completes when this node's lease runs out (never while it is renewed): raced against
+    /// a commit or a read confirmation, so that nothing waits on a stale primary.
+    pub(super) async fn lease_lost(&self) {
+        loop {
+            let silence = self.lease.silence();
+            if silence > self.timeouts.lease {
+                return;
+            }
+            let left = self.timeouts.lease - silence;
+            tokio::time::sleep(left.min(RECHECK) + Duration::from_millis(1)).await;
+        }
+    }
+}

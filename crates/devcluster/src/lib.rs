@@ -1,0 +1,382 @@
+//! A local xce cluster of real daemon processes on 127.0.0.1, for `xce dev`, the benchmarks
+//! and the multi-process tests, so that all of them start, stop, crash and cut off daemons
+//! the same way.
+//!
+//! - [`process`]: one process by the pid this crate started (nothing is ever looked up by
+//!   name).
+//! - [`controller`], [`worker`]: each daemon kind's command line and readiness probe.
+//! - [`ready`]: the one wait-for-ready loop, which also notices a daemon that died.
+//! - [`link`]: network faults (a partition, a slow link) as proxies between controllers.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::Duration;
+
+pub mod controller;
+pub mod link;
+pub mod process;
+pub mod ready;
+pub mod worker;
+
+pub use link::Link;
+pub use process::Process;
+
+/// Why a launch, a stop or a wait failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("{path} not found: build the workspace first (cargo build --workspace)")]
+    MissingBinary { path: PathBuf },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("{name} is already running")]
+    Running { name: String },
+    #[error("{name} is not running")]
+    NotRunning { name: String },
+    #[error("no daemon named {name:?} in this cluster")]
+    UnknownDaemon { name: String },
+    #[error("{name} exited ({status}) while waiting for {what}; its log ends:\n{log_tail}")]
+    Exited {
+        name: String,
+        status: ExitStatus,
+        what: String,
+        log_tail: String,
+    },
+    #[error("{what} did not happen within {after:?}; see the daemons' logs")]
+    NotReady { what: String, after: Duration },
+    #[error("peers: {0}")]
+    Peers(#[from] xce_client::CandidateError),
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+/// Free TCP ports on 127.0.0.1, distinct from each other (all held until all are chosen).
+pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(io("find free ports"))?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr().map_err(io("find free ports"))?.port()))
+        .collect()
+}
+
+/// The directory holding the binary that is running now; the daemons are built beside it.
+pub fn sibling_bin_dir() -> Result<PathBuf, LaunchError> {
+    let exe = std::env::current_exe().map_err(io("locate the running binary"))?;
+    match exe.parent() {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => Err(LaunchError::MissingBinary { path: exe }),
+    }
+}
+
+/// How to lay out a local cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Where `xce-controller`, `xce-worker` and the other daemons are.
+    pub bin_dir: PathBuf,
+    /// Per-daemon data dirs and logs go here.
+    pub data_dir: PathBuf,
+    /// Client ports, one per controller (see [`free_ports`]).
+    pub ports: Vec<u16>,
+    /// Optional controller YAML file given to every controller.
+    pub config: Option<PathBuf>,
+    /// `RUST_LOG` for the daemons.
+    pub log_filter: String,
+    /// Workers to start (`w1`, `w2`, ...), each with its spool under `data_dir`.
+    pub workers: usize,
+    /// Extra flags for every worker (e.g. a short `--heartbeat-ms` in tests).
+    pub worker_args: Vec<String>,
+    /// Route controller-to-controller traffic through [`Link`]s so that a test can partition
+    /// or slow it ([`DevCluster::partition`], [`DevCluster::delay`]).
+    pub links: bool,
+}
+
+/// Which daemon a [`Daemon`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Controller,
+    Worker,
+}
+
+/// One daemon of the cluster: its name, where its data and log live, and its process.
+#[derive(Debug)]
+pub struct Daemon {
+    pub name: String,
+    pub kind: Kind,
+    /// The client port (controllers), 0 for daemons that do not listen.
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    pub process: Process,
+}
+
+impl Daemon {
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The pid while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
+
+    /// Whether the process is still alive (reaps it if it has exited).
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// The exit status if the process has exited on its own.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.process.exited()
+    }
+}
+
+/// A running local cluster. Dropping it kills whatever is still running and removes every
+/// link.
+#[derive(Debug)]
+pub struct DevCluster {
+    spec: ClusterSpec,
+    peers: String,
+    pub controllers: Vec<Daemon>,
+    pub workers: Vec<Daemon>,
+    links: Vec<Link>,
+}
+
+impl DevCluster {
+    /// Lays out the cluster and starts every daemon (see [`DevCluster::wait_ready`]).
+    pub fn start(spec: ClusterSpec) -> Result<DevCluster, LaunchError> {
+        std::fs::create_dir_all(&spec.data_dir)
+            .map_err(io(format!("create {}", spec.data_dir.display())))?;
+        let names: Vec<String> = (1..=spec.ports.len()).map(|i| format!("c{i}")).collect();
+        let peers = names
+            .iter()
+            .zip(&spec.ports)
+            .map(|(name, p)| format!("{name}=127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let links = if spec.links {
+            controller_links(&names, &spec.ports)?
+        } else {
+            Vec::new()
+        };
+        let controllers = names
+            .iter()
+            .zip(&spec.ports)
+            .map(|(name, port)| {
+                let data_dir = spec.data_dir.join(name);
+                let raft_addrs = raft_addrs(&links, name);
+                let args =
+                    controller::args(name, &peers, &data_dir, spec.config.as_deref(), raft_addrs);
+                daemon(&spec, name, Kind::Controller, *port, data_dir, args)
+            })
+            .collect();
+        let workers = (1..=spec.workers)
+            .map(|i| {
+                let name = format!("w{i}");
+                let data_dir = spec.data_dir.join(&name);
+                let args = worker::args(&name, &peers, &data_dir, &spec.worker_args);
+                daemon(&spec, &name, Kind::Worker, 0, data_dir, args)
+            })
+            .collect();
+        let mut cluster = DevCluster {
+            spec,
+            peers,
+            controllers,
+            workers,
+            links,
+        };
+        for i in 0..cluster.controllers.len() {
+            cluster.start_controller(i)?;
+        }
+        for i in 0..cluster.workers.len() {
+            cluster.start_worker(i)?;
+        }
+        Ok(cluster)
+    }
+
+    /// The `XCE_PEERS` value of this cluster (the controllers' client addresses).
+    pub fn peers(&self) -> &str {
+        &self.peers
+    }
+
+    /// Every daemon, controllers first.
+    pub fn daemons_mut(&mut self) -> impl Iterator<Item = &mut Daemon> {
+        self.controllers.iter_mut().chain(self.workers.iter_mut())
+    }
+
+    /// The daemon called `name`.
+    pub fn daemon_mut(&mut self, name: &str) -> Result<&mut Daemon, LaunchError> {
+        self.daemons_mut()
+            .find(|d| d.name == name)
+            .ok_or_else(|| LaunchError::UnknownDaemon {
+                name: name.to_string(),
+            })
+    }
+
+    /// Starts controller `i` (again); its log is appended to.
+    pub fn start_controller(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.controllers[i].process.start(&self.spec.log_filter)
+    }
+
+    /// Starts worker `i` (again); its log is appended to.
+    pub fn start_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.workers[i].process.start(&self.spec.log_filter)
+    }
+
+    /// Crashes worker `i` (SIGKILL) and reaps it.
+    pub fn kill9_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.workers[i].process.kill9()
+    }
+
+    /// Freezes worker `i` (SIGSTOP): cut off from the cluster while its jobs run on.
+    pub fn pause_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.workers[i].process.pause()
+    }
+
+    /// Thaws a paused worker (SIGCONT).
+    pub fn resume_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.workers[i].process.resume()
+    }
+
+    /// Stops worker `i` cleanly (SIGTERM, then SIGKILL after `grace`).
+    pub fn stop_worker(
+        &mut self,
+        i: usize,
+        grace: Duration,
+    ) -> Result<Option<ExitStatus>, LaunchError> {
+        self.workers[i].process.stop(grace)
+    }
+
+    /// Crashes controller `i` (SIGKILL) and reaps it.
+    pub fn kill9(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.controllers[i].process.kill9()
+    }
+
+    /// Freezes controller `i` (SIGSTOP): a hung, not dead, node.
+    pub fn pause(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.controllers[i].process.pause()
+    }
+
+    /// Thaws a paused controller (SIGCONT).
+    pub fn resume(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.controllers[i].process.resume()
+    }
+
+    /// Stops controller `i` cleanly: SIGTERM, then SIGKILL after `grace`. Returns the exit
+    /// status, or `None` when it had to be killed.
+    pub fn stop(&mut self, i: usize, grace: Duration) -> Result<Option<ExitStatus>, LaunchError> {
+        self.controllers[i].process.stop(grace)
+    }
+
+    /// Stops every running daemon (SIGTERM to all first, then waits); returns the names of
+    /// those that had to be killed.
+    pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
+        let procs = self
+            .workers
+            .iter_mut()
+            .chain(self.controllers.iter_mut())
+            .map(|d| &mut d.process);
+        process::stop_all(procs, grace)
+    }
+
+    /// Cuts every link between the daemons in `a` and those in `b`, both ways: a partition.
+    /// Needs [`ClusterSpec::links`]; returns how many links were cut.
+    pub fn partition(&self, a: &[&str], b: &[&str]) -> usize {
+        let between = |l: &&Link| {
+            (a.contains(&l.from()) && b.contains(&l.to()))
+                || (b.contains(&l.from()) && a.contains(&l.to()))
+        };
+        let cut: Vec<&Link> = self.links.iter().filter(between).collect();
+        for l in &cut {
+            l.set_cut(true);
+        }
+        tracing::info!(?a, ?b, links = cut.len(), "partition");
+        cut.len()
+    }
+
+    /// Delays every link to and from `name` by `delay` each way (zero to end it); returns how
+    /// many links changed.
+    pub fn delay(&self, name: &str, delay: Duration) -> usize {
+        let touched: Vec<&Link> = self
+            .links
+            .iter()
+            .filter(|l| l.from() == name || l.to() == name)
+            .collect();
+        for l in &touched {
+            l.set_delay(delay);
+        }
+        touched.len()
+    }
+
+    /// Heals every partition and removes every delay.
+    pub fn heal(&self) {
+        for l in &self.links {
+            l.set_cut(false);
+            l.set_delay(Duration::ZERO);
+        }
+    }
+}
+
+impl Drop for DevCluster {
+    fn drop(&mut self) {
+        for d in self.daemons_mut() {
+            d.process.kill_quietly();
+        }
+    }
+}
+
+/// One link for every ordered pair of controllers.
+fn controller_links(names: &[String], ports: &[u16]) -> Result<Vec<Link>, LaunchError> {
+    let mut links = Vec::new();
+    for from in names {
+        for (to, port) in names.iter().zip(ports) {
+            if from != to {
+                let target = SocketAddr::from(([127, 0, 0, 1], *port));
+                links.push(Link::open(from, to, target).map_err(io("open a fault link"))?);
+            }
+        }
+    }
+    Ok(links)
+}
+
+/// `--raft-addrs` for controller `name`: each peer through the link from `name` to it.
+fn raft_addrs(links: &[Link], name: &str) -> Option<String> {
+    let addrs: Vec<String> = links
+        .iter()
+        .filter(|l| l.from() == name)
+        .map(|l| format!("{}={}", l.to(), l.addr()))
+        .collect();
+    (!addrs.is_empty()).then(|| addrs.join(","))
+}
+
+fn daemon(
+    spec: &ClusterSpec,
+    name: &str,
+    kind: Kind,
+    port: u16,
+    data_dir: PathBuf,
+    args: Vec<String>,
+) -> Daemon {
+    let bin = match kind {
+        Kind::Controller => "xce-controller",
+        Kind::Worker => "xce-worker",
+    };
+    let log = spec.data_dir.join(format!("{name}.log"));
+    Daemon {
+        name: name.to_string(),
+        kind,
+        port,
+        data_dir,
+        process: Process::new(name.to_string(), spec.bin_dir.join(bin), args, log.clone()),
+        log,
+    }
+}

@@ -1,0 +1,33 @@
+//! The worker kind: its command line and its readiness probe.
+
+use std::path::Path;
+
+use xce_client::ops::ListHosts;
+use xce_client::types::HostState;
+use xce_client::Client;
+
+/// `xce-worker`'s arguments, then `extra` flags.
+pub(crate) fn args(name: &str, peers: &str, spool_dir: &Path, extra: &[String]) -> Vec<String> {
+    let mut args = vec![
+        "--name".to_string(),
+        name.to_string(),
+        "--peers".to_string(),
+        peers.to_string(),
+        "--spool-dir".to_string(),
+        spool_dir.display().to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    args
+}
+
+/// Whether every one of `names` has registered and is `ok`.
+pub(crate) async fn all_up(client: &Client, names: &[String]) -> bool {
+    let Ok(hosts) = client.call(ListHosts).await else {
+        return false;
+    };
+    names.iter().all(|n| {
+        hosts
+            .iter()
+            .any(|h| &h.name == n && h.state == HostState::Ok)
+    })
+}

@@ -1,0 +1,199 @@
+//! Failover under harder faults than a clean kill, through the real binaries and the dev
+//! cluster's fault links: a primary partitioned from both standbys, a standby behind a slow
+//! link, a frozen primary that new clients try first.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use xce_client::ops::{all_jobs, GetCluster, ListJobs, Submit};
+use xce_client::types::{JobSpec, RequestToken};
+use xce_client::ClientConfig;
+use xce_client::Status;
+use xce_tests::Cluster;
+
+/// Every load loop below is bounded by count and by time.
+const MAX_CALLS: usize = 400;
+
+fn true_job() -> Submit {
+    Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            command: vec!["true".into()],
+            ..JobSpec::default()
+        },
+    }
+}
+
+/// `--peers` with controller `first` first, as a CLI configured that way tries them.
+fn peers_starting_with(cluster: &Cluster, first: usize) -> String {
+    let mut entries: Vec<String> = cluster
+        .controllers()
+        .iter()
+        .map(|c| format!("{}={}", c.name, c.addr()))
+        .collect();
+    entries.rotate_left(first);
+    entries.join(",")
+}
+
+/// One-shot calls, each from a fresh client (as each CLI process is), for `span`: when each
+/// started (since `t0`), how long it took, and the job id when it succeeded.
+async fn one_shot_submits(
+    cluster: &Cluster,
+    peers: &str,
+    t0: Instant,
+    span: Duration,
+) -> Vec<(Duration, Duration, Option<u64>)> {
+    let mut calls = Vec::new();
+    while t0.elapsed() < span && calls.len() < MAX_CALLS {
+        let client = cluster.client_with_peers(peers, ClientConfig::default());
+        let started = Instant::now();
+        let result = client.call(true_job()).await;
+        calls.push((started - t0, started.elapsed(), result.ok()));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    calls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_primary_stops_answering_and_clients_find_the_new_one_within_a_second() {
+    let cluster = Cluster::builder().controllers(3).links().start();
+    let (old, _) = cluster.wait_all_standbys().await;
+    let old_name = cluster.controllers()[old].name.clone();
+    let others: Vec<String> = cluster
+        .controllers()
+        .iter()
+        .filter(|c| c.name != old_name)
+        .map(|c| c.name.clone())
+        .collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    let peers = peers_starting_with(&cluster, old);
+
+    cluster.partition(&[&old_name], &others);
+    let t0 = Instant::now();
+    let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(4)).await;
+
+    // The stale side answers at once, for reads as for writes, and names why.
+    let started = Instant::now();
+    let reply = cluster.ask(old, ListJobs::default()).await;
+    assert_eq!(reply.header.status, Status::NoMaster, "{:?}", reply.header);
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "the stale primary held a read for {:?}",
+        started.elapsed()
+    );
+
+    let slowest = calls.iter().map(|c| c.1).max().unwrap();
+    let first_ok = calls
+        .iter()
+        .find(|c| c.2.is_some())
+        .map(|c| c.0 + c.1)
+        .expect("no submit succeeded during the partition");
+    let summary: Vec<String> = calls
+        .iter()
+        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
+        .collect();
+    eprintln!("first success {first_ok:?}, slowest call {slowest:?}: {summary:?}");
+    assert!(
+        slowest < Duration::from_millis(1500),
+        "a call took {slowest:?}: {summary:?}"
+    );
+    assert!(
+        first_ok < Duration::from_secs(1),
+        "first success {first_ok:?} after the partition: {summary:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.0 < Duration::from_secs(1) || c.2.is_some()),
+        "a call failed once the new primary served: {summary:?}"
+    );
+
+    // Healed, the old primary rejoins as a standby and every acknowledged job is there.
+    cluster.heal();
+    let (_, info) = cluster.wait_all_standbys().await;
+    assert_ne!(info.primary.as_deref(), Some(old_name.as_str()));
+    let stored: Vec<u64> = all_jobs(&cluster.client(), Default::default())
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    for id in calls.iter().filter_map(|c| c.2) {
+        assert!(stored.contains(&id), "acknowledged job {id} was lost");
+    }
+    cluster.assert_no_errors();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_behind_a_slow_link_stays_a_member_and_deposes_no_one() {
+    let cluster = Cluster::builder().controllers(3).links().start();
+    let (primary, before) = cluster.wait_all_standbys().await;
+    let slow = (primary + 1) % 3;
+    let slow_name = cluster.controllers()[slow].name.clone();
+
+    // 75 ms each way: a 150 ms round trip, three heartbeat intervals.
+    cluster.delay(&slow_name, Duration::from_millis(75));
+    let client = cluster.client();
+    let t0 = Instant::now();
+    let mut acked = 0;
+    while t0.elapsed() < Duration::from_secs(15) && acked < MAX_CALLS {
+        client.call(true_job()).await.unwrap();
+        acked += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let during = client.call(GetCluster).await.unwrap();
+    cluster.heal();
+    // Give a deposed-on-heal primary the time it would need to show.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = client.call(GetCluster).await.unwrap();
+
+    assert_eq!(during.primary, before.primary, "the primary changed");
+    assert_eq!(after.primary, before.primary, "the primary changed on heal");
+    assert!(
+        after.term <= before.term + 1,
+        "term storm: {} -> {}",
+        before.term,
+        after.term
+    );
+    let reply = cluster.ask(slow, GetCluster).await;
+    assert!(
+        matches!(reply.header.status, Status::Redirect),
+        "the slow standby does not follow the primary: {:?}",
+        reply.header
+    );
+    assert_eq!(
+        all_jobs(&client, Default::default()).await.unwrap().len(),
+        acked
+    );
+    cluster.assert_no_errors();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_primary_costs_a_new_client_less_than_a_second() {
+    let mut cluster = Cluster::start(3);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let peers = peers_starting_with(&cluster, primary);
+    cluster.local.pause(primary).unwrap();
+    let t0 = Instant::now();
+    let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(3)).await;
+    cluster.local.resume(primary).unwrap();
+    let summary: Vec<String> = calls
+        .iter()
+        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
+        .collect();
+    let first_ok = calls
+        .iter()
+        .find(|c| c.2.is_some())
+        .map(|c| c.0 + c.1)
+        .expect("no submit succeeded while the primary was frozen");
+    assert!(
+        first_ok < Duration::from_millis(1500),
+        "first success {first_ok:?} after the freeze: {summary:?}"
+    );
+    let slowest = calls.iter().map(|c| c.1).max().unwrap();
+    assert!(
+        slowest < Duration::from_millis(1500),
+        "a call took {slowest:?}: {summary:?}"
+    );
+}
