@@ -197,3 +197,86 @@ async fn a_frozen_primary_costs_a_new_client_less_than_a_second() {
         "a call took {slowest:?}: {summary:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_behind_a_slow_link_hands_over_to_a_standby_that_can_commit() {
+    let cluster = Cluster::builder().controllers(3).links().start();
+    let (old, before) = cluster.wait_all_standbys().await;
+    let old_name = cluster.controllers()[old].name.clone();
+    let peers = peers_starting_with(&cluster, old);
+
+    // A 150 ms round trip to both standbys: openraft waits 50 ms for an append, so this
+    // primary can never commit again, though its standbys still hear it.
+    cluster.delay(&old_name, Duration::from_millis(75));
+    let t0 = Instant::now();
+    let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(4)).await;
+    let summary: Vec<String> = calls
+        .iter()
+        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
+        .collect();
+    let first_ok = calls
+        .iter()
+        .find(|c| c.2.is_some())
+        .map(|c| c.0 + c.1)
+        .expect("no submit succeeded behind the slow primary");
+    eprintln!("first success {first_ok:?}: {summary:?}");
+    assert!(
+        first_ok < Duration::from_millis(1500),
+        "first success {first_ok:?} after the delay began: {summary:?}"
+    );
+    let during = cluster.client().call(GetCluster).await.unwrap();
+    assert_ne!(during.primary.as_deref(), Some(old_name.as_str()));
+
+    cluster.heal();
+    let (_, after) = cluster.wait_all_standbys().await;
+    assert!(
+        after.term <= before.term + 3,
+        "term storm: {} -> {}",
+        before.term,
+        after.term
+    );
+    cluster.assert_no_errors();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_cut_off_for_seconds_does_not_depose_the_primary_when_it_returns() {
+    let cluster = Cluster::builder().controllers(3).links().start();
+    let (primary, before) = cluster.wait_all_standbys().await;
+    let cut = (primary + 1) % 3;
+    let cut_name = cluster.controllers()[cut].name.clone();
+    let rest: Vec<String> = cluster
+        .controllers()
+        .iter()
+        .filter(|c| c.name != cut_name)
+        .map(|c| c.name.clone())
+        .collect();
+    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+
+    cluster.partition(&[&cut_name], &rest);
+    let client = cluster.client();
+    let t0 = Instant::now();
+    let mut acked = 0;
+    while t0.elapsed() < Duration::from_secs(3) && acked < MAX_CALLS {
+        client.call(true_job()).await.unwrap();
+        acked += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.heal();
+    // Long enough for a returning node's higher term to depose the primary, if it could.
+    let t1 = Instant::now();
+    while t1.elapsed() < Duration::from_secs(2) && acked < 2 * MAX_CALLS {
+        client.call(true_job()).await.unwrap();
+        acked += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, after) = cluster.wait_all_standbys().await;
+    assert_eq!(
+        after.primary, before.primary,
+        "the returning standby deposed the primary"
+    );
+    assert_eq!(
+        after.term, before.term,
+        "terms moved while a standby was cut off"
+    );
+    cluster.assert_no_errors();
+}

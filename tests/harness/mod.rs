@@ -116,10 +116,15 @@ impl ClusterBuilder {
 
     /// Starts every daemon.
     pub fn start(self) -> Cluster {
-        let dir = tempfile::Builder::new()
+        let mut dir = tempfile::Builder::new()
             .prefix("xce-test-")
             .tempdir()
             .unwrap();
+        // XCE_TEST_KEEP=1 keeps every test's data and logs for a look after the run.
+        if std::env::var_os("XCE_TEST_KEEP").is_some() {
+            dir.disable_cleanup(true);
+            eprintln!("keeping {}", dir.path().display());
+        }
         let config = self.config.map(|text| {
             let path = dir.path().join("controller.yaml");
             std::fs::write(&path, text).unwrap();

@@ -177,6 +177,15 @@ impl Config {
         Duration::from_millis(4 * self.raft.election_timeout_max_ms)
     }
 
+    /// When a standby may stand for election (see `node::election`): openraft's timing.
+    pub fn election_timing(&self) -> crate::node::election::ElectionTiming {
+        crate::node::election::ElectionTiming {
+            lease: Duration::from_millis(self.raft.election_timeout_max_ms),
+            timeout_min: Duration::from_millis(self.raft.election_timeout_min_ms),
+            timeout_max: Duration::from_millis(self.raft.election_timeout_max_ms),
+        }
+    }
+
     /// Adds `--raft-addrs` (`name=host:port,...`): every name must be another controller in
     /// `--peers`.
     pub fn with_raft_addrs(mut self, spec: &str) -> Result<Config, ConfigError> {
@@ -227,6 +236,8 @@ impl Config {
             // Entries per append-entries message: with batches of at most ~512 KiB this bounds
             // a message to ~32 MiB, half of capnp's limit.
             max_payload_entries: 64,
+            // Elections are ours, behind a pre-vote (`node::election`).
+            enable_elect: false,
             ..Default::default()
         };
         config

@@ -25,7 +25,7 @@ use tracing::info;
 pub use config::Config;
 
 use crate::network::raft_client::{Network, Reachability};
-use crate::node::{node_id_of, Node, Timeouts};
+use crate::node::{node_id_of, Lease, Node, Timeouts};
 
 /// Runs a controller on `listener` until `shutdown` resolves. Must be called inside a
 /// `LocalSet` (the capnp service is `!Send`); [`run_local`] provides one.
@@ -37,15 +37,18 @@ pub async fn run(
     let store = store::open(&config.data_dir, &config.identity()).await?;
     let state = store.state_machine.shared();
     let reach = Arc::new(Reachability::default());
+    let lease = Arc::new(Lease::new(config.primary_lease()));
     let raft_config = Arc::new(config.openraft()?);
+    let network = Network {
+        reach,
+        routes: Arc::new(config.raft_addrs.clone()),
+        budget: config.peer_budget(),
+        lease,
+    };
     let raft = Raft::new(
         config.node_id,
         raft_config,
-        Network {
-            reach: reach.clone(),
-            routes: Arc::new(config.raft_addrs.clone()),
-            budget: config.peer_budget(),
-        },
+        network.clone(),
         store.log,
         store.state_machine,
     )
@@ -57,17 +60,17 @@ pub async fn run(
         config.peers.clone(),
         raft.clone(),
         state,
-        reach,
         config.queues.clone(),
         Timeouts {
             write: config.write_timeout,
             read: config.read_timeout,
             hold: config.hold,
             leader_silence: Duration::from_millis((config.raft.heartbeat_ms * 3).max(150)),
-            lease: config.primary_lease(),
+            election: config.election_timing(),
             host_ttl: Duration::from_millis(config.hosts.heartbeat_ttl_ms),
             host_lost_grace: Duration::from_millis(config.hosts.lost_grace_ms),
         },
+        network,
     );
     info!(
         node = %config.name,

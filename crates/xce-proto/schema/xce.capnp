@@ -259,6 +259,11 @@ interface Raft {
   appendEntries @0 (request :Data) -> (reply :Data);
   vote @1 (request :Data) -> (reply :Data);
   installSnapshot @2 (request :Data, chunk :Data) -> (reply :Data);
+  # Would you vote for me? Asked before a controller stands for election (and raises its
+  # term); granted only by a node that has not heard from a primary within its lease and whose
+  # log is not ahead of the candidate's. A node cut off from the cluster therefore never
+  # raises its term, and cannot depose a healthy primary when it returns.
+  preVote @3 (request :Data) -> (reply :Data);
 }
 
 # ---- Hosts (workers) -------------------------------------------------------------------------

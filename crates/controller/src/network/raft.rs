@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use capnp::capability::Rc;
 use openraft::error::{InstallSnapshotError, RaftError};
-use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, VoteRequest,
+};
 use xce_proto::xce_capnp::raft;
 
 use super::codec;
+use crate::node::election::{PreVote, PreVoteReply};
 use crate::node::Node;
 use crate::store::{NodeId, TypeConfig};
 
@@ -26,7 +29,12 @@ impl raft::Server for RaftService {
     ) -> Result<(), capnp::Error> {
         let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
         let reply = self.node.raft.append_entries(req).await;
-        if reply.as_ref().is_ok_and(|r| r.is_success()) {
+        // A conflict is still a current primary speaking (it is finding where our logs
+        // agree); only a higher vote of ours means the sender is not our primary.
+        let from_our_primary = reply
+            .as_ref()
+            .is_ok_and(|r| !matches!(r, AppendEntriesResponse::HigherVote(_)));
+        if from_our_primary {
             self.node.heard_from_leader();
         }
         results.get().set_reply(&codec::to_json(&reply)?);
@@ -42,10 +50,25 @@ impl raft::Server for RaftService {
         let candidate_log = req.last_log_id;
         let reply = self.node.raft.vote(req).await;
         if let Ok(resp) = &reply {
+            // Having just voted, give that candidate its election before standing ourselves.
+            if resp.vote_granted {
+                self.node.heard_from_leader();
+            }
             if !resp.vote_granted && resp.last_log_id > candidate_log {
                 self.node.candidate_lags_behind();
             }
         }
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn pre_vote(
+        self: Rc<Self>,
+        params: raft::PreVoteParams,
+        mut results: raft::PreVoteResults,
+    ) -> Result<(), capnp::Error> {
+        let req: PreVote = codec::from_json(params.get()?.get_request()?)?;
+        let reply: Result<PreVoteReply, RaftError<NodeId>> = Ok(self.node.answer_pre_vote(&req));
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }

@@ -24,6 +24,8 @@ use xce_client::{ConnectOptions, Connection, TransportError};
 use xce_proto::xce_capnp::controller;
 
 use super::codec;
+use crate::node::election::{PreVote, PreVoteReply};
+use crate::node::Lease;
 use crate::store::{NodeId, TypeConfig};
 
 /// How each peer answered its latest Raft RPC. The primary reports a peer as unreachable when
@@ -63,6 +65,8 @@ pub struct Network {
     /// How long a connect (TCP, first round trip and join) and a call may take in the
     /// background, whatever openraft's own per-RPC timeout: see [`PeerClient`].
     pub budget: Duration,
+    /// This node's primary lease: a primary whose lease ran out stops replicating.
+    pub lease: Arc<Lease>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -80,6 +84,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             connecting: None,
             budget: self.budget,
             reach: self.reach.clone(),
+            lease: self.lease.clone(),
         }
     }
 }
@@ -102,6 +107,7 @@ pub struct PeerClient {
     connecting: Option<Connecting>,
     budget: Duration,
     reach: Arc<Reachability>,
+    lease: Arc<Lease>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
@@ -197,6 +203,30 @@ impl PeerClient {
     }
 }
 
+impl PeerClient {
+    /// Asks the peer whether it would vote for this node (see `node::election`), waiting at
+    /// most `wait`.
+    pub async fn pre_vote(
+        &mut self,
+        req: &PreVote,
+        wait: Duration,
+    ) -> Result<PreVoteReply, String> {
+        let request = codec::to_json(req).map_err(|e| e.to_string())?;
+        let reply: RpcResult<PreVoteReply, openraft::error::Infallible> = self
+            .rpc(wait, move |client| {
+                Box::pin(async move {
+                    let raft = client.raft_request().send().pipeline.get_raft();
+                    let mut req = raft.pre_vote_request();
+                    req.get().set_request(&request);
+                    let resp = req.send().promise.await?;
+                    Ok(resp.get()?.get_reply()?.to_vec())
+                })
+            })
+            .await;
+        reply.map_err(|e| e.to_string())
+    }
+}
+
 /// Connects, pings and joins as a controller within `budget`, as a task of its own.
 fn connect_in_background(addr: String, budget: Duration) -> Connecting {
     let task = tokio::spawn(async move {
@@ -252,6 +282,22 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, openraft::error::Infallible> {
+        // A primary no majority has acknowledged within its lease steps down in effect: it
+        // goes silent, so that the standbys elect a primary that can commit, and follows
+        // that one once it hears from it. openraft has no step-down of its own, and a
+        // primary whose every link is slower than its 50 ms append timeout would otherwise
+        // keep the standbys from electing while committing nothing.
+        if self.lease.expired() {
+            return Err(RPCError::Unreachable(Unreachable::new(
+                &TransportError::Rpc {
+                    addr: self.addr.clone(),
+                    reason: format!(
+                        "not replicating: no majority acknowledged this primary for {} ms",
+                        self.lease.silence().as_millis()
+                    ),
+                },
+            )));
+        }
         let request = codec::to_bin(&rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         self.rpc(option.hard_ttl(), move |client| {
             Box::pin(async move {

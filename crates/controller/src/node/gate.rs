@@ -49,7 +49,7 @@ impl Node {
                  another controller may be primary now",
                 self.name,
                 self.lease.silence().as_millis(),
-                self.timeouts.lease.as_millis()
+                self.lease.limit.as_millis()
             ),
         )
     }

@@ -25,35 +25,68 @@ use tokio::time::Instant;
 use super::{Node, RECHECK};
 use crate::store::NodeId;
 
-/// When a majority last acknowledged this node as leader (`None` while not leader).
-#[derive(Debug, Default)]
-pub(super) struct Lease {
-    acked_at: Mutex<Option<Instant>>,
+/// When a majority last acknowledged this node as leader (`None` while not leader), and how
+/// long that may be ago. Shared with the Raft network, which stops replicating for a
+/// primary whose lease ran out (see `raft_client`).
+#[derive(Debug)]
+pub struct Lease {
+    held: Mutex<Option<Held>>,
+    pub(super) limit: Duration,
+}
+
+/// A leadership this node holds: its term, when it was won, and the latest majority ack.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    term: u64,
+    acked_at: Instant,
 }
 
 impl Lease {
-    fn lock(&self) -> MutexGuard<'_, Option<Instant>> {
-        self.acked_at.lock().unwrap_or_else(|p| p.into_inner())
+    /// A lease of `limit` (see `Config::primary_lease`).
+    pub fn new(limit: Duration) -> Lease {
+        Lease {
+            held: Mutex::new(None),
+            limit,
+        }
     }
 
-    /// Takes in one metrics report.
+    /// Whether this node is a leader that no majority has acknowledged within the lease.
+    pub fn expired(&self) -> bool {
+        self.silence() > self.limit
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Held>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes in one metrics report. Winning the election counts as the first
+    /// acknowledgement: what openraft reports before its first quorum ack of a new term may
+    /// date from earlier terms.
     fn observe(&self, m: &openraft::RaftMetrics<NodeId, openraft::BasicNode>) {
-        let mut acked_at = self.lock();
+        let mut held = self.lock();
         if m.state != ServerState::Leader {
-            *acked_at = None;
+            *held = None;
             return;
         }
         let now = Instant::now();
-        *acked_at = match m.millis_since_quorum_ack {
-            Some(ms) => Some(now.checked_sub(Duration::from_millis(ms)).unwrap_or(now)),
-            // Just elected, no acknowledgement yet: the election itself was one.
-            None => Some(acked_at.unwrap_or(now)),
+        let won_at = match *held {
+            Some(h) if h.term == m.current_term => h.acked_at,
+            _ => now,
         };
+        let reported = m
+            .millis_since_quorum_ack
+            .and_then(|ms| now.checked_sub(Duration::from_millis(ms)));
+        *held = Some(Held {
+            term: m.current_term,
+            acked_at: reported.map_or(won_at, |r| r.max(won_at)),
+        });
     }
 
     /// How long since a majority acknowledged this leader (zero when not leader).
-    pub(super) fn silence(&self) -> Duration {
-        self.lock().map(|t| t.elapsed()).unwrap_or_default()
+    pub fn silence(&self) -> Duration {
+        self.lock()
+            .map(|h| h.acked_at.elapsed())
+            .unwrap_or_default()
     }
 }
 
@@ -71,7 +104,7 @@ pub(super) async fn run_lease(node: Arc<Node>) {
 impl Node {
     /// Whether this node is a leader whose lease has run out.
     pub(super) fn lease_expired(&self) -> bool {
-        self.lease.silence() > self.timeouts.lease
+        self.lease.expired()
     }
 
     /// Completes when this node's lease runs out (never while it is renewed): raced against
@@ -79,10 +112,10 @@ impl Node {
     pub(super) async fn lease_lost(&self) {
         loop {
             let silence = self.lease.silence();
-            if silence > self.timeouts.lease {
+            if silence > self.lease.limit {
                 return;
             }
-            let left = self.timeouts.lease - silence;
+            let left = self.lease.limit - silence;
             tokio::time::sleep(left.min(RECHECK) + Duration::from_millis(1)).await;
         }
     }

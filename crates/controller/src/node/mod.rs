@@ -4,8 +4,9 @@
 //! liveness (`liveness`), and the primary's lease (`lease`: when a cut-off primary stops
 //! answering).
 
+pub mod election;
 mod gate;
-mod lease;
+pub mod lease;
 mod liveness;
 mod proposer;
 mod readiness;
@@ -21,7 +22,8 @@ use xce_client::wire::ReplyHeader;
 use xce_client::Candidate;
 use xce_proto::Status;
 
-use crate::network::raft_client::Reachability;
+pub use self::lease::Lease;
+use crate::network::raft_client::{Network, Reachability};
 use crate::state::{Command, Outcome, QueueDef};
 use crate::store::{NodeId, SharedState, TypeConfig};
 
@@ -48,9 +50,8 @@ pub struct Timeouts {
     pub hold: Duration,
     /// Leader silence after which a standby treats the primary as gone (a few heartbeats).
     pub leader_silence: Duration,
-    /// How long a primary may go without an acknowledgement from a majority before it
-    /// stops answering as primary (see `lease`).
-    pub lease: Duration,
+    /// When to stand for election (see `election`).
+    pub election: election::ElectionTiming,
     /// A host whose worker has not heartbeated for this long is marked unavailable.
     pub host_ttl: Duration,
     /// How much longer an unavailable host may keep its jobs before they are lost.
@@ -77,7 +78,7 @@ pub struct Node {
     ready_term: watch::Sender<u64>,
     reach: Arc<Reachability>,
     timeouts: Timeouts,
-    lease: lease::Lease,
+    lease: Arc<Lease>,
     /// When this node last accepted entries or a heartbeat from a leader. A standby whose
     /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
     /// clients to it: it is probably dead, and the request is held for the election instead.
@@ -92,15 +93,17 @@ pub fn node_id_of(index: usize) -> NodeId {
 }
 
 impl Node {
-    /// Creates the node and starts its proposer and readiness tasks.
+    /// Creates the node and starts its tasks (lease, elections, proposer, liveness,
+    /// readiness). `network` is the one Raft was given: the node shares its reachability and
+    /// lease, and asks pre-votes through it.
     pub fn start(
         id: NodeId,
         peers: Vec<Candidate>,
         raft: Raft<TypeConfig>,
         state: SharedState,
-        reach: Arc<Reachability>,
         queues: Vec<QueueDef>,
         timeouts: Timeouts,
+        network: Network,
     ) -> Arc<Node> {
         let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
         let name = peers[(id - 1) as usize].name.clone();
@@ -112,13 +115,14 @@ impl Node {
             state,
             proposals: tx,
             ready_term: watch::Sender::new(0),
-            reach,
+            reach: network.reach.clone(),
             timeouts,
-            lease: lease::Lease::default(),
+            lease: network.lease.clone(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
         tokio::spawn(lease::run_lease(node.clone()));
+        tokio::spawn(election::run_elections(node.clone(), network));
         tokio::spawn(proposer::run_proposer(node.clone(), rx));
         tokio::spawn(liveness::run_liveness(node.clone()));
         tokio::spawn(readiness::run_readiness(node.clone(), queues));
