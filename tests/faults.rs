@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
-use xce_client::ops::{all_jobs, GetCluster, ListJobs, Submit};
-use xce_client::types::{JobSpec, RequestToken};
+use xce_client::ops::{all_jobs, GetCluster, ListHosts, ListJobs, Submit};
+use xce_client::types::{HostState, JobSpec, RequestToken};
 use xce_client::ClientConfig;
 use xce_client::Status;
 use xce_tests::Cluster;
@@ -278,5 +278,53 @@ async fn a_standby_cut_off_for_seconds_does_not_depose_the_primary_when_it_retur
         after.term, before.term,
         "terms moved while a standby was cut off"
     );
+    cluster.assert_no_errors();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_on_a_partitioned_primary_move_to_the_new_one_without_being_marked_unavailable() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .config("hosts:\n  heartbeat_ttl_ms: 1500\n")
+        .workers(2, &["--heartbeat-ms", "200"])
+        .links()
+        .start();
+    let (old, _) = cluster.wait_all_standbys().await;
+    for w in ["w1", "w2"] {
+        cluster.wait_host(w, HostState::Ok).await;
+    }
+    let old_name = cluster.controllers()[old].name.clone();
+    let others: Vec<String> = cluster
+        .controllers()
+        .iter()
+        .filter(|c| c.name != old_name)
+        .map(|c| c.name.clone())
+        .collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    cluster.partition(&[&old_name], &others);
+
+    // For three TTLs after the cut, the new side must keep both hosts available.
+    let client = cluster.client();
+    let t0 = Instant::now();
+    let mut checks = 0;
+    while t0.elapsed() < Duration::from_millis(4500) && checks < MAX_CALLS {
+        if let Ok(hosts) = client.call(ListHosts).await {
+            for h in &hosts {
+                assert_eq!(
+                    h.state,
+                    HostState::Ok,
+                    "{} became {} {:?} after the cut",
+                    h.name,
+                    h.state.name(),
+                    t0.elapsed()
+                );
+            }
+        }
+        checks += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let info = client.call(GetCluster).await.unwrap();
+    assert_ne!(info.primary.as_deref(), Some(old_name.as_str()));
+    cluster.heal();
     cluster.assert_no_errors();
 }

@@ -417,7 +417,8 @@ fn is_openraft_rpc_failure(line: &str) -> bool {
     line.contains(" openraft::")
         && (line.contains("RPCError")
             || line.contains("timeout error=timeout after")
-            || line.contains("while requesting vote error="))
+            || line.contains("while requesting vote error=")
+            || line.contains("timeout while confirming leadership"))
 }
 
 /// Runs the `xce` CLI with the given peers. Its primary hints go to a directory under the

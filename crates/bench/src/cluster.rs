@@ -26,7 +26,13 @@ impl BenchCluster {
         workers: usize,
         worker_args: &[&str],
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_with(n, workers, worker_args, None, "warn").await
+        Self::start_with(n, workers, worker_args, None, "warn", false).await
+    }
+
+    /// Starts `n` controllers whose traffic to each other goes through fault links
+    /// (partition, delay), and waits until a primary serves.
+    pub async fn start_with_links(n: usize) -> anyhow::Result<BenchCluster> {
+        Self::start_with(n, 0, &[], None, "warn", true).await
     }
 
     /// Starts `n` controllers given the controller YAML `config` and the `RUST_LOG` filter
@@ -36,7 +42,7 @@ impl BenchCluster {
         config: &str,
         log_filter: &str,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_with(n, 0, &[], Some(config), log_filter).await
+        Self::start_with(n, 0, &[], Some(config), log_filter, false).await
     }
 
     async fn start_with(
@@ -45,6 +51,7 @@ impl BenchCluster {
         worker_args: &[&str],
         config: Option<&str>,
         log_filter: &str,
+        links: bool,
     ) -> anyhow::Result<BenchCluster> {
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
@@ -74,7 +81,7 @@ impl BenchCluster {
             log_filter,
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
-            links: false,
+            links,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };
         cluster.local.wait_ready(Duration::from_secs(30)).await?;

@@ -1,5 +1,7 @@
-//! `xce-bench failover`: kill the primary under load, N times, and measure the outage clients
-//! see: from the kill (the process is gone) to the first write acknowledged after it.
+//! `xce-bench failover`: a fault on the primary under load, N times, and the outage clients
+//! see: from the fault to the first write acknowledged after it. Faults: `kill` (SIGKILL),
+//! `partition` (cut off from every standby), `pause` (SIGSTOP), `delay` (a 150 ms round trip
+//! to every standby, more than openraft's 50 ms append timeout).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -12,13 +14,39 @@ use xce_client::types::{JobSpec, RequestToken};
 use xce_client::ClientConfig;
 
 use crate::cluster::BenchCluster;
-use crate::{metric, quantile};
+use crate::{metric_with, quantile};
+
+/// What happens to the primary in each round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    Kill,
+    Partition,
+    Pause,
+    Delay,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Partition => "partition",
+            Fault::Pause => "pause",
+            Fault::Delay => "delay",
+        }
+    }
+}
+
+/// One way delay of the `delay` fault: a 150 ms round trip.
+const DELAY: Duration = Duration::from_millis(75);
 
 #[derive(Debug, Args)]
 pub struct FailoverArgs {
-    /// Primary kills.
+    /// Faults on the primary, one per round.
     #[arg(long, default_value_t = 10)]
     rounds: usize,
+    /// Which fault.
+    #[arg(long, value_enum, default_value_t = Fault::Kill)]
+    fault: Fault,
     /// Controllers in the cluster.
     #[arg(long, default_value_t = 3)]
     controllers: usize,
@@ -35,10 +63,16 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         args.controllers >= 3,
         "failover needs at least 3 controllers"
     );
-    let mut cluster = BenchCluster::start(args.controllers).await?;
+    let mut cluster = match args.fault {
+        Fault::Partition | Fault::Delay => BenchCluster::start_with_links(args.controllers).await?,
+        Fault::Kill | Fault::Pause => BenchCluster::start(args.controllers).await?,
+    };
     eprintln!(
-        "xce-bench failover: {} controllers, {} submitters, {} rounds",
-        args.controllers, args.clients, args.rounds
+        "xce-bench failover: {} controllers, {} submitters, {} rounds of {}",
+        args.controllers,
+        args.clients,
+        args.rounds,
+        args.fault.name()
     );
     let stop = Arc::new(AtomicBool::new(false));
     let acks: Arc<Mutex<Vec<Instant>>> = Arc::default();
@@ -85,7 +119,7 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             .iter()
             .position(|c| c.name == primary)
             .context("primary not in the cluster")?;
-        cluster.local.kill9(index)?;
+        inject(&mut cluster, args.fault, index, &primary)?;
         let killed_at = Instant::now();
         let first = loop {
             let first = acks
@@ -99,14 +133,18 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
             }
             anyhow::ensure!(
                 killed_at.elapsed() < ROUND_LIMIT,
-                "round {round}: no write acknowledged within {ROUND_LIMIT:?} of the kill"
+                "round {round}: no write acknowledged within {ROUND_LIMIT:?} of the fault"
             );
             tokio::time::sleep(Duration::from_millis(1)).await;
         };
         let outage = (first - killed_at).as_secs_f64() * 1000.0;
-        eprintln!("round {round}: killed {primary}, first write after {outage:.1} ms");
+        eprintln!(
+            "round {round}: {} {primary}, first write after {outage:.1} ms",
+            args.fault.name()
+        );
         outages.push(outage);
-        cluster.local.start_controller(index)?;
+        repair(&mut cluster, args.fault, index)?;
+        wait_all_members(&probe, args.controllers).await?;
         acks.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
     stop.store(true, Ordering::Relaxed);
@@ -116,12 +154,86 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(errors == 0, "submitters saw {errors} errors");
     outages.sort_by(f64::total_cmp);
-    metric("failover_outage_p50_ms", quantile(&outages, 0.50), "ms");
-    metric("failover_outage_p99_ms", quantile(&outages, 0.99), "ms");
-    metric(
+    let fault = [("fault", args.fault.name())];
+    metric_with(
+        "failover_outage_p50_ms",
+        quantile(&outages, 0.50),
+        "ms",
+        &fault,
+    );
+    metric_with(
+        "failover_outage_p99_ms",
+        quantile(&outages, 0.99),
+        "ms",
+        &fault,
+    );
+    metric_with(
         "failover_outage_max_ms",
         outages.last().copied().unwrap_or(f64::NAN),
         "ms",
+        &fault,
     );
     Ok(())
+}
+
+/// Applies `fault` to controller `index`, the primary `name`.
+fn inject(
+    cluster: &mut BenchCluster,
+    fault: Fault,
+    index: usize,
+    name: &str,
+) -> anyhow::Result<()> {
+    let others: Vec<String> = cluster
+        .local
+        .controllers
+        .iter()
+        .filter(|c| c.name != name)
+        .map(|c| c.name.clone())
+        .collect();
+    let others: Vec<&str> = others.iter().map(String::as_str).collect();
+    match fault {
+        Fault::Kill => cluster.local.kill9(index)?,
+        Fault::Pause => cluster.local.pause(index)?,
+        Fault::Partition => {
+            cluster.local.partition(&[name], &others);
+        }
+        Fault::Delay => {
+            cluster.local.delay(name, DELAY);
+        }
+    }
+    Ok(())
+}
+
+/// Undoes `fault` on controller `index`.
+fn repair(cluster: &mut BenchCluster, fault: Fault, index: usize) -> anyhow::Result<()> {
+    match fault {
+        Fault::Kill => cluster.local.start_controller(index)?,
+        Fault::Pause => cluster.local.resume(index)?,
+        Fault::Partition | Fault::Delay => cluster.local.heal(),
+    }
+    Ok(())
+}
+
+/// Waits until the primary reports all `n` controllers as members again.
+async fn wait_all_members(probe: &xce_client::Client, n: usize) -> anyhow::Result<()> {
+    let deadline = Instant::now() + ROUND_LIMIT;
+    loop {
+        if let Ok(Ok(info)) =
+            tokio::time::timeout(Duration::from_secs(2), probe.call(GetCluster)).await
+        {
+            let up = info
+                .members
+                .iter()
+                .filter(|m| m.role != xce_client::types::MemberRole::Unreachable)
+                .count();
+            if up == n {
+                return Ok(());
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the cluster did not heal within {ROUND_LIMIT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

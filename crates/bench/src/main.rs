@@ -37,10 +37,16 @@ enum Bench {
 
 /// Prints one metric line.
 pub fn metric(name: &str, value: f64, unit: &str) {
-    println!(
-        "{}",
-        serde_json::json!({"metric": name, "value": (value * 1000.0).round() / 1000.0, "unit": unit})
-    );
+    metric_with(name, value, unit, &[]);
+}
+
+/// [`metric`] with extra string fields on the line (e.g. `"fault": "partition"`).
+pub fn metric_with(name: &str, value: f64, unit: &str, extra: &[(&str, &str)]) {
+    let mut line = serde_json::json!({"metric": name, "value": (value * 1000.0).round() / 1000.0, "unit": unit});
+    for (k, v) in extra {
+        line[*k] = serde_json::Value::from(*v);
+    }
+    println!("{line}");
 }
 
 /// The `q` quantile (0..=1) of sorted samples.

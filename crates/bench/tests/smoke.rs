@@ -31,3 +31,29 @@ fn submit_prints_the_documented_metric_lines() {
         assert!(l["unit"].is_string());
     }
 }
+
+#[test]
+fn failover_under_a_partition_prints_its_outage_per_fault_kind() {
+    let (stderr, lines) = run_bench(&[
+        "failover",
+        "--fault",
+        "partition",
+        "--rounds",
+        "2",
+        "--clients",
+        "2",
+    ]);
+    assert!(stderr.contains("round 1: partition"), "{stderr}");
+    assert_eq!(
+        names(&lines),
+        [
+            "failover_outage_p50_ms",
+            "failover_outage_p99_ms",
+            "failover_outage_max_ms"
+        ]
+    );
+    for l in &lines {
+        assert_eq!(l["fault"], "partition", "{l}");
+        assert!(l["value"].as_f64().unwrap() > 0.0, "{l}");
+    }
+}

@@ -125,6 +125,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     });
     tokio::pin!(shutdown);
     info!(worker = %config.name, cpus = config.cpus, mem_mb = config.mem_mb, "worker starting");
+    // Heartbeats never wait behind a rejoin: a rejoin stuck on a stale primary must not
+    // silence this worker towards the primary that will judge its liveness.
+    let beats = tokio::spawn(heartbeats(
+        client.clone(),
+        config.name.clone(),
+        config.heartbeat,
+        lease.clone(),
+        stop_tx.subscribe(),
+    ));
     let mut joined = false;
     let mut last_resync = tokio::time::Instant::now();
     loop {
@@ -142,24 +151,38 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                         info!(worker = %config.name, primary = info.primary.as_deref(), "joined the cluster");
                         joined = true;
                     }
-                    Err(e) => {
-                        warn!(worker = %config.name, error = %e, "cannot join yet; retrying");
-                        tokio::select! {
-                            () = &mut shutdown => break,
-                            () = tokio::time::sleep(config.heartbeat) => {}
-                        }
-                    }
+                    Err(e) => warn!(worker = %config.name, error = %e, "cannot join yet; retrying"),
                 },
             }
-            continue;
         }
         tokio::select! {
             () = &mut shutdown => break,
             () = tokio::time::sleep(config.heartbeat) => {}
         }
-        let beat = Heartbeat {
-            name: config.name.clone(),
-        };
+    }
+    stop_tx.send_replace(true);
+    let _ = beats.await;
+    jobs.stop_all().await;
+    let _ = tokio::task::spawn_blocking(move || fence.join()).await;
+    info!(worker = %config.name, "worker stopped");
+    Ok(())
+}
+
+/// Heartbeats every `every` until `stop`, renewing the fence's lease on each one a primary
+/// acknowledged, and asking for a rejoin when the primary does not know this worker.
+async fn heartbeats(
+    client: Client,
+    name: String,
+    every: Duration,
+    lease: Arc<fence::Lease>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        let beat = Heartbeat { name: name.clone() };
         let sent = fence::now();
         match client.notify(beat).await {
             Ok(()) => lease.renew_from(sent),
@@ -170,17 +193,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 status: Status::NoEnt | Status::Perm,
                 message,
             }) => {
-                info!(worker = %config.name, %message, "the primary wants this worker to join again");
-                client.request_rejoin();
+                if client.needs_rejoin() {
+                    debug!(worker = %name, %message, "heartbeat refused while a rejoin is due");
+                } else {
+                    info!(worker = %name, %message, "the primary wants this worker to join again");
+                    client.request_rejoin();
+                }
             }
-            Err(e) => debug!(worker = %config.name, error = %e, "heartbeat not delivered"),
+            Err(e) => debug!(worker = %name, error = %e, "heartbeat not delivered"),
         }
     }
-    stop_tx.send_replace(true);
-    jobs.stop_all().await;
-    let _ = tokio::task::spawn_blocking(move || fence.join()).await;
-    info!(worker = %config.name, "worker stopped");
-    Ok(())
 }
 
 /// Joins as a worker with this host's attributes and agent: run on every new connection.
