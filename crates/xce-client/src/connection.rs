@@ -68,6 +68,9 @@ pub struct Connection {
     addr: Arc<str>,
     /// Process-unique id; tells a reconnect apart from the connection it replaced.
     id: u64,
+    /// A call unanswered this long makes the connection prove it is alive within as long
+    /// again (see `call`).
+    probe_after: Duration,
 }
 
 impl std::fmt::Debug for Connection {
@@ -91,7 +94,7 @@ impl Connection {
                 addr: addr.to_string(),
                 reason: format!("spawn connection thread: {e}"),
             })?;
-        Self::when_ready(addr, tasks, closed, ready_rx).await
+        Self::when_ready(addr, opts, tasks, closed, ready_rx).await
     }
 
     /// Connects like [`Connection::connect`], but runs the RPC system on the caller's
@@ -114,11 +117,12 @@ impl Connection {
             ready_tx,
             closed.clone(),
         ));
-        Self::when_ready(addr, tasks, closed, ready_rx).await
+        Self::when_ready(addr, opts, tasks, closed, ready_rx).await
     }
 
     async fn when_ready(
         addr: &str,
+        opts: ConnectOptions,
         tasks: mpsc::UnboundedSender<Task>,
         closed: Arc<AtomicBool>,
         ready: oneshot::Receiver<Result<(), TransportError>>,
@@ -135,6 +139,9 @@ impl Connection {
             closed,
             addr: addr.into(),
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
+            // Half the connect timeout of silence, then half of it for the ping: a frozen
+            // controller is left within one connect timeout.
+            probe_after: opts.connect_timeout / 2,
         })
     }
 
@@ -155,6 +162,12 @@ impl Connection {
 
     /// Runs `call` against the controller capability on the connection's thread and returns
     /// its result, or a transport error if no reply arrives within `timeout`.
+    ///
+    /// A call may legitimately take seconds (a write held across an election), but a frozen
+    /// controller, whose kernel keeps the connection open, would cost the whole `timeout`.
+    /// So while a call is unanswered, the connection pings the controller every half connect
+    /// timeout; a ping unanswered for that long fails the call at once as a lost connection
+    /// (a write is re-sent elsewhere with its token, so it still applies at most once).
     pub async fn call<T, F>(&self, timeout: Duration, call: F) -> Result<T, TransportError>
     where
         T: Send + 'static,
@@ -170,14 +183,48 @@ impl Connection {
         if self.tasks.send(task).is_err() {
             return Err(self.disconnected("connection thread ended"));
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Err(_) => Err(TransportError::Timeout {
-                addr: self.addr.to_string(),
-                after: timeout,
-            }),
-            Ok(Err(_)) => Err(self.disconnected("connection thread ended")),
-            Ok(Ok(Ok(value))) => Ok(value),
-            Ok(Ok(Err(e))) => Err(self.rpc_error(e)),
+        let reply = tokio::time::timeout(timeout, rx);
+        tokio::select! {
+            r = reply => match r {
+                Err(_) => Err(TransportError::Timeout {
+                    addr: self.addr.to_string(),
+                    after: timeout,
+                }),
+                Ok(Err(_)) => Err(self.disconnected("connection thread ended")),
+                Ok(Ok(Ok(value))) => Ok(value),
+                Ok(Ok(Err(e))) => Err(self.rpc_error(e)),
+            },
+            () = self.unresponsive() => {
+                self.closed.store(true, Ordering::Release);
+                Err(self.disconnected(&format!(
+                    "the controller stopped answering (a ping got no reply within {:?})",
+                    self.probe_after
+                )))
+            }
+        }
+    }
+
+    /// Completes once the controller fails to answer a ping within `probe_after`; pings
+    /// every `probe_after` until then (never, while it answers).
+    async fn unresponsive(&self) {
+        loop {
+            tokio::time::sleep(self.probe_after).await;
+            let (tx, rx) = oneshot::channel();
+            let ping: Task = Box::new(move |client| {
+                async move {
+                    let ok = client.ping_request().send().promise.await.is_ok();
+                    let _ = tx.send(ok);
+                }
+                .boxed_local()
+            });
+            if self.tasks.send(ping).is_err() {
+                return;
+            }
+            match tokio::time::timeout(self.probe_after, rx).await {
+                Ok(Ok(true)) => continue,
+                // No answer in time, or the connection failed the ping: not a live peer.
+                _ => return,
+            }
         }
     }
 
