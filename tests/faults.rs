@@ -328,3 +328,85 @@ async fn workers_on_a_partitioned_primary_move_to_the_new_one_without_being_mark
     cluster.heal();
     cluster.assert_no_errors();
 }
+
+/// The largest request of every kind at once (here: submits with every field at its bound,
+/// many at a time, so that batches are as large as they get) replicates, and an oversized one
+/// is refused before it reaches the log, without being echoed, leaving the cluster serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_largest_requests_replicate_and_an_oversized_one_is_refused_whole() {
+    use xce_client::ops::ControlQueue;
+    use xce_client::types::QueueAction;
+    use xce_client::ClientError;
+
+    let mut cluster = Cluster::start(3);
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let client = cluster.client();
+    let operator = cluster.client();
+    xce_client::ops::claim_role(&operator, xce_client::types::Role::Operator);
+
+    let huge = ControlQueue {
+        token: RequestToken::random(),
+        name: "q".repeat(40 << 20),
+        action: QueueAction::Close,
+    };
+    let before = dir_bytes(&cluster.controllers()[primary].data_dir);
+    let (a, b) = tokio::join!(operator.call(huge.clone()), operator.call(huge));
+    let grown = dir_bytes(&cluster.controllers()[primary].data_dir).saturating_sub(before);
+    assert!(
+        grown < 8 << 20,
+        "the refused writes reached the log: the primary's data grew by {grown} bytes"
+    );
+    for refused in [a, b] {
+        match refused {
+            Err(ClientError::Status { status, message }) => {
+                assert_eq!(status, Status::Invalid);
+                assert!(
+                    message.len() < 200,
+                    "the refusal echoed {} bytes",
+                    message.len()
+                );
+            }
+            other => panic!("a 40 MiB queue name was not refused: {other:?}"),
+        }
+    }
+
+    let biggest = || Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            name: "n".repeat(256),
+            user: "u".repeat(256),
+            cwd: format!("/{}", "d".repeat(4095)),
+            command: vec!["true".into(), "a".repeat(64 * 1024 - 4)],
+            env: vec![("K".into(), "v".repeat(64 * 1024 - 1))],
+            ..JobSpec::default()
+        },
+    };
+    let submits: Vec<_> = (0..64).map(|_| client.call(biggest())).collect();
+    let ids: Vec<u64> = futures::future::join_all(submits)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(ids.len(), 64);
+
+    // Every standby holds them: the old primary goes, and the new one lists them all.
+    cluster.kill9(primary);
+    let listed = all_jobs(&client, Default::default()).await.unwrap();
+    assert_eq!(listed.len(), 64);
+    cluster.assert_no_errors();
+}
+
+/// The bytes of every file under `dir`.
+fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}

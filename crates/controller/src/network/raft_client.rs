@@ -89,6 +89,10 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     }
 }
 
+/// Largest append-entries message sent with more than one entry: well below capnp's 64 MiB
+/// message limit on the follower.
+const MAX_APPEND_BYTES: usize = 32 << 20;
+
 /// A connect running in the background; every RPC waiting for it shares its outcome.
 type Connecting = Shared<BoxFuture<'static, Result<Connection, String>>>;
 
@@ -298,7 +302,16 @@ impl RaftNetwork<TypeConfig> for PeerClient {
                 },
             )));
         }
+        let entries = rpc.entries.len() as u64;
         let request = codec::to_bin(&rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        // Never build a message the follower's capnp reader would refuse: openraft sends
+        // fewer entries when told the payload is too large (a log written before requests
+        // were bounded may hold entries of tens of MiB).
+        if request.len() > MAX_APPEND_BYTES && entries > 1 {
+            return Err(RPCError::PayloadTooLarge(
+                openraft::error::PayloadTooLarge::new_entries_hint(entries / 2),
+            ));
+        }
         self.rpc(option.hard_ttl(), move |client| {
             Box::pin(async move {
                 let raft = client.raft_request().send().pipeline.get_raft();

@@ -15,6 +15,9 @@ use crate::store::Batch;
 impl Node {
     /// Commits one write and returns its outcome.
     pub async fn write(&self, cmd: Command) -> Result<Outcome, ReplyHeader> {
+        // Every field is bounded before anything can reach the log.
+        crate::state::validate_command(&cmd)
+            .map_err(|e| ReplyHeader::status(Status::Invalid, e))?;
         self.admit().await?;
         let (tx, rx) = oneshot::channel();
         self.proposals

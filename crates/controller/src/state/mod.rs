@@ -35,7 +35,8 @@ pub use events::{Event, Push};
 pub use index::is_placed;
 pub use stored::{CommandRecord, StateRecord};
 pub use validate::{
-    check_size, validate_host_name, validate_spec, MAX_LIST_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES,
+    check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
+    MAX_NAME_BYTES, MAX_PATH_BYTES,
 };
 pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES, MAX_PAGE_SCAN};
 

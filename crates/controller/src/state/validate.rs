@@ -2,7 +2,9 @@
 //! service runs them before a request costs a log entry; `apply` runs them again, so that the
 //! state machine stands alone.
 
-use xce_client::types::JobSpec;
+use xce_client::types::{JobEnd, JobSpec};
+
+use super::Command;
 
 /// Largest name-like field (job name, user, queue), in bytes.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -11,6 +13,11 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Largest command line or environment, in bytes. Bounded specs keep every Raft batch and
 /// every message far below capnp's message limit.
 pub const MAX_LIST_BYTES: usize = 64 * 1024;
+
+/// Largest reason a worker may give for an attempt that never ran, in bytes.
+pub const MAX_REASON_BYTES: usize = 4096;
+/// Most attempts a worker may say it holds at a join: far more than any host runs at once.
+pub const MAX_HELD: usize = 10_000;
 
 /// Refuses a field longer than `max` bytes, naming it.
 pub fn check_size(field: &str, len: usize, max: usize) -> Result<(), String> {
@@ -75,5 +82,75 @@ pub fn validate_host_name(name: &str) -> Result<(), String> {
         Err(format!(
             "host.name: {name:?} must be letters, digits, '-', '_' or '.'"
         ))
+    }
+}
+
+/// Checks every field of a command a client proposes, before it can reach the log: each one
+/// is bounded, so no entry (and no batch of them) nears a message limit a follower would
+/// refuse. The error names the field and never echoes it.
+pub fn validate_command(cmd: &Command) -> Result<(), String> {
+    match cmd {
+        Command::Submit { spec, .. } => validate_spec(spec),
+        Command::ControlQueue { name, .. } => check_size("queue", name.len(), MAX_NAME_BYTES),
+        Command::ControlHost { name, .. }
+        | Command::SetHostAvailable { name, .. }
+        | Command::HostLost { name } => check_size("host", name.len(), MAX_NAME_BYTES),
+        Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => {
+            check_size("host", host.len(), MAX_NAME_BYTES)
+        }
+        Command::JobFinished { host, end, .. } => {
+            check_size("host", host.len(), MAX_NAME_BYTES)?;
+            match end {
+                JobEnd::Failed(reason) => check_size("end.failed", reason.len(), MAX_REASON_BYTES),
+                JobEnd::Exit(_) | JobEnd::Signal(_) => Ok(()),
+            }
+        }
+        Command::RegisterHost { host, held, .. } => {
+            check_size("host.name", host.name.len(), MAX_NAME_BYTES)?;
+            validate_host_name(&host.name)?;
+            check_size("host.spool_dir", host.spool_dir.len(), MAX_PATH_BYTES)?;
+            if held.len() > MAX_HELD {
+                return Err(format!(
+                    "held: {} attempts, at most {MAX_HELD} allowed",
+                    held.len()
+                ));
+            }
+            Ok(())
+        }
+        Command::ControlJob { .. } => Ok(()),
+        Command::Barrier { queues, .. } => queues
+            .iter()
+            .try_for_each(|q| check_size("queue", q.name.len(), MAX_NAME_BYTES)),
+    }
+}
+
+#[cfg(test)]
+mod command_tests {
+    use super::*;
+    use xce_client::types::{QueueAction, RequestToken};
+
+    #[test]
+    fn an_oversized_queue_name_is_refused_without_being_echoed() {
+        let cmd = Command::ControlQueue {
+            token: RequestToken::random(),
+            name: "q".repeat(40 << 20),
+            action: QueueAction::Close,
+        };
+        let e = validate_command(&cmd).unwrap_err();
+        assert_eq!(e, "queue: 41943040 bytes, at most 256 allowed");
+    }
+
+    #[test]
+    fn a_failure_reason_is_bounded() {
+        let cmd = Command::JobFinished {
+            token: RequestToken::random(),
+            id: 1,
+            attempt: 1,
+            host: "w1".into(),
+            end: JobEnd::Failed("x".repeat(MAX_REASON_BYTES + 1)),
+        };
+        assert!(validate_command(&cmd)
+            .unwrap_err()
+            .starts_with("end.failed:"));
     }
 }
