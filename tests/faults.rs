@@ -410,3 +410,48 @@ fn dir_bytes(dir: &std::path::Path) -> u64 {
         })
         .sum()
 }
+
+/// Thousands of idle connections (each a plain TCP connect that never calls anything) cannot
+/// lock clients out of the primary: at the connection limit the longest-idle plain connection
+/// makes room, and Raft traffic and joined workers are never evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_by_the_thousand_lock_no_client_out() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    // The controllers get 512 file descriptors (inherited), so that a thousand connections
+    // would exhaust them; this test process keeps its own limit to hold those connections.
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, 512, hard).unwrap();
+    let cluster = Cluster::builder().controllers(3).start();
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    let (primary, before) = cluster.wait_all_standbys().await;
+    let addr = cluster.controllers()[primary].addr();
+    let mut idle = Vec::new();
+    for _ in 0..1000 {
+        match std::net::TcpStream::connect(&addr) {
+            Ok(s) => idle.push(s),
+            Err(e) => panic!("connect {}: {e}", idle.len()),
+        }
+    }
+    let peers = peers_starting_with(&cluster, primary);
+    let started = Instant::now();
+    let client = cluster.client_with_peers(&peers, ClientConfig::default());
+    client.call(true_job()).await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "a submit took {took:?} beside 1000 idle connections"
+    );
+    let after = client.call(GetCluster).await.unwrap();
+    assert_eq!(after.primary, before.primary, "the primary changed");
+    assert_eq!(after.term, before.term, "an election happened");
+    assert!(
+        after
+            .members
+            .iter()
+            .all(|m| m.role != xce_client::types::MemberRole::Unreachable),
+        "a standby became unreachable: {:?}",
+        after.members
+    );
+    drop(idle);
+    cluster.assert_no_errors();
+}

@@ -62,6 +62,25 @@ impl Default for HostsConfig {
     }
 }
 
+/// What one controller lets clients hold (see `network::connections`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Most open connections; never more than the file-descriptor limit leaves room for.
+    pub max_connections: usize,
+    /// A connection with no call for this long is closed (controller peers excepted).
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_connections: 4096,
+            idle_timeout_ms: 300_000,
+        }
+    }
+}
+
 /// The optional YAML file (`--config`). Unknown keys are an error naming the key.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -70,6 +89,7 @@ pub struct FileConfig {
     pub queues: Vec<QueueDef>,
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
+    pub limits: LimitsConfig,
 }
 
 /// Why a configuration was rejected.
@@ -104,6 +124,7 @@ pub struct Config {
     pub queues: Vec<QueueDef>,
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
+    pub limits: LimitsConfig,
     pub write_timeout: Duration,
     pub read_timeout: Duration,
     /// How long a request waits for a primary during an election before `noMaster`.
@@ -150,6 +171,7 @@ impl Config {
             queues: file.queues,
             raft: file.raft,
             hosts: file.hosts,
+            limits: file.limits,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.
@@ -266,6 +288,16 @@ pub fn parse_file(text: &str) -> Result<FileConfig, String> {
 }
 
 fn validate_file(file: &FileConfig) -> Result<(), ConfigError> {
+    if file.limits.max_connections < 16 {
+        return Err(ConfigError::Invalid(
+            "limits.max_connections must be at least 16 (peers and workers need room)".into(),
+        ));
+    }
+    if file.limits.idle_timeout_ms < 1000 {
+        return Err(ConfigError::Invalid(
+            "limits.idle_timeout_ms must be at least 1000".into(),
+        ));
+    }
     let mut seen = std::collections::HashSet::new();
     for q in &file.queues {
         let valid = !q.name.is_empty()

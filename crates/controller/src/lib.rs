@@ -79,7 +79,7 @@ pub async fn run(
         "controller started"
     );
     tokio::select! {
-        () = network::serve(listener, node) => {}
+        () = network::serve(listener, node, config.limits) => {}
         () = shutdown => {}
     }
     info!(node = %config.name, "controller shutting down");

@@ -6,12 +6,13 @@
 
 pub mod api;
 pub mod codec;
+pub mod connections;
 pub mod push;
 pub mod raft;
 pub mod raft_client;
 pub mod session;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -20,16 +21,22 @@ use tokio::net::TcpListener;
 use tracing::{debug, warn};
 use xce_proto::xce_capnp::controller;
 
+use crate::config::LimitsConfig;
 use crate::node::Node;
 use api::ControllerService;
+use connections::Connections;
 use push::Agents;
+use std::time::Duration;
 
 /// Accepts connections until the future is dropped; each connection gets the `Controller`
-/// bootstrap capability with a fresh session (a plain user until it joins). Runs on a
-/// `LocalSet`: capnp-rpc is `!Send`.
-pub async fn serve(listener: TcpListener, node: Arc<Node>) {
+/// bootstrap capability with a fresh session (a plain user until it joins), within the
+/// limits of `connections`. Runs on a `LocalSet`: capnp-rpc is `!Send`.
+pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig) {
     let agents = Agents::default();
     tokio::task::spawn_local(push::run(node.clone(), agents.clone()));
+    let max = limits.max_connections.min(fd_room());
+    let connections = Connections::new(max, Duration::from_millis(limits.idle_timeout_ms));
+    tokio::task::spawn_local(connections.clone().run_idle_sweeper());
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(conn) => conn,
@@ -39,20 +46,42 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>) {
                 continue;
             }
         };
+        if !connections.make_room() {
+            continue;
+        }
         if let Err(e) = xce_client::socket::accepted(&stream) {
             debug!(%peer, error = %e, "set TCP_NODELAY failed");
         }
         let network = xce_client::socket::network(stream, Side::Server);
+        let session = Rc::new(RefCell::new(session::Session::default()));
+        let last_call = Rc::new(Cell::new(tokio::time::Instant::now()));
         let service: controller::Client = capnp_rpc::new_client(ControllerService {
             node: node.clone(),
             agents: agents.clone(),
-            session: Rc::new(RefCell::new(session::Session::default())),
+            session: session.clone(),
+            last_call: last_call.clone(),
         });
         let rpc = RpcSystem::new(Box::new(network), Some(service.client));
-        tokio::task::spawn_local(async move {
+        let (id_tx, id_rx) = tokio::sync::oneshot::channel::<u64>();
+        let registry = connections.clone();
+        let task = tokio::task::spawn_local(async move {
             if let Err(e) = rpc.await {
                 debug!(%peer, error = %e, "connection closed");
             }
+            if let Ok(id) = id_rx.await {
+                registry.closed(id);
+            }
         });
+        let _ = id_tx.send(connections.add(session, last_call, task.abort_handle()));
+    }
+}
+
+/// How many connections the file-descriptor limit leaves room for, keeping some for the
+/// store, peers' outbound connections and logs.
+fn fd_room() -> usize {
+    const KEPT: u64 = 128;
+    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, _)) => soft.saturating_sub(KEPT).max(16) as usize,
+        Err(_) => usize::MAX,
     }
 }

@@ -34,6 +34,8 @@ pub struct ControllerService {
     pub agents: Agents,
     /// Set by `join`; read by every method's authorization and by the worker's reports.
     pub session: StdRc<RefCell<Session>>,
+    /// When this connection last called a method (its idle timeout counts from here).
+    pub last_call: StdRc<std::cell::Cell<tokio::time::Instant>>,
 }
 
 impl ControllerService {
@@ -79,6 +81,7 @@ macro_rules! methods {
                     params: controller::$params,
                     mut results: controller::$results,
                 ) -> Result<(), capnp::Error> {
+                    self.last_call.set(tokio::time::Instant::now());
                     let authorized = authorize(Method::$method, &self.session.borrow());
                     if let Err(refused) = authorized {
                         let header = self.refusal(Method::$method, refused);

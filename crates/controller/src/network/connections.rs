@@ -1,0 +1,207 @@
+//! Every open client connection, so that no client, however it behaves, can lock others out.
+//!
+//! - **A limit** (`limits.max_connections`, never above what the file-descriptor limit
+//!   allows): at the limit, a new connection takes the place of the plain-user connection that
+//!   has been idle longest, so idle connections cannot lock out new ones; controllers, workers
+//!   and other daemons (joined sessions) are never evicted for it. When nothing can be evicted,
+//!   the new connection is closed.
+//! - **An idle timeout** (`limits.idle_timeout_ms`): a connection that has made no call for
+//!   that long is closed, unless it is a controller peer (whose Raft calls do not pass the
+//!   client interface). Daemons heartbeat or keep their subscriptions alive well within it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tracing::{info, warn};
+use xce_client::types::Role;
+
+use super::session::Session;
+
+/// One connection as the registry sees it.
+struct Entry {
+    session: Rc<RefCell<Session>>,
+    last_call: Rc<Cell<Instant>>,
+    abort: AbortHandle,
+}
+
+/// The open connections of one controller (on its `LocalSet`).
+pub struct Connections {
+    max: usize,
+    idle: Duration,
+    next: Cell<u64>,
+    open: RefCell<HashMap<u64, Entry>>,
+}
+
+impl Connections {
+    /// A registry allowing `max` connections, closing those idle for `idle`.
+    pub fn new(max: usize, idle: Duration) -> Rc<Connections> {
+        Rc::new(Connections {
+            max,
+            idle,
+            next: Cell::new(1),
+            open: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// Whether one more connection may be taken: frees the longest-idle plain connection
+    /// when at the limit. `false` when every open connection is a daemon's.
+    pub fn make_room(&self) -> bool {
+        let mut open = self.open.borrow_mut();
+        if open.len() < self.max {
+            return true;
+        }
+        let victim = open
+            .iter()
+            .filter(|(_, e)| e.session.borrow().role == Role::User)
+            .min_by_key(|(_, e)| e.last_call.get())
+            .map(|(id, _)| *id);
+        match victim {
+            Some(id) => {
+                if let Some(e) = open.remove(&id) {
+                    e.abort.abort();
+                }
+                true
+            }
+            None => {
+                warn!(
+                    max = self.max,
+                    "connection limit reached by joined daemons; refusing a connection"
+                );
+                false
+            }
+        }
+    }
+
+    /// Registers a connection whose RPC task is `abort`; returns its id (see
+    /// [`Connections::closed`]).
+    pub fn add(
+        &self,
+        session: Rc<RefCell<Session>>,
+        last_call: Rc<Cell<Instant>>,
+        abort: AbortHandle,
+    ) -> u64 {
+        let id = self.next.get();
+        self.next.set(id + 1);
+        self.open.borrow_mut().insert(
+            id,
+            Entry {
+                session,
+                last_call,
+                abort,
+            },
+        );
+        id
+    }
+
+    /// Forgets a connection that ended.
+    pub fn closed(&self, id: u64) {
+        self.open.borrow_mut().remove(&id);
+    }
+
+    /// How many connections are open.
+    pub fn len(&self) -> usize {
+        self.open.borrow().len()
+    }
+
+    /// Whether none are.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Closes connections idle for longer than the idle timeout, every quarter of it.
+    pub async fn run_idle_sweeper(self: Rc<Self>) {
+        let every = (self.idle / 4).max(Duration::from_millis(50));
+        loop {
+            tokio::time::sleep(every).await;
+            let mut open = self.open.borrow_mut();
+            let idle: Vec<u64> = open
+                .iter()
+                .filter(|(_, e)| {
+                    e.session.borrow().role != Role::Controller
+                        && e.last_call.get().elapsed() > self.idle
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            if !idle.is_empty() {
+                info!(closed = idle.len(), idle_timeout = ?self.idle, "closing idle connections");
+            }
+            for id in idle {
+                if let Some(e) = open.remove(&id) {
+                    e.abort.abort();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(role: Role) -> Rc<RefCell<Session>> {
+        Rc::new(RefCell::new(Session { role, host: None }))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_the_limit_the_longest_idle_plain_connection_makes_room_and_daemons_never_do() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let c = Connections::new(2, Duration::from_secs(60));
+                let old = tokio::task::spawn_local(std::future::pending::<()>());
+                let worker = tokio::task::spawn_local(std::future::pending::<()>());
+                let old_call = Rc::new(Cell::new(Instant::now()));
+                c.add(session(Role::User), old_call, old.abort_handle());
+                tokio::time::advance(Duration::from_secs(1)).await;
+                c.add(
+                    session(Role::Worker),
+                    Rc::new(Cell::new(Instant::now())),
+                    worker.abort_handle(),
+                );
+                assert!(c.make_room(), "the idle user connection makes room");
+                assert_eq!(c.len(), 1);
+                assert!(old.await.unwrap_err().is_cancelled());
+                let daemon = tokio::task::spawn_local(std::future::pending::<()>());
+                c.add(
+                    session(Role::Controller),
+                    Rc::new(Cell::new(Instant::now())),
+                    daemon.abort_handle(),
+                );
+                assert!(!c.make_room(), "joined daemons are never evicted");
+                assert_eq!(c.len(), 2);
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_connections_close_but_controller_peers_stay() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let c = Connections::new(10, Duration::from_secs(4));
+                let user = tokio::task::spawn_local(std::future::pending::<()>());
+                let peer = tokio::task::spawn_local(std::future::pending::<()>());
+                let now = Instant::now();
+                c.add(
+                    session(Role::User),
+                    Rc::new(Cell::new(now)),
+                    user.abort_handle(),
+                );
+                c.add(
+                    session(Role::Controller),
+                    Rc::new(Cell::new(now)),
+                    peer.abort_handle(),
+                );
+                tokio::task::spawn_local(c.clone().run_idle_sweeper());
+                tokio::time::sleep(Duration::from_secs(6)).await;
+                assert!(user.await.unwrap_err().is_cancelled());
+                assert_eq!(c.len(), 1);
+                assert!(!peer.is_finished());
+            })
+            .await;
+    }
+}
