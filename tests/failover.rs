@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use xce_client::ops::{all_jobs, ListJobs, Submit};
 use xce_client::types::{JobSpec, RequestToken};
-use xce_tests::{wait_for, Cluster};
+use xce_tests::{true_job, wait_for, Cluster};
 
 /// Most submits one submitter makes, and the longest it keeps going: every load loop is bounded.
 const MAX_SUBMITS_EACH: usize = 5_000;
@@ -102,17 +102,6 @@ async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times()
         "stored jobs vs acknowledged submits"
     );
     assert_eq!(stored.into_iter().collect::<BTreeSet<_>>(), acked);
-}
-
-/// A submit of `true` with a fresh token.
-fn true_job() -> Submit {
-    Submit {
-        token: RequestToken::random(),
-        spec: JobSpec {
-            command: vec!["true".into()],
-            ..JobSpec::default()
-        },
-    }
 }
 
 #[tokio::test]

@@ -10,20 +10,10 @@ use xce_client::ops::{all_jobs, GetCluster, ListHosts, ListJobs, Submit};
 use xce_client::types::{HostState, JobSpec, RequestToken};
 use xce_client::ClientConfig;
 use xce_client::Status;
-use xce_tests::Cluster;
+use xce_tests::{steady_submits, true_job, Cluster};
 
 /// Every load loop below is bounded by count and by time.
 const MAX_CALLS: usize = 400;
-
-fn true_job() -> Submit {
-    Submit {
-        token: RequestToken::random(),
-        spec: JobSpec {
-            command: vec!["true".into()],
-            ..JobSpec::default()
-        },
-    }
-}
 
 /// `--peers` with controller `first` first, as a CLI configured that way tries them.
 fn peers_starting_with(cluster: &Cluster, first: usize) -> String {
@@ -60,16 +50,9 @@ async fn a_partitioned_primary_stops_answering_and_clients_find_the_new_one_with
     let cluster = Cluster::builder().controllers(3).links().start();
     let (old, _) = cluster.wait_all_standbys().await;
     let old_name = cluster.controllers()[old].name.clone();
-    let others: Vec<String> = cluster
-        .controllers()
-        .iter()
-        .filter(|c| c.name != old_name)
-        .map(|c| c.name.clone())
-        .collect();
-    let others: Vec<&str> = others.iter().map(String::as_str).collect();
     let peers = peers_starting_with(&cluster, old);
 
-    cluster.partition(&[&old_name], &others);
+    cluster.isolate(old);
     let t0 = Instant::now();
     let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(4)).await;
 
@@ -135,13 +118,7 @@ async fn a_standby_behind_a_slow_link_stays_a_member_and_deposes_no_one() {
     // 75 ms each way: a 150 ms round trip, three heartbeat intervals.
     cluster.delay(&slow_name, Duration::from_millis(75));
     let client = cluster.client();
-    let t0 = Instant::now();
-    let mut acked = 0;
-    while t0.elapsed() < Duration::from_secs(15) && acked < MAX_CALLS {
-        client.call(true_job()).await.unwrap();
-        acked += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let acked = steady_submits(&client, Duration::from_secs(15), MAX_CALLS).await;
     let during = client.call(GetCluster).await.unwrap();
     cluster.heal();
     // Give a deposed-on-heal primary the time it would need to show.
@@ -242,33 +219,12 @@ async fn a_primary_behind_a_slow_link_hands_over_to_a_standby_that_can_commit() 
 async fn a_standby_cut_off_for_seconds_does_not_depose_the_primary_when_it_returns() {
     let cluster = Cluster::builder().controllers(3).links().start();
     let (primary, before) = cluster.wait_all_standbys().await;
-    let cut = (primary + 1) % 3;
-    let cut_name = cluster.controllers()[cut].name.clone();
-    let rest: Vec<String> = cluster
-        .controllers()
-        .iter()
-        .filter(|c| c.name != cut_name)
-        .map(|c| c.name.clone())
-        .collect();
-    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
-
-    cluster.partition(&[&cut_name], &rest);
+    cluster.isolate((primary + 1) % 3);
     let client = cluster.client();
-    let t0 = Instant::now();
-    let mut acked = 0;
-    while t0.elapsed() < Duration::from_secs(3) && acked < MAX_CALLS {
-        client.call(true_job()).await.unwrap();
-        acked += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    steady_submits(&client, Duration::from_secs(3), MAX_CALLS).await;
     cluster.heal();
     // Long enough for a returning node's higher term to depose the primary, if it could.
-    let t1 = Instant::now();
-    while t1.elapsed() < Duration::from_secs(2) && acked < 2 * MAX_CALLS {
-        client.call(true_job()).await.unwrap();
-        acked += 1;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    steady_submits(&client, Duration::from_secs(2), MAX_CALLS).await;
     let (_, after) = cluster.wait_all_standbys().await;
     assert_eq!(
         after.primary, before.primary,
@@ -294,14 +250,7 @@ async fn workers_on_a_partitioned_primary_move_to_the_new_one_without_being_mark
         cluster.wait_host(w, HostState::Ok).await;
     }
     let old_name = cluster.controllers()[old].name.clone();
-    let others: Vec<String> = cluster
-        .controllers()
-        .iter()
-        .filter(|c| c.name != old_name)
-        .map(|c| c.name.clone())
-        .collect();
-    let others: Vec<&str> = others.iter().map(String::as_str).collect();
-    cluster.partition(&[&old_name], &others);
+    cluster.isolate(old);
 
     // For three TTLs after the cut, the new side must keep both hosts available.
     let client = cluster.client();

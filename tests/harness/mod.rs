@@ -12,9 +12,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use xce_client::ops::{GetCluster, GetJob, Join, ListHosts, Op, Reply};
+use xce_client::ops::{GetCluster, GetJob, Join, ListHosts, Op, Reply, Submit};
 use xce_client::types::{
-    ClusterInfo, HeldJob, Host, HostAttributes, HostState, Job, MemberRole, RequestToken, Role,
+    ClusterInfo, HeldJob, Host, HostAttributes, HostState, Job, JobSpec, MemberRole, RequestToken,
+    Role,
 };
 use xce_client::{parse_candidates, Client, ClientConfig, ConnectOptions, Connection};
 use xce_devcluster::{ClusterSpec, Daemon, DevCluster};
@@ -189,6 +190,17 @@ impl Cluster {
             self.local.partition(a, b) > 0,
             "no links between {a:?} and {b:?}: build the cluster with .links()"
         );
+    }
+
+    /// Cuts controller `i` off from every other controller until [`Cluster::heal`]; returns
+    /// its name.
+    pub fn isolate(&self, i: usize) -> String {
+        let name = self.controllers()[i].name.clone();
+        assert!(
+            self.local.isolate(&name) > 0,
+            "no links touch {name}: build the cluster with .links()"
+        );
+        name
     }
 
     /// Delays all traffic to and from controller `name` by `delay` each way.
@@ -410,6 +422,30 @@ impl Cluster {
             );
         }
     }
+}
+
+/// A submit of `true` with a fresh token.
+pub fn true_job() -> Submit {
+    Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            command: vec!["true".into()],
+            ..JobSpec::default()
+        },
+    }
+}
+
+/// Submits `true` every 50 ms for `span` (at most `max` times), each of which must succeed;
+/// returns how many were acknowledged.
+pub async fn steady_submits(client: &Client, span: Duration, max: usize) -> usize {
+    let t0 = Instant::now();
+    let mut acked = 0;
+    while t0.elapsed() < span && acked < max {
+        client.call(true_job()).await.unwrap();
+        acked += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    acked
 }
 
 /// Whether a log line is openraft reporting a failed Raft RPC (which it retries).

@@ -183,19 +183,11 @@ fn inject(
     index: usize,
     name: &str,
 ) -> anyhow::Result<()> {
-    let others: Vec<String> = cluster
-        .local
-        .controllers
-        .iter()
-        .filter(|c| c.name != name)
-        .map(|c| c.name.clone())
-        .collect();
-    let others: Vec<&str> = others.iter().map(String::as_str).collect();
     match fault {
         Fault::Kill => cluster.local.kill9(index)?,
         Fault::Pause => cluster.local.pause(index)?,
         Fault::Partition => {
-            cluster.local.partition(&[name], &others);
+            cluster.local.isolate(name);
         }
         Fault::Delay => {
             cluster.local.delay(name, DELAY);

@@ -303,6 +303,19 @@ impl DevCluster {
         cut.len()
     }
 
+    /// Cuts controller `name` off from every other controller, both ways; returns how many
+    /// links were cut.
+    pub fn isolate(&self, name: &str) -> usize {
+        let others: Vec<String> = self
+            .controllers
+            .iter()
+            .filter(|c| c.name != name)
+            .map(|c| c.name.clone())
+            .collect();
+        let others: Vec<&str> = others.iter().map(String::as_str).collect();
+        self.partition(&[name], &others)
+    }
+
     /// Delays every link to and from `name` by `delay` each way (zero to end it); returns how
     /// many links changed.
     pub fn delay(&self, name: &str, delay: Duration) -> usize {
