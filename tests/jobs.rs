@@ -637,3 +637,45 @@ async fn jobs_run_on_through_a_restart_of_every_controller_and_end_once() {
     ran.sort_unstable();
     assert_eq!(ran, ids, "each job ran exactly once");
 }
+
+/// A start order pushed to a frozen worker waits in its socket; by the time the worker thaws,
+/// the cluster has declared the host lost and run the job elsewhere. The thawed worker must
+/// not start that superseded attempt, not even for a moment.
+#[tokio::test]
+async fn a_thawed_worker_starts_no_attempt_that_was_superseded_while_it_was_frozen() {
+    // Lost after 4 s of silence; the worker fences at 2 s (4 s less its kill grace and margin).
+    let config = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 3000\n";
+    let mut cluster = Cluster::start_full(3, Some(config), 2, WORKER_ARGS);
+    cluster.wait_primary().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            "echo $XCE_JOB_ATTEMPT >> starts; exec sleep 300",
+        ],
+    );
+
+    cluster.local.pause_worker(0).unwrap();
+    // The order reaches w1's socket, not w1.
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster
+        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
+        .await;
+    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
+    cluster
+        .wait_job(id, "running on w2", |j| j.state == JobState::Running)
+        .await;
+
+    cluster.local.resume_worker(0).unwrap();
+    // Back only through a join, which comes after the stale order was read.
+    cluster.wait_host("w1", HostState::Ok).await;
+    let starts = std::fs::read_to_string(work.join("starts")).unwrap();
+    assert_eq!(starts, "2\n", "attempts started: {starts:?}");
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+}

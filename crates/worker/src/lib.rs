@@ -112,11 +112,29 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
     let fence = fence::spawn(jobs.clone(), lease.clone(), stop_tx.subscribe())?;
     let served = jobs.clone();
+    let (start_lease, start_client) = (lease.clone(), client.clone());
     tokio::spawn(async move {
         while let Some(request) = agent_requests.recv().await {
             match request {
                 AgentRequest::Ping => debug!("pinged by the primary"),
-                AgentRequest::StartJob { job, attempt } => served.start(*job, attempt),
+                // A start order that waited out this worker's lease (it was frozen, or cut
+                // off, while the order sat in its socket) may have been superseded: the
+                // cluster may have declared the host lost and placed the job elsewhere. The
+                // rejoin's resync places it here again if it is still ours.
+                AgentRequest::StartJob { job, attempt } => {
+                    match start_lease.overdue(fence::now()) {
+                        Some(late) => {
+                            warn!(
+                                job = job.id,
+                                attempt,
+                                ?late,
+                                "start order refused: this worker's lease ran out; joining again"
+                            );
+                            start_client.request_rejoin();
+                        }
+                        None => served.start(*job, attempt),
+                    }
+                }
                 AgentRequest::Signal { order, held } => {
                     let _ = held.send(served.signal(order));
                 }
