@@ -43,7 +43,8 @@ pub enum TransportError {
 /// Connection settings.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectOptions {
-    /// Upper bound on TCP connect plus the RPC bootstrap round trip.
+    /// Upper bound on a TCP connect, and on how long an unanswered call waits before the
+    /// connection must prove it is alive (half of it of silence, half of it for a ping).
     pub connect_timeout: Duration,
 }
 
@@ -305,15 +306,14 @@ async fn drive(
 }
 
 /// Connects and bootstraps; returns the controller capability and the task running the RPC
-/// system. The connect timeout covers a first round trip (`ping`) too: a frozen controller,
-/// whose kernel still completes TCP handshakes, must cost a client the connect timeout, not
-/// a whole call timeout.
+/// system. The bootstrap costs no round trip of its own: a frozen controller, whose kernel
+/// still completes the TCP handshake, is found out by the first call's liveness probe (see
+/// [`Connection::call`]) within one connect timeout.
 async fn open(
     addr: &str,
     opts: ConnectOptions,
     closed: Arc<AtomicBool>,
 ) -> Result<(controller::Client, tokio::task::JoinHandle<()>), TransportError> {
-    let deadline = tokio::time::Instant::now() + opts.connect_timeout;
     let stream = crate::socket::connect(addr, opts.connect_timeout).await?;
     let network = crate::socket::network(stream, rpc_twoparty_capnp::Side::Client);
     let mut rpc = RpcSystem::new(Box::new(network), None);
@@ -322,18 +322,5 @@ async fn open(
         let _ = rpc.await;
         closed.store(true, Ordering::Release);
     });
-    let ping = client.ping_request().send().promise;
-    let failed = match tokio::time::timeout_at(deadline, ping).await {
-        Ok(Ok(_)) => return Ok((client, rpc)),
-        Ok(Err(e)) => TransportError::Connect {
-            addr: addr.to_string(),
-            reason: format!("first round trip: {e}"),
-        },
-        Err(_) => TransportError::ConnectTimeout {
-            addr: addr.to_string(),
-            after: opts.connect_timeout,
-        },
-    };
-    rpc.abort();
-    Err(failed)
+    Ok((client, rpc))
 }

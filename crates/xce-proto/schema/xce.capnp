@@ -179,9 +179,9 @@ interface Controller {
   # subscribing again.
   subscribe @15 (listener :EventListener, filter :EventFilter) -> (header :ReplyHeader);
 
-  # A round trip that touches nothing (any session may call it): a new connection's first
-  # answer, so that connecting to a frozen controller, whose kernel still completes the TCP
-  # handshake, fails within the connect timeout instead of a whole call timeout.
+  # A round trip that touches nothing (any session may call it): a client whose call has
+  # gone unanswered for a while pings, so that a frozen controller, whose kernel keeps the
+  # connection open, costs it a fraction of a second instead of a whole call timeout.
   ping @16 () -> (header :ReplyHeader);
 }
 
