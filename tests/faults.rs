@@ -45,6 +45,22 @@ async fn one_shot_submits(
     calls
 }
 
+/// One-shot calls as [`one_shot_submits`] records them.
+type Calls = [(Duration, Duration, Option<u64>)];
+
+/// When (since the fault) the first call that succeeded ended.
+fn first_success(calls: &Calls) -> Option<Duration> {
+    calls.iter().find(|c| c.2.is_some()).map(|c| c.0 + c.1)
+}
+
+/// Each call as `start+duration:succeeded`, for failure messages.
+fn summary(calls: &Calls) -> Vec<String> {
+    calls
+        .iter()
+        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_primary_stops_answering_and_clients_find_the_new_one_within_a_second() {
     let cluster = Cluster::builder().controllers(3).links().start();
@@ -67,15 +83,8 @@ async fn a_partitioned_primary_stops_answering_and_clients_find_the_new_one_with
     );
 
     let slowest = calls.iter().map(|c| c.1).max().unwrap();
-    let first_ok = calls
-        .iter()
-        .find(|c| c.2.is_some())
-        .map(|c| c.0 + c.1)
-        .expect("no submit succeeded during the partition");
-    let summary: Vec<String> = calls
-        .iter()
-        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
-        .collect();
+    let first_ok = first_success(&calls).expect("no submit succeeded during the partition");
+    let summary = summary(&calls);
     eprintln!("first success {first_ok:?}, slowest call {slowest:?}: {summary:?}");
     assert!(
         slowest < Duration::from_millis(1500),
@@ -155,15 +164,8 @@ async fn a_frozen_primary_costs_a_new_client_less_than_a_second() {
     let t0 = Instant::now();
     let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(3)).await;
     cluster.local.resume(primary).unwrap();
-    let summary: Vec<String> = calls
-        .iter()
-        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
-        .collect();
-    let first_ok = calls
-        .iter()
-        .find(|c| c.2.is_some())
-        .map(|c| c.0 + c.1)
-        .expect("no submit succeeded while the primary was frozen");
+    let summary = summary(&calls);
+    let first_ok = first_success(&calls).expect("no submit succeeded while the primary was frozen");
     assert!(
         first_ok < Duration::from_millis(1500),
         "first success {first_ok:?} after the freeze: {summary:?}"
@@ -187,15 +189,8 @@ async fn a_primary_behind_a_slow_link_hands_over_to_a_standby_that_can_commit() 
     cluster.delay(&old_name, Duration::from_millis(75));
     let t0 = Instant::now();
     let calls = one_shot_submits(&cluster, &peers, t0, Duration::from_secs(4)).await;
-    let summary: Vec<String> = calls
-        .iter()
-        .map(|(at, took, ok)| format!("{at:?}+{took:?}:{}", ok.is_some()))
-        .collect();
-    let first_ok = calls
-        .iter()
-        .find(|c| c.2.is_some())
-        .map(|c| c.0 + c.1)
-        .expect("no submit succeeded behind the slow primary");
+    let summary = summary(&calls);
+    let first_ok = first_success(&calls).expect("no submit succeeded behind the slow primary");
     eprintln!("first success {first_ok:?}: {summary:?}");
     assert!(
         first_ok < Duration::from_millis(1500),
