@@ -399,3 +399,63 @@ async fn idle_connections_by_the_thousand_lock_no_client_out() {
     drop(idle);
     cluster.assert_no_errors();
 }
+
+/// The resident memory of a process, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Eight connections each sending one 63 MiB frame (under capnp's 64 MiB default) make the
+/// primary hold none of them: a frame over the inbound limit is refused from its segment
+/// table, and the primary goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_inbound_frames_are_refused_before_they_are_buffered() {
+    use std::io::Write;
+    let cluster = Cluster::start(3);
+    let (primary, before_info) = cluster.wait_all_standbys().await;
+    let pid = cluster.controllers()[primary].pid().unwrap();
+    let before = rss_bytes(pid);
+    let addr = cluster.controllers()[primary].addr();
+    let senders: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let words: u32 = (63 << 20) / 8;
+                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                // One segment of `words` words, then its body, 1 MiB at a time until the
+                // controller closes the connection.
+                let mut table = 0u32.to_le_bytes().to_vec();
+                table.extend_from_slice(&words.to_le_bytes());
+                s.write_all(&table).unwrap();
+                let chunk = vec![0u8; 1 << 20];
+                let mut sent = 0;
+                while sent < 63 && s.write_all(&chunk).is_ok() {
+                    sent += 1;
+                }
+                // Hold the connection while the test measures.
+                std::thread::sleep(Duration::from_secs(2));
+                sent
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let grown = rss_bytes(pid).saturating_sub(before);
+    for s in senders {
+        s.join().unwrap();
+    }
+    assert!(
+        grown < 64 << 20,
+        "the primary grew by {} MiB holding 8 frames of 63 MiB",
+        grown >> 20
+    );
+    let info = cluster.client().call(GetCluster).await.unwrap();
+    assert_eq!(info.primary, before_info.primary);
+    cluster.client().call(true_job()).await.unwrap();
+    cluster.assert_no_errors();
+}

@@ -42,15 +42,25 @@ pub fn accepted(stream: &TcpStream) -> std::io::Result<()> {
     stream.set_nodelay(true)
 }
 
+/// The largest message a server side reads: appends between controllers stay below 32 MiB
+/// (`raft_client`), every client request far below. A larger one is refused from its segment
+/// table, before a byte of it is buffered, so a client cannot make a controller hold
+/// frames of capnp's default 64 MiB.
+pub const MAX_INBOUND_BYTES: u64 = 48 << 20;
+
 /// The two-party RPC network over `stream`, on the given side. Writes are buffered: capnp
 /// writes a segment table and then the segments, flushing after each message; unbuffered
 /// that is two syscalls and, with `TCP_NODELAY`, two packets per message.
 pub fn network(stream: TcpStream, side: Side) -> Network {
     let (reader, writer) = stream.into_split();
+    let mut options = capnp::message::ReaderOptions::new();
+    if side == Side::Server {
+        options.traversal_limit_in_words(Some((MAX_INBOUND_BYTES / 8) as usize));
+    }
     VatNetwork::new(
         reader.compat(),
         futures::io::BufWriter::with_capacity(64 * 1024, writer.compat_write()),
         side,
-        Default::default(),
+        options,
     )
 }
