@@ -161,7 +161,7 @@ async fn a_hung_primary_is_left_behind_well_within_the_call_timeout() {
     let took = started.elapsed();
     cluster.local.resume(primary).unwrap();
     assert_eq!(id.unwrap(), 1);
-    // One unanswered ping (0.5 s after 0.5 s of silence) on the frozen node, overlapping
+    // One unanswered ping (0.5 s, after 0.25 s of silence) on the frozen node, overlapping
     // the election (about 0.6 s) elsewhere; the 5 s call timeout never runs out.
     assert!(took < Duration::from_millis(1500), "took {took:?}");
     let (new_primary, _) = cluster.wait_primary().await;

@@ -69,9 +69,10 @@ pub struct Connection {
     addr: Arc<str>,
     /// Process-unique id; tells a reconnect apart from the connection it replaced.
     id: u64,
-    /// A call unanswered this long makes the connection prove it is alive within as long
-    /// again (see `call`).
+    /// A call unanswered this long makes the connection ping (see `call`).
     probe_after: Duration,
+    /// How long that ping may take before the controller counts as frozen.
+    ping_within: Duration,
 }
 
 impl std::fmt::Debug for Connection {
@@ -140,9 +141,11 @@ impl Connection {
             closed,
             addr: addr.into(),
             id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
-            // Half the connect timeout of silence, then half of it for the ping: a frozen
-            // controller is left within one connect timeout.
+            // Half the connect timeout of silence, then a whole one for the ping: a frozen
+            // controller is left within 1.5 connect timeouts, while a busy one (a runtime
+            // stalled for a few hundred milliseconds under load) is not mistaken for it.
             probe_after: opts.connect_timeout / 2,
+            ping_within: opts.connect_timeout,
         })
     }
 
@@ -167,7 +170,7 @@ impl Connection {
     /// A call may legitimately take seconds (a write held across an election), but a frozen
     /// controller, whose kernel keeps the connection open, would cost the whole `timeout`.
     /// So while a call is unanswered, the connection pings the controller every half connect
-    /// timeout; a ping unanswered for that long fails the call at once as a lost connection
+    /// timeout; a ping unanswered for a connect timeout fails the call at once as a lost connection
     /// (a write is re-sent elsewhere with its token, so it still applies at most once).
     pub async fn call<T, F>(&self, timeout: Duration, call: F) -> Result<T, TransportError>
     where
@@ -199,13 +202,13 @@ impl Connection {
                 self.closed.store(true, Ordering::Release);
                 Err(self.disconnected(&format!(
                     "the controller stopped answering (a ping got no reply within {:?})",
-                    self.probe_after
+                    self.ping_within
                 )))
             }
         }
     }
 
-    /// Completes once the controller fails to answer a ping within `probe_after`; pings
+    /// Completes once the controller fails to answer a ping within `ping_within`; pings
     /// every `probe_after` until then (never, while it answers).
     async fn unresponsive(&self) {
         loop {
@@ -221,7 +224,7 @@ impl Connection {
             if self.tasks.send(ping).is_err() {
                 return;
             }
-            match tokio::time::timeout(self.probe_after, rx).await {
+            match tokio::time::timeout(self.ping_within, rx).await {
                 Ok(Ok(true)) => continue,
                 // No answer in time, or the connection failed the ping: not a live peer.
                 _ => return,
