@@ -109,7 +109,7 @@ impl ClusterBuilder {
     }
 
     /// Route controller-to-controller traffic through fault links, for
-    /// [`Cluster::partition`] and [`Cluster::delay`].
+    /// [`Cluster::isolate`] and [`Cluster::delay`].
     pub fn links(mut self) -> Self {
         self.links = true;
         self
@@ -182,14 +182,6 @@ impl Cluster {
             b = b.config(yaml);
         }
         b.start()
-    }
-
-    /// Cuts controllers `a` from controllers `b` (names), both ways, until [`Cluster::heal`].
-    pub fn partition(&self, a: &[&str], b: &[&str]) {
-        assert!(
-            self.local.partition(a, b) > 0,
-            "no links between {a:?} and {b:?}: build the cluster with .links()"
-        );
     }
 
     /// Cuts controller `i` off from every other controller until [`Cluster::heal`]; returns
@@ -288,7 +280,7 @@ impl Cluster {
     pub fn client_for(&self, peers: &str) -> Client {
         let mut config = ClientConfig::default();
         config.retry.max_attempts = 10;
-        Client::new(parse_candidates(peers).unwrap(), config)
+        self.client_with_peers(peers, config)
     }
 
     /// Sends one op to controller `i` only, without failover: what that node itself answers.

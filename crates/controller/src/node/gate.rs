@@ -22,7 +22,7 @@ impl Node {
             // openraft leaders do not step down without a quorum: a primary cut off from its
             // majority would hold every request (or, before its barrier, answer notReady)
             // for as long as the partition lasts.
-            if self.lease_expired() {
+            if self.lease.expired() {
                 return Err(self.stale_primary());
             }
             if *self.ready_term.borrow() == m.current_term {
@@ -74,7 +74,7 @@ impl Node {
             match self.gate() {
                 // Holding helps only where a primary may emerge: not on a stale primary,
                 // whose clients must go to the side that can elect.
-                Err(h) if self.lease_expired() => return Err(h),
+                Err(h) if self.lease.expired() => return Err(h),
                 Err(h) if matches!(h.status, Status::NoMaster | Status::NotReady) => {
                     if tokio::time::Instant::now() >= deadline {
                         return Err(h);

@@ -102,11 +102,6 @@ pub(super) async fn run_lease(node: Arc<Node>) {
 }
 
 impl Node {
-    /// Whether this node is a leader whose lease has run out.
-    pub(super) fn lease_expired(&self) -> bool {
-        self.lease.expired()
-    }
-
     /// Completes when this node's lease runs out (never while it is renewed): raced against
     /// a commit or a read confirmation, so that nothing waits on a stale primary.
     pub(super) async fn lease_lost(&self) {
