@@ -1,7 +1,8 @@
 //! Running jobs through the real binaries: kill, suspend, resume and requeue reach the whole
 //! process group; reports survive a primary crash and a worker restart (durable outbox); a
-//! worker cut off from the cluster loses its jobs to another host and its stale copy is
-//! fenced when it comes back. A job never runs twice at once.
+//! restarted worker adopts the jobs its shims still run; a worker killed, frozen or cut off
+//! has its jobs stopped by their shims before the cluster runs them elsewhere. A job never
+//! runs twice at once.
 
 #![allow(clippy::unwrap_used)]
 
@@ -281,14 +282,22 @@ async fn twenty_short_jobs_finish_exactly_once_across_a_primary_crash() {
     }
 }
 
+/// The shim of a job's attempt, from the record it keeps in the worker's spool.
+fn shim_of(spool: &Path, id: u64, attempt: u32) -> i32 {
+    let record = std::fs::read(spool.join(format!("running/{id}.{attempt}"))).unwrap();
+    let record: serde_json::Value = serde_json::from_slice(&record).unwrap();
+    record["shim"]["pid"].as_i64().unwrap() as i32
+}
+
 #[tokio::test]
-async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_running() {
+async fn a_restarted_worker_delivers_what_it_could_not_adopts_what_runs_and_kills_what_it_cannot_vouch_for(
+) {
     let mut cluster = Cluster::start_full(3, Some(CONFIG), 1, WORKER_ARGS);
     let (primary, _) = cluster.wait_all_standbys().await;
     cluster.wait_host("w1", HostState::Ok).await;
     let (work, _reaper) = workdir(&cluster);
     let spool = cluster.local.workers[0].data_dir.clone();
-    // Three jobs end (exit 7) once `go` exists; one runs on.
+    // Three jobs end (exit 7) once `go` exists; one runs on until `stop` exists.
     let mut enders = Vec::new();
     for _ in 0..3 {
         let id = cluster.submit_in(
@@ -304,13 +313,18 @@ async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_ru
         &[
             "sh",
             "-c",
-            "setsid sleep 300 & echo $! > escaper.pid; echo $$ > runner.pid; exec sleep 300",
+            "setsid sleep 300 & echo $! > escaper.pid; echo $$ > runner.pid; \
+             while [ ! -e stop ]; do sleep 0.05; done; exit 3",
         ],
     );
     cluster.xce_ok(&["dispatch", &runner.to_string(), "w1"]);
+    // And one whose shim dies with the worker: nothing is left to vouch for it.
+    let orphan = cluster.submit_in(&work, &["sh", "-c", "echo $$ > orphan.pid; exec sleep 300"]);
+    cluster.xce_ok(&["dispatch", &orphan.to_string(), "w1"]);
     let runner_pid = pid_in(&work, "runner.pid").await;
     let escaper_pid = pid_in(&work, "escaper.pid").await;
-    for id in enders.iter().chain([&runner]) {
+    let orphan_pid = pid_in(&work, "orphan.pid").await;
+    for id in enders.iter().chain([&runner, &orphan]) {
         cluster
             .wait_job(*id, "running", |j| j.state == JobState::Running)
             .await;
@@ -334,16 +348,17 @@ async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_ru
         },
     )
     .await;
+    let orphan_shim = shim_of(&spool, orphan, 1);
     cluster.local.kill9_worker(0).unwrap();
+    kill(Pid::from_raw(orphan_shim), Signal::SIGKILL).unwrap();
     assert!(alive(runner_pid), "the runner died with its worker");
     assert!(alive(escaper_pid), "the escaper died with its worker");
     for i in &standbys {
         cluster.restart(*i);
     }
     cluster.local.start_worker(0).unwrap();
-    // The restarted worker killed what it could no longer supervise...
-    wait_gone(runner_pid, "the left-behind runner to be killed").await;
-    wait_gone(escaper_pid, "the runner's escaped child to be killed").await;
+    // The restarted worker killed what no shim vouches for...
+    wait_gone(orphan_pid, "the job without a shim to be killed").await;
     // ...reported the ends it had recorded...
     for id in &enders {
         let job = cluster
@@ -354,31 +369,124 @@ async fn a_restarted_worker_delivers_what_it_could_not_and_kills_what_it_left_ru
             (JobState::Exited, Some(7), 1)
         );
     }
-    // ...and the primary's resync requeued the job it no longer holds.
+    // ...the primary's resync requeued the job it no longer holds...
     let job = cluster
-        .wait_job(runner, "requeued", |j| j.state == JobState::Pending)
+        .wait_job(orphan, "requeued", |j| j.state == JobState::Pending)
         .await;
     assert_eq!(
         job.pend_reason.as_deref(),
         Some("requeued: lost by its worker on w1")
     );
+    // ...and the runner, adopted with all it started, ends as attempt 1.
+    cluster.wait_host("w1", HostState::Ok).await;
+    assert!(
+        alive(runner_pid) && alive(escaper_pid),
+        "the adopted job was killed"
+    );
+    let job = cluster.job(runner).await.unwrap();
+    assert_eq!((job.state, job.attempt), (JobState::Running, 1), "{job:?}");
+    std::fs::write(work.join("stop"), b"").unwrap();
+    let job = cluster
+        .wait_job(runner, "exited", |j| j.state.is_final())
+        .await;
+    assert_eq!(
+        (job.state, job.exit_code, job.attempt),
+        (JobState::Exited, Some(3), 1)
+    );
     wait_for("an empty outbox", Duration::from_secs(30), || async {
         (std::fs::read_dir(spool.join("outbox")).ok()?.count() == 0).then_some(())
     })
     .await;
+    let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
+    assert!(log.contains("adopted an attempt"), "{log}");
+}
+
+/// Lost after 4 s of silence; with a 1 s kill grace and a 1 s margin, a job's shim starts
+/// stopping it 2 s after its worker's last acknowledged heartbeat and SIGKILLs it by 3 s.
+const FENCING: &str = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 3000\n";
+
+/// A job that appends `<attempt> <wall clock ns>` to `ticks` every 50 ms: its own record of
+/// when each attempt ran.
+const TICKER: &str =
+    "echo $$ >> copies.pid; while :; do echo \"$XCE_JOB_ATTEMPT $(date +%s%N)\" >> ticks; sleep 0.05; done";
+
+/// (first, last) tick of each attempt.
+fn tick_spans(work: &Path) -> std::collections::BTreeMap<u32, (u128, u128)> {
+    let mut spans = std::collections::BTreeMap::new();
+    let text = std::fs::read_to_string(work.join("ticks")).unwrap_or_default();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(Ok(attempt)), Some(Ok(at))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u128>),
+        ) else {
+            continue;
+        };
+        let span = spans.entry(attempt).or_insert((at, at));
+        span.0 = span.0.min(at);
+        span.1 = span.1.max(at);
+    }
+    spans
+}
+
+/// The job is declared lost on w1 and runs again on w2; by the time the cluster requeued it,
+/// its first copy must be gone, and by the jobs' own records the two never ran at once.
+async fn assert_requeued_only_after_the_first_copy_stopped(
+    cluster: &Cluster,
+    work: &Path,
+    id: u64,
+    first: i32,
+) {
+    let job = cluster
+        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
+        .await;
+    assert!(
+        !alive(first),
+        "the cluster requeued the job while its first copy still ran"
+    );
+    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
+    wait_for("attempt 2 to tick", Duration::from_secs(30), || async {
+        tick_spans(work).get(&2).map(|_| ())
+    })
+    .await;
+    let spans = tick_spans(work);
+    let (one, two) = (spans[&1], spans[&2]);
+    assert!(
+        one.1 < two.0,
+        "attempts overlapped by {} ms",
+        (one.1 - two.0) / 1_000_000
+    );
 }
 
 #[tokio::test]
-async fn a_cut_off_worker_loses_its_job_to_another_host_and_its_copy_is_fenced() {
-    let mut cluster = Cluster::start_full(3, Some(CONFIG), 2, WORKER_ARGS);
+async fn a_killed_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
+    let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
     cluster.wait_primary().await;
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;
     let (work, _reaper) = workdir(&cluster);
-    let id = cluster.submit_in(
-        &work,
-        &["sh", "-c", "echo $$ >> copies.pid; exec sleep 300"],
-    );
+    let id = cluster.submit_in(&work, &["sh", "-c", TICKER]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let first = pid_in(&work, "copies.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    cluster.local.kill9_worker(0).unwrap();
+    assert!(alive(first), "the job died with its worker");
+    assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+}
+
+#[tokio::test]
+async fn a_frozen_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
+    let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
+    cluster.wait_primary().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(&work, &["sh", "-c", TICKER]);
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let first = pid_in(&work, "copies.pid").await;
     cluster
@@ -386,22 +494,10 @@ async fn a_cut_off_worker_loses_its_job_to_another_host_and_its_copy_is_fenced()
         .await;
 
     cluster.local.pause_worker(0).unwrap();
-    cluster.wait_host("w1", HostState::Unavailable).await;
-    let job = cluster
-        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
-        .await;
-    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
-    // The job goes elsewhere as attempt 2 while the cut-off copy still runs on w1.
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
-    let job = cluster
-        .wait_job(id, "running on w2", |j| j.state == JobState::Running)
-        .await;
-    assert_eq!((job.attempt, job.host.as_deref()), (2, Some("w2")));
-    assert!(alive(first));
+    assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
 
-    // w1 comes back: it must join again, and its resync kills the stale copy.
+    // w1 thaws: it joins again, holding nothing, and the job stays where it runs.
     cluster.local.resume_worker(0).unwrap();
-    wait_gone(first, "the stale copy on w1 to be killed").await;
     cluster.wait_host("w1", HostState::Ok).await;
     let job = cluster.job(id).await.unwrap();
     assert_eq!(
@@ -543,7 +639,7 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
     );
     let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
     assert!(
-        log.contains("stopping its jobs before the cluster requeues them"),
+        log.contains("stopping its job before the cluster requeues it"),
         "{log}"
     );
     assert!(

@@ -1,29 +1,31 @@
-//! Self-fencing: a worker cut off from the primary stops its own jobs before the cluster
+//! Self-fencing: a worker cut off from the primary has its jobs stopped before the cluster
 //! declares them lost and requeues them elsewhere, so a job never runs twice at once even
-//! across a network partition.
+//! across a network partition, a frozen worker or a dead one.
 //!
 //! The primary declares a host's jobs lost `lost_after` (heartbeat TTL + lost grace, told at
 //! every join) after the last heartbeat it saw. The worker counts from when it *sent* the
 //! last heartbeat (or join) a primary acknowledged, which is no later than when the primary
-//! saw it, and starts killing its jobs at `lost_after - kill_grace - margin`, so SIGKILL lands
-//! a margin before the primary may requeue. A primary cut off from its majority does not
+//! saw it: the jobs are stopped from `lost_after - kill_grace - margin` on, so SIGKILL lands a
+//! margin before the primary may requeue. A primary cut off from its majority does not
 //! acknowledge heartbeats, and a new primary restarts its clocks when it becomes ready, so a
 //! failover only gives more time.
 //!
-//! The lease is kept on `CLOCK_BOOTTIME` (it keeps counting while the machine is suspended)
-//! and watched from a thread of its own, so a stalled runtime cannot hold the fence back.
+//! The worker only *renews* the lease: it writes the deadline to `<spool>/lease` on every
+//! acknowledgement. Each job's shim ([`crate::shim`]) reads that file and stops its job once
+//! the deadline has passed, so the fence holds whether the worker is alive, frozen or dead.
+//! Deadlines are on `CLOCK_BOOTTIME`, which every process on the host shares and which keeps
+//! counting while the machine is suspended.
 //!
 //! The price: when the whole cluster is down for that long, running jobs are stopped (and
 //! requeued once it is back); raise `hosts.lost_grace_ms` to ride out longer outages.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nix::time::{clock_gettime, ClockId};
-use tokio::sync::watch;
+use serde::{Deserialize, Serialize};
 use tracing::warn;
-
-use crate::jobs::Jobs;
 
 /// Time since boot, suspend included.
 pub fn now() -> Duration {
@@ -32,12 +34,53 @@ pub fn now() -> Duration {
         .unwrap_or_default()
 }
 
+/// The lease deadline as the shims read it: `<spool>/lease`, JSON
+/// `{"fence_at_ms": N}` (boot-time milliseconds) or `{"fence_at_ms": null}` when the cluster's
+/// timing leaves no room to fence. Replaced whole by a rename, so a reader never sees half.
+#[derive(Debug, Clone)]
+pub struct LeaseFile {
+    path: PathBuf,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct LeaseRecord {
+    fence_at_ms: Option<u64>,
+}
+
+impl LeaseFile {
+    /// The lease file of the worker whose spool is `spool`.
+    pub fn new(spool: &Path) -> LeaseFile {
+        LeaseFile {
+            path: spool.join("lease"),
+        }
+    }
+
+    /// Publishes a new deadline. Not synced: the file only matters while this boot lasts.
+    pub fn write(&self, fence_at: Option<Duration>) -> std::io::Result<()> {
+        let record = LeaseRecord {
+            fence_at_ms: fence_at.map(|d| d.as_millis() as u64),
+        };
+        let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        let tmp = self.path.with_extension("tmp");
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    /// The deadline last published; `None` when there is no readable file.
+    pub fn read(&self) -> Option<Option<Duration>> {
+        let bytes = std::fs::read(&self.path).ok()?;
+        let record: LeaseRecord = serde_json::from_slice(&bytes).ok()?;
+        Some(record.fence_at_ms.map(Duration::from_millis))
+    }
+}
+
 /// When the worker last heard from a primary, and how long it may go without.
 #[derive(Debug)]
 pub struct Lease {
     inner: Mutex<LeaseState>,
     kill_grace: Duration,
     margin: Duration,
+    file: Option<LeaseFile>,
 }
 
 #[derive(Debug)]
@@ -49,9 +92,21 @@ struct LeaseState {
     fence_after: Option<Duration>,
 }
 
+impl LeaseState {
+    fn deadline(&self) -> Option<Duration> {
+        Some(self.last_ack + self.fence_after?)
+    }
+}
+
 impl Lease {
-    /// A lease for a worker with this kill grace and heartbeat interval, starting `at`.
-    pub fn new(kill_grace: Duration, heartbeat: Duration, at: Duration) -> Arc<Lease> {
+    /// A lease for a worker with this kill grace and heartbeat interval, starting `at`,
+    /// published to `file` (if any) once a join has told how long it lasts.
+    pub fn new(
+        kill_grace: Duration,
+        heartbeat: Duration,
+        at: Duration,
+        file: Option<LeaseFile>,
+    ) -> Arc<Lease> {
         Arc::new(Lease {
             inner: Mutex::new(LeaseState {
                 last_ack: at,
@@ -60,6 +115,7 @@ impl Lease {
             }),
             kill_grace,
             margin: (heartbeat * 2).max(Duration::from_secs(1)),
+            file,
         })
     }
 
@@ -67,10 +123,25 @@ impl Lease {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Writes the deadline for the shims; under the lock, so files never go back in time.
+    /// Nothing before the first join: a restarted worker must not lift the deadline its
+    /// previous run published for the shims it is about to adopt.
+    fn publish(&self, s: &LeaseState) {
+        let (Some(file), Some(_)) = (&self.file, s.lost_after) else {
+            return;
+        };
+        if let Err(e) = file.write(s.deadline()) {
+            warn!(error = %e, "cannot publish the lease to this worker's jobs");
+        }
+    }
+
     /// A primary acknowledged a heartbeat or join sent at `sent` (from [`now`]).
     pub fn renew_from(&self, sent: Duration) {
         let mut s = self.state();
-        s.last_ack = s.last_ack.max(sent);
+        if sent > s.last_ack {
+            s.last_ack = sent;
+            self.publish(&s);
+        }
     }
 
     /// A join told how long the primary waits before it declares this host's jobs lost.
@@ -89,13 +160,17 @@ impl Lease {
         }
         s.lost_after = Some(lost_after);
         s.fence_after = fence_after;
+        self.publish(&s);
+    }
+
+    /// The deadline after which jobs are stopped; `None` before a join or without fencing.
+    pub fn deadline(&self) -> Option<Duration> {
+        self.state().deadline()
     }
 
     /// How far past its deadline the lease is at `at`, if it is.
     pub fn overdue(&self, at: Duration) -> Option<Duration> {
-        let s = self.state();
-        let deadline = s.last_ack + s.fence_after?;
-        at.checked_sub(deadline)
+        at.checked_sub(self.deadline()?)
     }
 }
 
@@ -108,34 +183,6 @@ pub fn fence_after(
     lost_after
         .checked_sub(kill_grace + margin)
         .filter(|d| *d >= margin)
-}
-
-/// Watches the lease on a thread of its own until `stop`; once it has run out, stops every
-/// running job (SIGTERM, SIGKILL after the grace period), unreported, and asks for a resync.
-pub fn spawn(
-    jobs: Arc<Jobs>,
-    lease: Arc<Lease>,
-    stop: watch::Receiver<bool>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name("xce-fence".into())
-        .spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(100));
-            if *stop.borrow() {
-                return;
-            }
-            if lease.overdue(now()).is_none() {
-                continue;
-            }
-            let begun = jobs.terminate_unreported();
-            if begun.is_empty() {
-                continue;
-            }
-            warn!(jobs = begun.len(), "no primary has acknowledged this worker for too long; stopping its jobs before the cluster requeues them");
-            std::thread::sleep(jobs.kill_grace());
-            jobs.finish_kill(&begun);
-            jobs.request_resync();
-        })
 }
 
 #[cfg(test)]
@@ -155,7 +202,7 @@ mod tests {
     fn the_lease_runs_out_only_after_its_deadline_without_renewal() {
         let s = Duration::from_secs;
         // Kill grace 10 s, heartbeat 2 s (margin 4 s): lost after 40 s means fence after 26 s.
-        let lease = Lease::new(s(10), s(2), s(100));
+        let lease = Lease::new(s(10), s(2), s(100), None);
         assert_eq!(
             lease.overdue(s(1000)),
             None,

@@ -1,17 +1,17 @@
-//! The attempts this worker holds: starting them (each in its own process group, with its
-//! command, environment and working directory, output in `<spool>/<job id>.<attempt>.out|err`),
-//! signalling them for the primary, and reporting their start and end through the durable
-//! outbox. Supervision never waits on the controller: a process is waited for while its
-//! reports are still being delivered.
+//! The attempts this worker holds: starting each under its own shim ([`crate::shim`]),
+//! passing the primary's orders on, adopting the shims a previous run of the worker left, and
+//! reporting starts and ends through the durable outbox. Supervision never waits on the
+//! controller: a shim is waited for while its reports are still being delivered.
 
-use std::collections::HashMap;
-use std::os::unix::process::ExitStatusExt;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn, Instrument};
 use xce_client::ops::{JobFinished, JobStarted};
@@ -19,30 +19,48 @@ use xce_client::publish::publish_until_done;
 use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal};
 use xce_client::{Client, ClientError, Status};
 
+use crate::fence::Lease;
 use crate::outbox::{Outbox, Report};
-use crate::procs::{self, Records};
+use crate::procs::{self, ProcRecord, Records};
+use crate::shim::{self, ShimSpec};
+
+/// How often an adopted shim (not this process's child, so it cannot be waited for) is
+/// looked at.
+const ADOPTED_POLL: Duration = Duration::from_millis(100);
 
 /// One attempt this worker holds, from its start until its end report is acknowledged.
 #[derive(Debug, Clone, Copy)]
 struct Held {
     attempt: u32,
-    /// The process group; `None` once the attempt's leader has been reaped (or never ran).
-    pgid: Option<i32>,
     phase: HeldPhase,
-    /// Killed because the worker is stopping: its end is not the job's own and goes
+    /// The shim supervising the attempt, while it may still run.
+    shim: Option<ProcRecord>,
+    /// The job's process group, once its shim has said it started.
+    pgid: Option<i32>,
+    /// Stopped because the worker is stopping: its end is not the job's own and goes
     /// unreported, so the primary requeues it.
     stopping: bool,
 }
 
 impl Held {
-    fn new(attempt: u32, pgid: Option<i32>, phase: HeldPhase) -> Held {
+    fn new(attempt: u32, phase: HeldPhase) -> Held {
         Held {
             attempt,
-            pgid,
             phase,
+            shim: None,
+            pgid: None,
             stopping: false,
         }
     }
+}
+
+/// How the worker runs the attempts it is sent.
+#[derive(Debug, Clone)]
+pub struct JobSettings {
+    /// How long a killed job has between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// The program that runs as each attempt's shim: this worker's own executable.
+    pub shim_exe: PathBuf,
 }
 
 /// Everything the worker's attempts share.
@@ -52,17 +70,10 @@ pub struct Jobs {
     spool: PathBuf,
     outbox: Outbox,
     records: Records,
-    kill_grace: Duration,
+    settings: JobSettings,
+    lease: Arc<Lease>,
     stop: watch::Receiver<bool>,
     held: Mutex<HashMap<JobId, Held>>,
-}
-
-/// Where an attempt's output goes.
-pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
-    (
-        spool.join(format!("{id}.{attempt}.out")),
-        spool.join(format!("{id}.{attempt}.err")),
-    )
 }
 
 impl Jobs {
@@ -72,7 +83,8 @@ impl Jobs {
         client: Client,
         host: String,
         spool: PathBuf,
-        kill_grace: Duration,
+        settings: JobSettings,
+        lease: Arc<Lease>,
         stop: watch::Receiver<bool>,
     ) -> anyhow::Result<Arc<Jobs>> {
         // Canonical: it is the mark in every job's environment (the same text run after run),
@@ -84,7 +96,8 @@ impl Jobs {
             outbox: Outbox::open(&spool)?,
             records: Records::open(&spool)?,
             spool,
-            kill_grace,
+            settings,
+            lease,
             stop,
             held: Mutex::new(HashMap::new()),
         }))
@@ -114,19 +127,79 @@ impl Jobs {
         held
     }
 
-    /// Picks up where a previous run of this worker stopped, before it joins: attempts it
-    /// left running are killed (the primary's resync requeues them), and end reports it did
-    /// not deliver are held and sent again.
+    /// The process group of an attempt this worker holds, once it started.
+    pub fn pgid(&self, id: JobId) -> Option<i32> {
+        self.table().get(&id).and_then(|h| h.pgid)
+    }
+
+    /// Picks up where a previous run of this worker stopped, before it joins: attempts whose
+    /// shim still runs are adopted (the resync tells the primary they are still here), what
+    /// no live shim vouches for is killed (the resync requeues it), and reports not delivered
+    /// are sent again.
     pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
-        let leftovers = self.records.kill_leftovers()?;
-        let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobs);
+        let mut adopted = Vec::new();
+        let mut killed = 0;
+        for ((id, attempt), record) in self.records.scan()? {
+            let live = record.and_then(|r| Some((r.shim.filter(ProcRecord::alive)?, r.job)));
+            let Some((shim, job)) = live else {
+                self.records.kill_leftover(id, attempt, record.as_ref());
+                killed += 1;
+                continue;
+            };
+            let phase = if procs::is_stopped(job.pid) {
+                HeldPhase::Suspended
+            } else {
+                HeldPhase::Running
+            };
+            info!(
+                job = id,
+                attempt,
+                shim = shim.pid,
+                ?phase,
+                "adopted an attempt the previous run of this worker started"
+            );
+            self.table().insert(
+                id,
+                Held {
+                    shim: Some(shim),
+                    pgid: Some(job.pid),
+                    ..Held::new(attempt, phase)
+                },
+            );
+            adopted.push((id, attempt));
+        }
+        let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobsBut(adopted.clone()));
         if escaped > 0 {
             warn!(
                 processes = escaped,
-                "killed processes of the previous run's jobs that no record named"
+                "killed processes of the previous run's jobs that no live shim vouches for"
             );
         }
-        let (reports, bad) = self.outbox.load()?;
+        let resent = self.resend_reports(&adopted)?;
+        for &(id, attempt) in &adopted {
+            let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
+            let start = resent.get(&(id, attempt)).cloned();
+            tokio::spawn(
+                async move { jobs.watch_adopted(id, attempt, start).await }.instrument(span),
+            );
+        }
+        info!(
+            adopted = adopted.len(),
+            killed,
+            resent = resent.len(),
+            "recovered the previous run's attempts"
+        );
+        Ok(())
+    }
+
+    /// Sends again what the previous run left in the outbox: the ends of attempts that are
+    /// over, and the starts of adopted ones (returned, so their ends can follow them).
+    fn resend_reports(
+        self: &Arc<Self>,
+        adopted: &[(JobId, u32)],
+    ) -> anyhow::Result<HashMap<(JobId, u32), Report>> {
+        let live: HashSet<(JobId, u32)> = adopted.iter().copied().collect();
+        let (reports, bad) = self.outbox.load(&live)?;
         for b in bad {
             warn!(file = %b, "unreadable report left in the outbox");
         }
@@ -134,8 +207,16 @@ impl Jobs {
         for r in reports {
             by_attempt.entry((r.id, r.attempt)).or_default().push(r);
         }
-        let mut resent = 0;
-        for ((id, attempt), reports) in by_attempt {
+        let mut starts = HashMap::new();
+        for (key, reports) in by_attempt {
+            let (id, attempt) = key;
+            if live.contains(&key) {
+                // Its end, if the shim just wrote it, is the adopted attempt's watcher's.
+                if let Some(start) = reports.into_iter().find(|r| r.end.is_none()) {
+                    starts.insert(key, start);
+                }
+                continue;
+            }
             if reports.iter().all(|r| r.end.is_none()) {
                 // Started but its end was never recorded: the attempt is gone; the resync
                 // tells the primary.
@@ -145,8 +226,7 @@ impl Jobs {
                 continue;
             }
             self.table()
-                .insert(id, Held::new(attempt, None, HeldPhase::Finished));
-            resent += 1;
+                .insert(id, Held::new(attempt, HeldPhase::Finished));
             let jobs = self.clone();
             tokio::spawn(async move {
                 for r in reports {
@@ -155,15 +235,12 @@ impl Jobs {
                 jobs.release(id, attempt);
             });
         }
-        info!(
-            killed = leftovers.len(),
-            resent, "recovered the previous run's attempts"
-        );
-        Ok(())
+        Ok(starts)
     }
 
-    /// Starts `attempt` of `job`, unless this worker already holds it (a start sent again
-    /// after a failover). A newer attempt fences an older copy still held here.
+    /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
+    /// it (a start sent again after a failover). A newer attempt fences an older copy still
+    /// held here.
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
         let id = job.id;
         let mut table = self.table();
@@ -175,98 +252,199 @@ impl Jobs {
                 );
                 return;
             }
-            if let Some(pgid) = old.pgid {
+            if let Some(shim) = old.shim.filter(|_| old.phase != HeldPhase::Finished) {
                 warn!(
                     job = id,
                     attempt = old.attempt,
                     "a newer attempt arrived; killing the old copy"
                 );
-                procs::signal_group(pgid, Signal::SIGKILL);
+                signal_shim(shim, Signal::SIGUSR2);
             }
         }
         let span = tracing::info_span!("job", id, attempt);
-        match spawn(&self.spool, &job, attempt) {
-            Err(reason) => {
-                warn!(job = id, attempt, %reason, "job could not start");
-                table.insert(id, Held::new(attempt, None, HeldPhase::Finished));
+        let spec = self.shim_spec(&job, attempt);
+        match self.spawn_shim() {
+            Err(e) => {
+                warn!(job = id, attempt, error = %e, "cannot start the job's shim");
+                table.insert(id, Held::new(attempt, HeldPhase::Finished));
                 drop(table);
-                let jobs = self.clone();
-                tokio::spawn(
-                    async move { jobs.finish(id, attempt, JobEnd::Failed(reason), None).await }
-                        .instrument(span),
+                let (jobs, end) = (
+                    self.clone(),
+                    JobEnd::Failed(format!("cannot start the job's supervisor: {e}")),
                 );
+                tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
             }
             Ok(child) => {
-                let pid = child.id().map(|p| p as i32);
-                info!(job = id, attempt, pid, "job started");
-                // Recorded before anyone can report it: a restarted worker must be able to
-                // find every attempt it started. One it cannot record does not run.
-                let recorded = match pid {
-                    Some(pid) => self.records.remember(id, attempt, pid),
-                    None => Err(std::io::Error::other("the child has no pid")),
-                };
-                if let Err(e) = recorded {
-                    warn!(job = id, attempt, error = %e, "cannot record the process; killing it");
-                    if let Some(pid) = pid {
-                        procs::signal_group(pid, Signal::SIGKILL);
-                    }
-                }
-                table.insert(id, Held::new(attempt, pid, HeldPhase::Running));
+                let shim = child.id().and_then(|pid| ProcRecord::of(pid as i32));
+                table.insert(
+                    id,
+                    Held {
+                        shim,
+                        ..Held::new(attempt, HeldPhase::Running)
+                    },
+                );
                 drop(table);
                 let jobs = self.clone();
-                tokio::spawn(
-                    async move { jobs.supervise(child, id, attempt).await }.instrument(span),
-                );
+                tokio::spawn(async move { jobs.supervise(child, spec).await }.instrument(span));
             }
         }
     }
 
-    /// Waits for the attempt's process while its start is reported, then reports its end.
-    async fn supervise(self: Arc<Self>, mut child: tokio::process::Child, id: JobId, attempt: u32) {
-        let start = Report::started(id, attempt);
-        if let Err(e) = self.outbox.put(&start) {
-            warn!(job = id, error = %e, "start report not durable; sending it anyway");
-        }
-        let reporter = self.clone();
-        let started = tokio::spawn(async move { reporter.deliver(start).await });
-        let status = child.wait().await;
-        let (pgid, stopping) = self.mark_finished(id, attempt);
-        if let Some(pgid) = pgid {
-            // The leader is gone; whatever it left behind in its group goes with it.
-            procs::signal_group(pgid, Signal::SIGKILL);
-        }
-        let end = match status {
-            Ok(s) => match (s.code(), s.signal()) {
-                (Some(code), _) => JobEnd::Exit(code),
-                (None, Some(sig)) => JobEnd::Signal(sig),
-                (None, None) => JobEnd::Failed("ended without exit code or signal".into()),
-            },
-            Err(e) => JobEnd::Failed(format!("lost track of the process: {e}")),
+    fn shim_spec(&self, job: &Job, attempt: u32) -> ShimSpec {
+        let cwd = if job.spec.cwd.is_empty() {
+            self.spool.clone()
+        } else {
+            PathBuf::from(&job.spec.cwd)
         };
-        if stopping {
-            // The worker is stopping and killed it: not the job's own end. Left unreported,
-            // the attempt is requeued by the primary's resync (or its host's loss).
-            info!(
-                job = id,
-                attempt, "attempt stopped unreported; the primary requeues it"
-            );
-            self.records.forget(id, attempt);
-            self.release(id, attempt);
-            return;
+        ShimSpec {
+            id: job.id,
+            attempt,
+            command: job.spec.command.clone(),
+            env: job.spec.env.clone(),
+            cwd,
+            spool: self.spool.clone(),
+            kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
+            fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
         }
-        info!(job = id, attempt, ?end, "job ended");
-        self.finish(id, attempt, end, Some(started)).await;
     }
 
-    /// Records the end durably (whether or not the start got through yet), then reports it
-    /// once the start's delivery, if any, is over.
-    async fn finish(
+    fn spawn_shim(&self) -> std::io::Result<tokio::process::Child> {
+        tokio::process::Command::new(&self.settings.shim_exe)
+            .arg(shim::SHIM_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            // Its log lines go where the worker's go.
+            .stderr(Stdio::inherit())
+            // Out of the worker's group: a Ctrl-C meant for the worker does not reach it.
+            .process_group(0)
+            .spawn()
+    }
+
+    /// Hands the spec to a fresh shim, reports the start it announces, and the end it
+    /// records once it exits.
+    async fn supervise(self: Arc<Self>, mut child: tokio::process::Child, spec: ShimSpec) {
+        let (id, attempt) = (spec.id, spec.attempt);
+        let announced = match hand_over(&mut child, &spec).await {
+            Ok(line) => line,
+            Err(e) => {
+                warn!(job = id, attempt, error = %e, "lost touch with the job's shim");
+                None
+            }
+        };
+        let mut start_delivery = None;
+        match announced
+            .as_deref()
+            .and_then(|l| l.strip_prefix("started "))
+        {
+            Some(pid) => match pid.trim().parse::<i32>() {
+                Ok(pgid) => {
+                    info!(job = id, attempt, pid = pgid, "job started");
+                    self.started(id, attempt, pgid);
+                    let start = Report::started(id, attempt);
+                    if let Err(e) = self.outbox.put(&start) {
+                        warn!(job = id, error = %e, "start report not durable; sending it anyway");
+                    }
+                    let reporter = self.clone();
+                    start_delivery =
+                        Some(tokio::spawn(async move { reporter.deliver(start).await }));
+                }
+                Err(_) => {
+                    warn!(job = id, attempt, line = ?announced, "the job's shim said something unexpected")
+                }
+            },
+            None => debug!(job = id, attempt, line = ?announced, "the job's shim started nothing"),
+        }
+        let exited = child.wait().await;
+        let clean = exited
+            .as_ref()
+            .is_ok_and(|s| s.code() == Some(0) || s.code() == Some(shim::EXIT_UNREPORTED));
+        if !clean {
+            warn!(job = id, attempt, status = ?exited, "the job's shim failed");
+        }
+        self.shim_ended(id, attempt, clean, start_delivery).await;
+    }
+
+    /// Notes the job's process group, and carries out a suspend that came before it.
+    fn started(&self, id: JobId, attempt: u32, pgid: i32) {
+        let mut table = self.table();
+        if let Some(held) = table.get_mut(&id).filter(|h| h.attempt == attempt) {
+            held.pgid = Some(pgid);
+            if held.phase == HeldPhase::Suspended {
+                procs::signal_group(pgid, Signal::SIGSTOP);
+            }
+        }
+    }
+
+    /// Waits for a shim that is not this process's child, then settles its attempt as for
+    /// one of its own; `start` is the start report it left undelivered, sent first.
+    async fn watch_adopted(self: Arc<Self>, id: JobId, attempt: u32, start: Option<Report>) {
+        let start_delivery = start.map(|start| {
+            let reporter = self.clone();
+            tokio::spawn(async move { reporter.deliver(start).await })
+        });
+        // Also while the worker stops: stop_all waits for what this sees.
+        loop {
+            let shim = self
+                .table()
+                .get(&id)
+                .filter(|h| h.attempt == attempt)
+                .and_then(|h| h.shim);
+            if !shim.is_some_and(|s| s.alive()) {
+                break;
+            }
+            tokio::time::sleep(ADOPTED_POLL).await;
+        }
+        // Not our child: how it exited is unknown, so what it may have left is swept.
+        self.shim_ended(id, attempt, false, start_delivery).await;
+    }
+
+    /// Settles an attempt whose shim is gone: reports the end it recorded, or, if it
+    /// recorded none, makes sure nothing of the job is left and lets the primary requeue it.
+    async fn shim_ended(
         self: &Arc<Self>,
         id: JobId,
         attempt: u32,
-        end: JobEnd,
+        clean: bool,
         start_delivery: Option<tokio::task::JoinHandle<()>>,
     ) {
+        let (pgid, stopping) = self.mark_finished(id, attempt);
+        match self.outbox.end_of(id, attempt) {
+            Some(end) => {
+                info!(job = id, attempt, end = ?end.end, "job ended");
+                self.records.forget(id, attempt);
+                if let Some(start) = start_delivery {
+                    let _ = start.await;
+                }
+                self.deliver(end).await;
+            }
+            None => {
+                if !clean {
+                    let (jobs, spool) = (self.clone(), self.spool.clone());
+                    let _ = tokio::task::spawn_blocking(move || {
+                        if let Some(pgid) = pgid {
+                            procs::signal_group(pgid, Signal::SIGKILL);
+                        }
+                        procs::kill_marked(&spool, procs::Marked::Attempt(id, attempt));
+                        jobs.records.forget(id, attempt);
+                    })
+                    .await;
+                }
+                if stopping {
+                    debug!(job = id, attempt, "attempt stopped with the worker");
+                } else {
+                    info!(
+                        job = id,
+                        attempt, "attempt stopped unreported; the primary requeues it"
+                    );
+                    self.client.request_rejoin();
+                }
+            }
+        }
+        self.release(id, attempt);
+    }
+
+    /// Records an end the worker itself decided (the shim never ran) and reports it.
+    async fn finish(self: &Arc<Self>, id: JobId, attempt: u32, end: JobEnd) {
         let report = Report::finished(id, attempt, end);
         // The fsync runs off the runtime thread: heartbeats and agent calls never wait on it.
         let (outbox, copy) = (self.outbox.clone(), report.clone());
@@ -276,22 +454,18 @@ impl Jobs {
         if let Err(e) = put {
             warn!(job = id, error = %e, "end report not durable; sending it anyway");
         }
-        // From here on the end is recorded: the process record is not needed.
-        self.records.forget(id, attempt);
-        if let Some(start) = start_delivery {
-            let _ = start.await;
-        }
         self.deliver(report).await;
         self.release(id, attempt);
     }
 
     /// Marks the attempt ended; returns its process group and whether the worker's stop
-    /// killed it.
+    /// ended it.
     fn mark_finished(&self, id: JobId, attempt: u32) -> (Option<i32>, bool) {
         let mut table = self.table();
         match table.get_mut(&id).filter(|h| h.attempt == attempt) {
             Some(held) => {
                 held.phase = HeldPhase::Finished;
+                held.shim = None;
                 (held.pgid.take(), held.stopping)
             }
             None => (None, false),
@@ -378,304 +552,110 @@ impl Jobs {
         else {
             return false;
         };
-        let Some(pgid) = held.pgid else {
+        if held.phase == HeldPhase::Finished {
             // Already ended: its end report settles it.
             return true;
-        };
+        }
         let (id, attempt) = (order.id, order.attempt);
         match order.signal {
             JobSignal::Suspend => {
-                procs::signal_group(pgid, Signal::SIGSTOP);
+                if let Some(pgid) = held.pgid {
+                    procs::signal_group(pgid, Signal::SIGSTOP);
+                }
                 held.phase = HeldPhase::Suspended;
                 info!(job = id, attempt, "job suspended");
             }
             JobSignal::Resume => {
-                procs::signal_group(pgid, Signal::SIGCONT);
+                if let Some(pgid) = held.pgid {
+                    procs::signal_group(pgid, Signal::SIGCONT);
+                }
                 held.phase = HeldPhase::Running;
                 info!(job = id, attempt, "job resumed");
             }
             JobSignal::Kill => {
-                // A stopped group must run to act on SIGTERM.
-                procs::signal_group(pgid, Signal::SIGTERM);
-                procs::signal_group(pgid, Signal::SIGCONT);
-                info!(job = id, attempt, grace = ?self.kill_grace, "job terminated; killing it after the grace period");
-                let jobs = self.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(jobs.kill_grace).await;
-                    let _ = tokio::task::spawn_blocking(move || jobs.finish_kill(&[(id, attempt)]))
-                        .await;
-                });
+                if let Some(shim) = held.shim {
+                    signal_shim(shim, Signal::SIGUSR1);
+                }
+                info!(job = id, attempt, grace = ?self.settings.kill_grace, "job terminated; its shim kills it after the grace period");
             }
         }
         true
     }
 
-    /// Starts killing every running attempt without reporting its end (the primary requeues
-    /// them when it finds them missing, or when it declares the host lost): SIGTERM (and
-    /// SIGCONT, for a suspended group) now; [`Jobs::finish_kill`] after the grace period.
-    /// An attempt whose leader already exited is left alone: its own end gets reported.
-    pub fn terminate_unreported(&self) -> Vec<(JobId, u32)> {
-        let mut table = self.table();
-        let mut begun = Vec::new();
-        for (id, h) in table.iter_mut() {
-            let Some(pgid) = h.pgid.filter(|p| procs::start_ticks(*p).is_some()) else {
-                continue;
-            };
-            if h.stopping {
-                continue;
-            }
-            h.stopping = true;
-            procs::signal_group(pgid, Signal::SIGTERM);
-            procs::signal_group(pgid, Signal::SIGCONT);
-            begun.push((*id, h.attempt));
-        }
-        begun
-    }
-
-    /// Ends a kill begun a grace period ago: SIGKILL to each attempt's group if its leader is
-    /// still unreaped, then to every process carrying the attempt's mark, wherever it went.
-    pub fn finish_kill(&self, attempts: &[(JobId, u32)]) {
-        for (id, attempt) in attempts {
-            let still = self
-                .table()
-                .get(id)
-                .filter(|h| h.attempt == *attempt)
-                .and_then(|h| h.pgid);
-            if let Some(pgid) = still {
-                warn!(
-                    job = id,
-                    attempt, "job outlived its grace period; killing it"
-                );
-                procs::signal_group(pgid, Signal::SIGKILL);
-            }
-            procs::kill_marked(&self.spool, procs::Marked::Attempt(*id, *attempt));
-        }
-    }
-
-    /// Asks for a join at the next chance, so the primary learns what this worker dropped.
-    pub fn request_resync(&self) {
-        self.client.request_rejoin();
-    }
-
-    /// The grace period between SIGTERM and SIGKILL.
-    pub fn kill_grace(&self) -> Duration {
-        self.kill_grace
-    }
-
-    /// Kills every running attempt when the worker stops (SIGTERM, then SIGKILL after the
-    /// grace period) and waits for them, bounded. Their ends are not reported: the primary
-    /// requeues them when this worker rejoins or its host is lost.
+    /// Stops every running attempt when the worker stops (SIGTERM, then SIGKILL after the
+    /// grace period, by their shims) and waits for them, bounded. Their ends are not
+    /// reported: the primary requeues them when this worker rejoins or its host is lost.
     pub async fn stop_all(self: &Arc<Self>) {
-        let begun = self.terminate_unreported();
-        if begun.is_empty() {
+        let shims: Vec<ProcRecord> = self
+            .table()
+            .values_mut()
+            .filter(|h| h.phase != HeldPhase::Finished)
+            .filter_map(|h| {
+                h.stopping = true;
+                h.shim
+            })
+            .collect();
+        if shims.is_empty() {
             return;
         }
-        info!(jobs = begun.len(), "stopping the jobs still running");
-        let deadline = tokio::time::Instant::now() + self.kill_grace;
+        info!(jobs = shims.len(), "stopping the jobs still running");
+        for shim in &shims {
+            signal_shim(*shim, Signal::SIGTERM);
+        }
+        // Their own grace, and time for the shims to see their jobs out.
+        let deadline =
+            tokio::time::Instant::now() + self.settings.kill_grace + Duration::from_secs(2);
         while tokio::time::Instant::now() < deadline
-            && self.table().values().any(|h| h.pgid.is_some())
+            && self
+                .table()
+                .values()
+                .any(|h| h.phase != HeldPhase::Finished)
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let jobs = self.clone();
-        let _ = tokio::task::spawn_blocking(move || jobs.finish_kill(&begun)).await;
+        let left: Vec<ProcRecord> = shims.into_iter().filter(ProcRecord::alive).collect();
+        if left.is_empty() {
+            return;
+        }
+        warn!(
+            shims = left.len(),
+            "shims did not stop their jobs in time; killing them"
+        );
+        let spool = self.spool.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            for shim in left {
+                signal_shim(shim, Signal::SIGKILL);
+            }
+            procs::kill_marked(&spool, procs::Marked::AllJobsBut(Vec::new()));
+        })
+        .await;
     }
 }
 
-fn spawn(spool: &Path, job: &Job, attempt: u32) -> Result<tokio::process::Child, String> {
-    let Some((program, args)) = job.spec.command.split_first() else {
-        return Err("empty command".into());
-    };
-    let (out, err) = output_paths(spool, job.id, attempt);
-    let open = |p: &Path| {
-        std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
-    };
-    let cwd = if job.spec.cwd.is_empty() {
-        spool.to_path_buf()
-    } else {
-        PathBuf::from(&job.spec.cwd)
-    };
-    if !cwd.is_dir() {
-        return Err(format!(
-            "working directory {} does not exist",
-            cwd.display()
-        ));
+/// Signals a shim, if it is still the process that was recorded.
+fn signal_shim(shim: ProcRecord, signal: Signal) {
+    if shim.alive() {
+        let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), signal);
     }
-    tokio::process::Command::new(program)
-        .args(args)
-        .envs(job.spec.env.iter().map(|(k, v)| (k, v)))
-        // Who the job is, for the job itself, and a mark that lets a restarted worker find
-        // every process its previous run started, even one that left the process group.
-        .env(procs::ENV_JOB_ID, job.id.to_string())
-        .env(procs::ENV_ATTEMPT, attempt.to_string())
-        .env(procs::ENV_SPOOL_MARK, spool)
-        .current_dir(&cwd)
-        .stdin(Stdio::null())
-        .stdout(open(&out)?)
-        .stderr(open(&err)?)
-        // Its own process group: kill and suspend reach the whole job, not just its leader.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("command not found: {program}"),
-            std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
-            _ => format!("cannot start {program}: {e}"),
-        })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use xce_client::types::JobSpec;
-
-    /// A job table whose reports go nowhere (no controller listens): enough to exercise
-    /// starting, deduplication, fencing and signals without a cluster.
-    fn table(spool: &Path) -> (Arc<Jobs>, watch::Sender<bool>) {
-        let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
-        let client = Client::new(peers, xce_client::ClientConfig::default());
-        let (stop_tx, stop) = watch::channel(false);
-        let jobs = Jobs::new(
-            client,
-            "w1".into(),
-            spool.to_path_buf(),
-            Duration::from_millis(200),
-            stop,
-        )
-        .unwrap();
-        (jobs, stop_tx)
+/// Writes the spec to a fresh shim and reads the one line it answers with (`None` if it
+/// said nothing before closing its stdout).
+async fn hand_over(
+    child: &mut tokio::process::Child,
+    spec: &ShimSpec,
+) -> std::io::Result<Option<String>> {
+    let bytes = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(&bytes).await?;
+        stdin.shutdown().await?;
     }
-
-    fn sleeper(id: JobId) -> Job {
-        Job {
-            id,
-            spec: JobSpec {
-                command: vec!["sleep".into(), "30".into()],
-                ..JobSpec::default()
-            },
-            state: xce_client::types::JobState::Dispatched,
-            pend_reason: None,
-            reason: None,
-            host: Some("w1".into()),
-            attempt: 0,
-            exit_code: None,
-            signal: None,
-            submit_time_ms: 0,
-            start_time_ms: None,
-            end_time_ms: None,
-            output_dir: None,
-        }
-    }
-
-    fn pgid_of(jobs: &Jobs, id: JobId) -> Option<i32> {
-        jobs.table().get(&id).and_then(|h| h.pgid)
-    }
-
-    async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !f() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
-    #[tokio::test]
-    async fn starts_once_per_attempt_fences_older_copies_and_signals_only_what_it_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let (jobs, stop) = table(dir.path());
-        jobs.start(sleeper(1), 2);
-        let first = pgid_of(&jobs, 1).unwrap();
-        // The same attempt sent again (after a failover) and an older one are ignored.
-        jobs.start(sleeper(1), 2);
-        jobs.start(sleeper(1), 1);
-        assert_eq!(pgid_of(&jobs, 1), Some(first));
-        assert_eq!(
-            jobs.held(),
-            vec![HeldJob {
-                id: 1,
-                attempt: 2,
-                phase: HeldPhase::Running
-            }]
-        );
-        assert!(dir.path().join("running/1.2").exists());
-
-        let order = |attempt, signal| JobOrder {
-            id: 1,
-            attempt,
-            signal,
-        };
-        assert!(
-            !jobs.signal(order(1, JobSignal::Kill)),
-            "a stale attempt is not held"
-        );
-        assert!(!jobs.signal(JobOrder {
-            id: 9,
-            attempt: 1,
-            signal: JobSignal::Kill
-        }));
-        assert!(jobs.signal(order(2, JobSignal::Suspend)));
-        assert_eq!(jobs.held()[0].phase, HeldPhase::Suspended);
-        wait_until("the group to stop", || {
-            procs::start_ticks(first).is_some() && proc_state(first) == Some('T')
-        })
-        .await;
-        assert!(jobs.signal(order(2, JobSignal::Resume)));
-        assert_eq!(jobs.held()[0].phase, HeldPhase::Running);
-
-        // A newer attempt fences the old copy.
-        jobs.start(sleeper(1), 3);
-        let second = pgid_of(&jobs, 1).unwrap();
-        assert_ne!(second, first);
-        wait_until("the old copy to die", || {
-            procs::start_ticks(first).is_none()
-        })
-        .await;
-
-        // Kill ends it; its end waits in the outbox (no controller), durable.
-        assert!(jobs.signal(order(3, JobSignal::Kill)));
-        wait_until("the attempt to finish", || {
-            jobs.held()
-                .iter()
-                .any(|h| h.attempt == 3 && h.phase == HeldPhase::Finished)
-        })
-        .await;
-        wait_until("the end report on disk", || {
-            dir.path().join("outbox/1.3.end").exists()
-        })
-        .await;
-        assert!(!dir.path().join("running/1.3").exists());
-        stop.send_replace(true);
-    }
-
-    #[tokio::test]
-    async fn a_command_that_cannot_start_is_held_as_finished_with_its_reason_on_disk() {
-        let dir = tempfile::tempdir().unwrap();
-        let (jobs, stop) = table(dir.path());
-        let mut job = sleeper(4);
-        job.spec.command = vec!["/no/such/program".into()];
-        jobs.start(job, 1);
-        assert_eq!(
-            jobs.held(),
-            vec![HeldJob {
-                id: 4,
-                attempt: 1,
-                phase: HeldPhase::Finished
-            }]
-        );
-        let path = dir.path().join("outbox/4.1.end");
-        wait_until("the end report on disk", || path.exists()).await;
-        let report = Report::decode(&std::fs::read(&path).unwrap()).unwrap();
-        assert_eq!(
-            report.end,
-            Some(JobEnd::Failed("command not found: /no/such/program".into()))
-        );
-        stop.send_replace(true);
-    }
-
-    fn proc_state(pid: i32) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-    }
+    let Some(stdout) = child.stdout.take() else {
+        return Ok(None);
+    };
+    let mut line = String::new();
+    let read = tokio::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .await?;
+    Ok((read > 0).then(|| line.trim_end().to_string()))
 }

@@ -8,6 +8,7 @@ pub mod host;
 pub mod jobs;
 pub mod outbox;
 pub mod procs;
+pub mod shim;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use xce_client::agent::{AgentHandle, AgentRequest};
 use xce_client::ops::{GetCluster, Heartbeat, Join};
 use xce_client::types::{HostAttributes, RequestToken, Role};
 
-use crate::jobs::Jobs;
+use crate::jobs::{JobSettings, Jobs};
 use xce_client::{Candidate, Client, ClientConfig, ClientError, RejoinFn, Status};
 
 /// A validated worker configuration.
@@ -37,6 +38,8 @@ pub struct Config {
     /// How often to re-sync with the primary even when nothing failed over: repairs a start
     /// or signal push that never arrived on a live connection.
     pub resync: Duration,
+    /// The program each attempt's shim runs: this worker's own executable.
+    pub shim_exe: PathBuf,
 }
 
 /// Why the worker refused to start.
@@ -100,17 +103,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let client = Client::new(config.peers.clone(), ClientConfig::default());
     let (agent, mut agent_requests) = AgentHandle::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let lease = fence::Lease::new(
+        config.kill_grace,
+        config.heartbeat,
+        fence::now(),
+        Some(fence::LeaseFile::new(&config.spool_dir)),
+    );
+    let settings = JobSettings {
+        kill_grace: config.kill_grace,
+        shim_exe: config.shim_exe.clone(),
+    };
     let jobs = Jobs::new(
         client.clone(),
         config.name.clone(),
         config.spool_dir.clone(),
-        config.kill_grace,
+        settings,
+        lease.clone(),
         stop_rx,
     )?;
     jobs.recover()?;
-    let lease = fence::Lease::new(config.kill_grace, config.heartbeat, fence::now());
     client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
-    let fence = fence::spawn(jobs.clone(), lease.clone(), stop_tx.subscribe())?;
     let served = jobs.clone();
     let (start_lease, start_client) = (lease.clone(), client.clone());
     tokio::spawn(async move {
@@ -181,7 +193,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     stop_tx.send_replace(true);
     let _ = beats.await;
     jobs.stop_all().await;
-    let _ = tokio::task::spawn_blocking(move || fence.join()).await;
     info!(worker = %config.name, "worker stopped");
     Ok(())
 }

@@ -47,6 +47,12 @@ fn main() {
         // Colour only for a person at a terminal; log files stay plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    // The per-job supervisor is this same program, so it is always the worker's version.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(xce_worker::shim::SHIM_ARG))
+    {
+        std::process::exit(xce_worker::shim::main());
+    }
     if let Err(e) = real_main() {
         eprintln!("xce-worker: {e:#}");
         std::process::exit(1);
@@ -78,6 +84,7 @@ fn real_main() -> anyhow::Result<()> {
         heartbeat: Duration::from_millis(args.heartbeat_ms),
         kill_grace: Duration::from_millis(args.kill_grace_ms),
         resync: Duration::from_millis(args.resync_ms),
+        shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

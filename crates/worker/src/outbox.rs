@@ -9,6 +9,7 @@
 //! run again. Start reports only need to survive the worker process (the page cache does
 //! that): a machine crash kills the attempt too, and the resync then requeues or resends it.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -171,9 +172,22 @@ impl Outbox {
         }
     }
 
+    /// The end report of an attempt, if one is waiting (a shim writes it).
+    pub fn end_of(&self, id: JobId, attempt: u32) -> Option<Report> {
+        let bytes = std::fs::read(self.dir.join(format!("{id}.{attempt}.end"))).ok()?;
+        Report::decode(&bytes)
+            .ok()
+            .filter(|r| r.id == id && r.attempt == attempt && r.end.is_some())
+    }
+
     /// Every report still waiting, start before end for each attempt. Files that cannot be
     /// read or parsed are named in the error list and left in place for an operator.
-    pub fn load(&self) -> Result<(Vec<Report>, Vec<String>), OutboxError> {
+    /// Unfinished writes are removed, except those of the `live` attempts (their shims may be
+    /// writing them right now).
+    pub fn load(
+        &self,
+        live: &HashSet<(JobId, u32)>,
+    ) -> Result<(Vec<Report>, Vec<String>), OutboxError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|source| OutboxError {
             path: self.dir.clone(),
             source,
@@ -183,9 +197,20 @@ impl Outbox {
         for entry in entries.flatten() {
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') {
+            if let Some(tmp) = name.strip_prefix('.') {
                 // A report whose write did not complete was never sent: nothing to redo.
-                let _ = std::fs::remove_file(&path);
+                let mut parts = tmp.split('.');
+                let key = (
+                    parts.next().and_then(|id| id.parse().ok()),
+                    parts.next().and_then(|a| a.parse().ok()),
+                );
+                let writing = match key {
+                    (Some(id), Some(attempt)) => live.contains(&(id, attempt)),
+                    _ => false,
+                };
+                if !writing {
+                    let _ = std::fs::remove_file(&path);
+                }
                 continue;
             }
             let parsed = std::fs::read(&path)
@@ -221,12 +246,12 @@ mod tests {
         }
         // A fresh handle on the same directory (a restarted worker) sees them all.
         let reopened = Outbox::open(dir.path()).unwrap();
-        let (loaded, bad) = reopened.load().unwrap();
+        let (loaded, bad) = reopened.load(&HashSet::new()).unwrap();
         assert!(bad.is_empty(), "{bad:?}");
         assert_eq!(loaded, vec![other.clone(), start.clone(), end.clone()]);
         reopened.remove(&start).unwrap();
         reopened.remove(&start).unwrap();
-        assert_eq!(reopened.load().unwrap().0, vec![other, end]);
+        assert_eq!(reopened.load(&HashSet::new()).unwrap().0, vec![other, end]);
     }
 
     /// The file format is what restarted workers read back: it must not change by accident.
@@ -282,7 +307,7 @@ mod tests {
         let outbox = Outbox::open(dir.path()).unwrap();
         std::fs::write(dir.path().join("outbox/5.1.end"), b"{not json").unwrap();
         std::fs::write(dir.path().join("outbox/.5.1.start.tmp"), b"{").unwrap();
-        let (loaded, bad) = outbox.load().unwrap();
+        let (loaded, bad) = outbox.load(&HashSet::new()).unwrap();
         assert!(loaded.is_empty());
         assert_eq!(bad.len(), 1);
         assert!(bad[0].contains("5.1.end"), "{bad:?}");

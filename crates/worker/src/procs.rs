@@ -1,15 +1,13 @@
 //! Process groups of running attempts: signalling them, and remembering them on disk so that
 //! a restarted worker can find the attempts its previous run left behind.
 //!
-//! A worker that restarts cannot wait for children it did not spawn, so it cannot report how
-//! they end. It kills them before it joins instead; the primary's resync then sees them
-//! missing and requeues them (or ends them, per queue policy). A job never runs twice at once.
-//!
-//! A record is `<spool>/running/<job id>.<attempt>` holding the pid and its start time
-//! (clock ticks since boot, from `/proc/<pid>/stat`): a pid alone could have been reused.
-//! It is written right after the spawn. What no record names (a worker that died between the
-//! spawn and the record, a process that left its job's group) is found by its environment:
-//! every job carries [`ENV_SPOOL_MARK`] naming this worker's spool dir.
+//! Each attempt runs under its own shim ([`crate::shim`]), which outlives a worker crash. A
+//! record is `<spool>/running/<job id>.<attempt>`, written by the shim right after it spawned
+//! the job: the job's pid (also its process group) and the shim's, each with its start time
+//! (clock ticks since boot, from `/proc/<pid>/stat`), since a pid alone could have been reused.
+//! A restarted worker adopts every attempt whose shim still lives, and kills what it cannot
+//! vouch for: a job whose shim is gone, and any process carrying [`ENV_SPOOL_MARK`] (every job
+//! does) that belongs to no adopted attempt — one that left its job's group, say.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,10 +26,11 @@ pub const ENV_JOB_ID: &str = "XCE_JOB_ID";
 /// The attempt number, in every job's environment.
 pub const ENV_ATTEMPT: &str = "XCE_JOB_ATTEMPT";
 
-/// Which marked processes to kill: every job of this spool, or one attempt's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which marked processes to kill: every job of this spool but the attempts spared (adopted
+/// ones), or one attempt's.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Marked {
-    AllJobs,
+    AllJobsBut(Vec<(JobId, u32)>),
     Attempt(JobId, u32),
 }
 
@@ -41,8 +40,19 @@ pub enum Marked {
 /// forking during the sweep is caught too. Returns how many it killed.
 pub fn kill_marked(spool: &Path, which: Marked) -> usize {
     let mut wanted = vec![format!("{ENV_SPOOL_MARK}={}", spool.display()).into_bytes()];
-    match which {
-        Marked::AllJobs => {}
+    let mut spared = Vec::new();
+    match &which {
+        Marked::AllJobsBut(spare) => {
+            spared = spare
+                .iter()
+                .map(|(id, attempt)| {
+                    (
+                        format!("{ENV_JOB_ID}={id}").into_bytes(),
+                        format!("{ENV_ATTEMPT}={attempt}").into_bytes(),
+                    )
+                })
+                .collect();
+        }
         Marked::Attempt(id, attempt) => {
             wanted.push(format!("{ENV_JOB_ID}={id}").into_bytes());
             wanted.push(format!("{ENV_ATTEMPT}={attempt}").into_bytes());
@@ -62,6 +72,9 @@ pub fn kill_marked(spool: &Path, which: Marked) -> usize {
                 let vars: Vec<&[u8]> = env.split(|b| *b == 0).collect();
                 vars.iter().any(|v| v.starts_with(&id_prefix))
                     && wanted.iter().all(|w| vars.contains(&w.as_slice()))
+                    && !spared.iter().any(|(id, attempt)| {
+                        vars.contains(&id.as_slice()) && vars.contains(&attempt.as_slice())
+                    })
             })
             .filter_map(|pid| Some((pid, start_ticks(pid)?)))
             .collect();
@@ -100,12 +113,41 @@ fn all_pids() -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// A live attempt as recorded on disk.
+/// A process as recorded on disk: its pid and when it started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcRecord {
     pub pid: i32,
     pub start_ticks: u64,
 }
+
+impl ProcRecord {
+    /// The live process `pid` as it is now; `None` if it is gone.
+    pub fn of(pid: i32) -> Option<ProcRecord> {
+        Some(ProcRecord {
+            pid,
+            start_ticks: start_ticks(pid)?,
+        })
+    }
+
+    /// Whether the recorded process still runs (not a newcomer with its pid, not a zombie).
+    pub fn alive(&self) -> bool {
+        self.start_ticks != 0 && start_ticks(self.pid) == Some(self.start_ticks)
+    }
+}
+
+/// One attempt as its record holds it: the job's leader (whose pid is also its process
+/// group), at the top level as records have always had it, and the shim supervising it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    #[serde(flatten)]
+    pub job: ProcRecord,
+    /// Absent in the records of workers from before shims: such an attempt is not adoptable.
+    #[serde(default)]
+    pub shim: Option<ProcRecord>,
+}
+
+/// One attempt found among the records: which it is, and its record if it could be read.
+pub type Recorded = ((JobId, u32), Option<AttemptRecord>);
 
 /// The directory of records.
 #[derive(Debug, Clone)]
@@ -125,15 +167,14 @@ impl Records {
         self.dir.join(format!("{id}.{attempt}"))
     }
 
-    /// Remembers a freshly spawned attempt. Not synced: it must survive a crash of the worker
-    /// process, which the page cache ensures; a machine crash takes the attempt with it.
-    pub fn remember(&self, id: JobId, attempt: u32, pid: i32) -> std::io::Result<()> {
-        let record = ProcRecord {
-            pid,
-            start_ticks: start_ticks(pid).unwrap_or(0),
-        };
-        let bytes = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-        std::fs::write(self.path(id, attempt), bytes)
+    /// Remembers a freshly spawned attempt, replacing the record whole. Not synced: it must
+    /// survive a crash of the worker, which the page cache ensures; a machine crash takes the
+    /// attempt with it.
+    pub fn remember(&self, id: JobId, attempt: u32, record: &AttemptRecord) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        let tmp = self.dir.join(format!(".{id}.{attempt}.tmp"));
+        std::fs::write(&tmp, bytes)?;
+        std::fs::rename(&tmp, self.path(id, attempt))
     }
 
     /// Forgets an attempt whose end is recorded (or that was killed).
@@ -141,33 +182,41 @@ impl Records {
         let _ = std::fs::remove_file(self.path(id, attempt));
     }
 
-    /// Kills every attempt a previous run of the worker left alive and forgets them all.
-    /// Returns the attempts that were recorded, alive or not.
-    pub fn kill_leftovers(&self) -> std::io::Result<Vec<(JobId, u32)>> {
+    /// Every recorded attempt, with its record if it could be read.
+    pub fn scan(&self) -> std::io::Result<Vec<Recorded>> {
         let mut found = Vec::new();
         for entry in std::fs::read_dir(&self.dir)?.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some((id, attempt)) = parse_name(&name) else {
+            if name.starts_with('.') {
+                continue;
+            }
+            let Some(key) = parse_name(&name) else {
                 warn!(file = %entry.path().display(), "ignoring a stray file among the process records");
                 continue;
             };
             let record = std::fs::read(entry.path())
                 .ok()
-                .and_then(|b| serde_json::from_slice::<ProcRecord>(&b).ok());
-            if let Some(r) = record.filter(still_ours) {
-                info!(
-                    job = id,
-                    attempt,
-                    pid = r.pid,
-                    "killing an attempt left by the previous run of this worker"
-                );
-                signal_group(r.pid, Signal::SIGKILL);
-                wait_gone(r, Duration::from_secs(5));
-            }
-            let _ = std::fs::remove_file(entry.path());
-            found.push((id, attempt));
+                .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
+            found.push((key, record));
         }
+        found.sort_by_key(|(key, _)| *key);
         Ok(found)
+    }
+
+    /// Kills the attempt a previous run of the worker left alive without a shim to vouch for
+    /// it (its record says where) and forgets it.
+    pub fn kill_leftover(&self, id: JobId, attempt: u32, record: Option<&AttemptRecord>) {
+        if let Some(r) = record.map(|r| r.job).filter(still_ours) {
+            info!(
+                job = id,
+                attempt,
+                pid = r.pid,
+                "killing an attempt left by the previous run of this worker"
+            );
+            signal_group(r.pid, Signal::SIGKILL);
+            wait_gone(r, Duration::from_secs(5));
+        }
+        self.forget(id, attempt);
     }
 }
 
@@ -213,6 +262,11 @@ fn wait_gone(r: ProcRecord, limit: Duration) {
     }
 }
 
+/// Whether `pid` is stopped (by SIGSTOP: a suspended job).
+pub fn is_stopped(pid: i32) -> bool {
+    stat_fields(&format!("/proc/{pid}/stat")).is_some_and(|f| f.first().is_some_and(|s| s == "T"))
+}
+
 /// When `pid` started, in clock ticks since boot; `None` if there is no such process or it is
 /// a zombie (already dead).
 pub fn start_ticks(pid: i32) -> Option<u64> {
@@ -243,8 +297,16 @@ mod tests {
         assert_eq!(start_ticks(i32::MAX), None);
     }
 
+    /// A record as a shim writes it for a job `pid` under a shim `shim` (or none).
+    fn record_of(pid: i32, shim: Option<i32>) -> AttemptRecord {
+        AttemptRecord {
+            job: ProcRecord::of(pid).unwrap(),
+            shim: shim.and_then(ProcRecord::of),
+        }
+    }
+
     #[test]
-    fn leftovers_are_killed_and_forgotten() {
+    fn records_scan_back_and_leftovers_are_killed_and_forgotten() {
         let dir = tempfile::tempdir().unwrap();
         let records = Records::open(dir.path()).unwrap();
         let mut child = std::process::Command::new("sleep")
@@ -253,29 +315,41 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
-        records.remember(4, 2, pid).unwrap();
-        // A record whose process is long gone (pid reuse is caught by the start time).
+        let me = std::process::id() as i32;
+        records.remember(4, 2, &record_of(pid, Some(me))).unwrap();
+        // A record whose process is long gone (pid reuse is caught by the start time), in
+        // the format of workers from before shims.
         std::fs::write(
             dir.path().join("running/5.1"),
-            serde_json::to_vec(&ProcRecord {
-                pid,
-                start_ticks: 1,
-            })
-            .unwrap(),
+            format!(r#"{{"pid":{pid},"start_ticks":1}}"#),
         )
         .unwrap();
-        let mut found = Records::open(dir.path()).unwrap().kill_leftovers().unwrap();
-        found.sort();
-        assert_eq!(found, vec![(4, 2), (5, 1)]);
+        let found = Records::open(dir.path()).unwrap().scan().unwrap();
+        assert_eq!(
+            found,
+            vec![
+                ((4, 2), Some(record_of(pid, Some(me)))),
+                (
+                    (5, 1),
+                    Some(AttemptRecord {
+                        job: ProcRecord {
+                            pid,
+                            start_ticks: 1
+                        },
+                        shim: None
+                    })
+                ),
+            ]
+        );
+        assert!(found[0].1.unwrap().shim.unwrap().alive());
+        // The stale record kills nothing; the live one kills its group.
+        records.kill_leftover(5, 1, found[1].1.as_ref());
+        assert_eq!(child.try_wait().unwrap(), None);
+        records.kill_leftover(4, 2, found[0].1.as_ref());
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9));
-        assert_eq!(
-            std::fs::read_dir(dir.path().join("running"))
-                .unwrap()
-                .count(),
-            0
-        );
+        assert_eq!(records.scan().unwrap(), vec![]);
     }
 
     #[test]
@@ -283,15 +357,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let records = Records::open(dir.path()).unwrap();
         let pidfile = dir.path().join("bg.pid");
-        // The leader starts a background child in its group and exits at once.
+        // The leader starts a background child in its group and exits once told to (so that
+        // it can be recorded while it lives, as a shim records it).
+        let go = dir.path().join("go");
         let mut leader = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("sleep 30 & echo $! > {}", pidfile.display()))
+            .arg(format!(
+                "sleep 30 & echo $! > {}; while [ ! -e {} ]; do sleep 0.01; done",
+                pidfile.display(),
+                go.display()
+            ))
             .process_group(0)
             .spawn()
             .unwrap();
         let leader_pid = leader.id() as i32;
-        records.remember(8, 1, leader_pid).unwrap();
+        let record = record_of(leader_pid, None);
+        std::fs::write(&go, b"").unwrap();
         leader.wait().unwrap();
         let child: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
@@ -299,7 +380,7 @@ mod tests {
             .parse()
             .unwrap();
         assert!(start_ticks(child).is_some());
-        assert_eq!(records.kill_leftovers().unwrap(), vec![(8, 1)]);
+        records.kill_leftover(8, 1, Some(&record));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while start_ticks(child).is_some() {
             assert!(
@@ -335,7 +416,8 @@ mod tests {
             None,
             "another attempt was killed"
         );
-        assert_eq!(kill_marked(dir.path(), Marked::AllJobs), 1);
+        assert_eq!(kill_marked(dir.path(), Marked::AllJobsBut(vec![(1, 1)])), 0);
+        assert_eq!(kill_marked(dir.path(), Marked::AllJobsBut(Vec::new())), 1);
         assert_eq!(first.wait().unwrap().signal(), Some(9));
         for other in [&mut theirs, &mut shell] {
             assert_eq!(

@@ -1,0 +1,348 @@
+//! The shim: one small supervisor process per attempt, the job's parent in place of the
+//! worker. It outlives the worker, so what keeps a job from running twice at once does not die,
+//! freeze or lose its network with the worker:
+//!
+//! - it stops the job once the worker's lease ([`crate::fence`]) has run out, whatever became of
+//!   the worker;
+//! - it records how the job ended, durably, in the worker's outbox, even while no worker runs;
+//! - it is found again by a restarted worker through its record ([`crate::procs`]), which adopts
+//!   it instead of killing and requeueing the job;
+//! - it stops the job when the spool dir is gone, since nothing could report or adopt it.
+//!
+//! It runs as `xce-worker shim`, the job's spec as JSON on stdin. It says on stdout, one line,
+//! `started <pid>` or `failed <reason>`, then nothing more. The worker steers it by signals:
+//! SIGUSR1 kills the job (SIGTERM, SIGKILL after the kill grace; its end is reported), SIGTERM
+//! stops it unreported (the worker is stopping: the primary requeues it), SIGUSR2 kills it at
+//! once, unreported (a stale copy). Suspend and resume go to the job's group directly.
+
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use tracing::{info, warn};
+use xce_client::types::{JobEnd, JobId};
+
+use crate::fence::{self, LeaseFile};
+use crate::outbox::{Outbox, Report};
+use crate::procs::{self, AttemptRecord, ProcRecord, Records};
+
+/// The first argument that makes `xce-worker` a shim.
+pub const SHIM_ARG: &str = "shim";
+/// The shim stopped its job without an end of the job's own: nothing is reported.
+pub const EXIT_UNREPORTED: i32 = 3;
+/// How often the shim looks at the lease while nothing else happens.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What the worker tells a shim about the attempt it is to run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShimSpec {
+    pub id: JobId,
+    pub attempt: u32,
+    pub command: Vec<String>,
+    pub env: Vec<(String, String)>,
+    /// Where the job runs; the spool dir when the job named none.
+    pub cwd: PathBuf,
+    /// The worker's spool dir, canonical: outbox, records, lease and output live there.
+    pub spool: PathBuf,
+    pub kill_grace_ms: u64,
+    /// The lease deadline when the shim was started (boot-time ms); the lease file has the
+    /// current one.
+    pub fence_at_ms: Option<u64>,
+}
+
+/// Where an attempt's output goes.
+pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
+    (
+        spool.join(format!("{id}.{attempt}.out")),
+        spool.join(format!("{id}.{attempt}.err")),
+    )
+}
+
+/// Runs a shim: reads its spec from stdin and supervises the job until it is over. Returns
+/// the process exit code (0 once an end is recorded, [`EXIT_UNREPORTED`], 1 on failure).
+pub fn main() -> i32 {
+    let mut input = Vec::new();
+    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+        warn!(error = %e, "shim: cannot read its spec");
+        return 1;
+    }
+    let spec: ShimSpec = match serde_json::from_slice(&input) {
+        Ok(spec) => spec,
+        Err(e) => {
+            warn!(error = %e, "shim: malformed spec");
+            return 1;
+        }
+    };
+    let span = tracing::info_span!("job", id = spec.id, attempt = spec.attempt);
+    let _entered = span.enter();
+    match run(&spec) {
+        Ok(code) => code,
+        Err(e) => {
+            warn!(error = %e, "shim failed");
+            1
+        }
+    }
+}
+
+/// The worker's orders, as signals caught by handlers that only set a flag and wake the
+/// shim's poll through a socket pair. Caught, not blocked or ignored: at exec the job gets
+/// every one of them back at its default action and nothing masked.
+struct Orders {
+    /// SIGUSR1.
+    kill: Arc<AtomicBool>,
+    /// SIGTERM.
+    stop: Arc<AtomicBool>,
+    /// SIGUSR2.
+    stale: Arc<AtomicBool>,
+    /// Readable after any of those, or SIGCHLD (the job ended); SIGINT, SIGHUP and SIGQUIT
+    /// only wake the shim, which must outlive the terminal the worker was started from.
+    wake: UnixStream,
+}
+
+impl Orders {
+    fn listen() -> std::io::Result<Orders> {
+        let (wake, waker) = UnixStream::pair()?;
+        wake.set_nonblocking(true)?;
+        waker.set_nonblocking(true)?;
+        for signal in [SIGCHLD, SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP, SIGQUIT] {
+            signal_hook::low_level::pipe::register(signal, waker.try_clone()?)?;
+        }
+        let orders = Orders {
+            kill: Arc::new(AtomicBool::new(false)),
+            stop: Arc::new(AtomicBool::new(false)),
+            stale: Arc::new(AtomicBool::new(false)),
+            wake,
+        };
+        signal_hook::flag::register(SIGUSR1, orders.kill.clone())?;
+        signal_hook::flag::register(SIGTERM, orders.stop.clone())?;
+        signal_hook::flag::register(SIGUSR2, orders.stale.clone())?;
+        Ok(orders)
+    }
+
+    /// Empties the wake-up socket (the flags say what happened).
+    fn drain(&self) {
+        let mut buf = [0u8; 64];
+        while (&self.wake).read(&mut buf).is_ok_and(|n| n > 0) {}
+    }
+}
+
+/// How a stop the shim was asked for (or decided on) is going.
+#[derive(Debug, Clone, Copy)]
+struct Stopping {
+    /// A kill order: the job's end is reported. Otherwise the primary requeues it.
+    reported: bool,
+    /// When SIGKILL follows the SIGTERM.
+    kill_at: Duration,
+    killed: bool,
+}
+
+fn run(spec: &ShimSpec) -> std::io::Result<i32> {
+    // Listening before the job exists, so no order can kill the shim instead of steering it.
+    let orders = Orders::listen()?;
+    let outbox = Outbox::open(&spec.spool).map_err(std::io::Error::other)?;
+    let records = Records::open(&spec.spool)?;
+    let mut child = match spawn_job(spec) {
+        Ok(child) => child,
+        Err(reason) => {
+            warn!(%reason, "job could not start");
+            let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
+            outbox.put(&end).map_err(std::io::Error::other)?;
+            tell_worker(&format!("failed {reason}"));
+            return Ok(0);
+        }
+    };
+    let pid = child.id() as i32;
+    let record = AttemptRecord {
+        job: ProcRecord::of(pid).unwrap_or(ProcRecord {
+            pid,
+            start_ticks: 0,
+        }),
+        shim: ProcRecord::of(std::process::id() as i32),
+    };
+    if let Err(e) = records.remember(spec.id, spec.attempt, &record) {
+        // A restarted worker could not find it: it does not run.
+        warn!(error = %e, "cannot record the job's process; killing it");
+        procs::signal_group(pid, Signal::SIGKILL);
+        let _ = child.wait();
+        tell_worker(&format!("failed cannot record the job's process: {e}"));
+        return Ok(EXIT_UNREPORTED);
+    }
+    info!(pid, "job started");
+    tell_worker(&format!("started {pid}"));
+    let (status, stopping) = supervise(spec, &mut child, &orders)?;
+    procs::signal_group(pid, Signal::SIGKILL);
+    if stopping.is_some() {
+        // Whatever the job started outside its group goes with it.
+        procs::kill_marked(&spec.spool, procs::Marked::Attempt(spec.id, spec.attempt));
+    }
+    let code = match stopping {
+        Some(s) if !s.reported => {
+            info!("job stopped; its end is not reported, so the primary requeues it");
+            EXIT_UNREPORTED
+        }
+        _ => {
+            let end = end_of(status);
+            info!(?end, "job ended");
+            let report = Report::finished(spec.id, spec.attempt, end);
+            outbox.put(&report).map_err(std::io::Error::other)?;
+            0
+        }
+    };
+    records.forget(spec.id, spec.attempt);
+    Ok(code)
+}
+
+/// Waits for the job's leader to exit, carrying out orders and the lease meanwhile.
+fn supervise(
+    spec: &ShimSpec,
+    child: &mut Child,
+    orders: &Orders,
+) -> std::io::Result<(ExitStatus, Option<Stopping>)> {
+    let pgid = child.id() as i32;
+    let kill_grace = Duration::from_millis(spec.kill_grace_ms);
+    let lease = LeaseFile::new(&spec.spool);
+    let mut fence_at = spec.fence_at_ms.map(Duration::from_millis);
+    let mut stopping: Option<Stopping> = None;
+    loop {
+        orders.drain();
+        if orders.kill.swap(false, Ordering::SeqCst) {
+            info!(grace = ?kill_grace, "kill order: terminating the job");
+            begin_stop(pgid, true, kill_grace, &mut stopping);
+        }
+        if orders.stop.swap(false, Ordering::SeqCst) {
+            info!(grace = ?kill_grace, "the worker is stopping: terminating the job");
+            begin_stop(pgid, false, kill_grace, &mut stopping);
+        }
+        if orders.stale.swap(false, Ordering::SeqCst) {
+            info!("stale copy: killing the job");
+            begin_stop(pgid, false, Duration::ZERO, &mut stopping);
+        }
+        if let Some(status) = child.try_wait()? {
+            return Ok((status, stopping));
+        }
+        match lease.read() {
+            Some(current) => fence_at = current,
+            None if stopping.is_none() && spool_gone(&spec.spool) => {
+                // Wiped with everything in it: no worker can report this job or adopt it.
+                warn!(spool = %spec.spool.display(), "the worker's spool dir is gone; stopping the job");
+                begin_stop(pgid, false, kill_grace, &mut stopping);
+            }
+            None => {}
+        }
+        let now = fence::now();
+        if stopping.is_none() && fence_at.is_some_and(|at| now >= at) {
+            warn!(
+                "no primary has acknowledged this worker for too long; stopping its job before the cluster requeues it"
+            );
+            begin_stop(pgid, false, kill_grace, &mut stopping);
+        }
+        if let Some(s) = stopping.as_mut().filter(|s| !s.killed && now >= s.kill_at) {
+            if s.reported {
+                warn!("job outlived its grace period; killing it");
+            }
+            procs::signal_group(pgid, Signal::SIGKILL);
+            procs::kill_marked(&spec.spool, procs::Marked::Attempt(spec.id, spec.attempt));
+            s.killed = true;
+        }
+        let wait = stopping
+            .filter(|s| !s.killed)
+            .map_or(TICK, |s| s.kill_at.saturating_sub(now).min(TICK));
+        let timeout = PollTimeout::from(wait.as_millis().clamp(1, 1000) as u16);
+        let mut fds = [PollFd::new(orders.wake.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Terminates the job's group, SIGKILL to follow after `grace`. The first request decides
+/// whether the end is reported; a later one can only bring the SIGKILL forward.
+fn begin_stop(pgid: i32, reported: bool, grace: Duration, stopping: &mut Option<Stopping>) {
+    let kill_at = fence::now() + grace;
+    *stopping = Some(match *stopping {
+        Some(s) => Stopping {
+            kill_at: s.kill_at.min(kill_at),
+            ..s
+        },
+        None => {
+            // A stopped group must run to act on SIGTERM.
+            procs::signal_group(pgid, Signal::SIGTERM);
+            procs::signal_group(pgid, Signal::SIGCONT);
+            Stopping {
+                reported,
+                kill_at,
+                killed: false,
+            }
+        }
+    });
+}
+
+/// Whether the spool dir no longer exists (not merely unreadable for a moment).
+fn spool_gone(spool: &Path) -> bool {
+    std::fs::symlink_metadata(spool).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// How the job's leader ended, as the cluster is told.
+fn end_of(status: ExitStatus) -> JobEnd {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => JobEnd::Exit(code),
+        (None, Some(sig)) => JobEnd::Signal(sig),
+        (None, None) => JobEnd::Failed("ended without exit code or signal".into()),
+    }
+}
+
+/// The one line the worker reads; it may be gone, which changes nothing here.
+fn tell_worker(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+/// Starts the job in its own process group, with its command, environment and working
+/// directory, output to the spool.
+fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
+    let Some((program, args)) = spec.command.split_first() else {
+        return Err("empty command".into());
+    };
+    let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
+    let open = |p: &Path| {
+        std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
+    };
+    if !spec.cwd.is_dir() {
+        return Err(format!(
+            "working directory {} does not exist",
+            spec.cwd.display()
+        ));
+    }
+    Command::new(program)
+        .args(args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // Who the job is, for the job itself, and a mark that lets a restarted worker find
+        // every process its previous run started, even one that left the process group.
+        .env(procs::ENV_JOB_ID, spec.id.to_string())
+        .env(procs::ENV_ATTEMPT, spec.attempt.to_string())
+        .env(procs::ENV_SPOOL_MARK, &spec.spool)
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(open(&out)?)
+        .stderr(open(&err)?)
+        // Its own process group: kill and suspend reach the whole job, not just its leader.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("command not found: {program}"),
+            std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
+            _ => format!("cannot start {program}: {e}"),
+        })
+}

@@ -1,0 +1,353 @@
+//! The worker's job table with real shims (this crate's `xce-worker shim`) and no cluster:
+//! starting, deduplication, fencing, orders, the lease, and adoption by a new job table.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal, JobSpec};
+use xce_client::Client;
+use xce_worker::fence::{self, Lease, LeaseFile};
+use xce_worker::jobs::{JobSettings, Jobs};
+use xce_worker::outbox::Report;
+use xce_worker::procs::{self, Records};
+
+const KILL_GRACE: Duration = Duration::from_millis(200);
+
+/// A job table whose reports go nowhere (no controller listens), with a lease that has not
+/// been published: enough to exercise the shims without a cluster.
+fn table(spool: &Path) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
+    let client = Client::new(peers, xce_client::ClientConfig::default());
+    let (stop_tx, stop) = watch::channel(false);
+    let lease = Lease::new(
+        KILL_GRACE,
+        Duration::from_millis(200),
+        fence::now(),
+        Some(LeaseFile::new(spool)),
+    );
+    let settings = JobSettings {
+        kill_grace: KILL_GRACE,
+        shim_exe: PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
+    };
+    let jobs = Jobs::new(
+        client,
+        "w1".into(),
+        spool.to_path_buf(),
+        settings,
+        lease.clone(),
+        stop,
+    )
+    .unwrap();
+    (jobs, lease, stop_tx)
+}
+
+fn job(id: JobId, command: &[&str]) -> Job {
+    Job {
+        id,
+        spec: JobSpec {
+            command: command.iter().map(|s| s.to_string()).collect(),
+            ..JobSpec::default()
+        },
+        state: xce_client::types::JobState::Dispatched,
+        pend_reason: None,
+        reason: None,
+        host: Some("w1".into()),
+        attempt: 0,
+        exit_code: None,
+        signal: None,
+        submit_time_ms: 0,
+        start_time_ms: None,
+        end_time_ms: None,
+        output_dir: None,
+    }
+}
+
+fn sleeper(id: JobId) -> Job {
+    job(id, &["sleep", "30"])
+}
+
+async fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn started(jobs: &Jobs, id: JobId) -> i32 {
+    let mut pgid = None;
+    wait_until("the job to start", || {
+        pgid = jobs.pgid(id);
+        pgid.is_some()
+    })
+    .await;
+    pgid.unwrap()
+}
+
+fn proc_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
+}
+
+fn end_report(spool: &Path, id: JobId, attempt: u32) -> Option<JobEnd> {
+    let bytes = std::fs::read(spool.join(format!("outbox/{id}.{attempt}.end"))).ok()?;
+    Report::decode(&bytes).unwrap().end
+}
+
+fn order(id: JobId, attempt: u32, signal: JobSignal) -> JobOrder {
+    JobOrder {
+        id,
+        attempt,
+        signal,
+    }
+}
+
+#[tokio::test]
+async fn starts_once_per_attempt_fences_older_copies_and_signals_only_what_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(sleeper(1), 2);
+    let first = started(&jobs, 1).await;
+    // The same attempt sent again (after a failover) and an older one are ignored.
+    jobs.start(sleeper(1), 2);
+    jobs.start(sleeper(1), 1);
+    assert_eq!(jobs.pgid(1), Some(first));
+    assert_eq!(
+        jobs.held(),
+        vec![HeldJob {
+            id: 1,
+            attempt: 2,
+            phase: HeldPhase::Running
+        }]
+    );
+    let records = Records::open(dir.path()).unwrap().scan().unwrap();
+    assert_eq!(records.len(), 1);
+    let record = records[0].1.unwrap();
+    assert_eq!((records[0].0, record.job.pid), ((1, 2), first));
+    assert!(record.shim.unwrap().alive(), "no live shim recorded");
+
+    assert!(
+        !jobs.signal(order(1, 1, JobSignal::Kill)),
+        "a stale attempt is not held"
+    );
+    assert!(!jobs.signal(order(9, 1, JobSignal::Kill)));
+    assert!(jobs.signal(order(1, 2, JobSignal::Suspend)));
+    assert_eq!(jobs.held()[0].phase, HeldPhase::Suspended);
+    wait_until("the group to stop", || proc_state(first) == Some('T')).await;
+    assert!(jobs.signal(order(1, 2, JobSignal::Resume)));
+    assert_eq!(jobs.held()[0].phase, HeldPhase::Running);
+
+    // A newer attempt fences the old copy, unreported.
+    jobs.start(sleeper(1), 3);
+    wait_until("the old copy to die", || {
+        procs::start_ticks(first).is_none()
+    })
+    .await;
+    let second = started(&jobs, 1).await;
+    assert_ne!(second, first);
+    assert_eq!(end_report(dir.path(), 1, 2), None);
+
+    // Kill ends it; its end waits in the outbox (no controller), durable.
+    assert!(jobs.signal(order(1, 3, JobSignal::Kill)));
+    wait_until("the end report on disk", || {
+        end_report(dir.path(), 1, 3).is_some()
+    })
+    .await;
+    assert_eq!(end_report(dir.path(), 1, 3), Some(JobEnd::Signal(15)));
+    wait_until("the attempt to finish", || {
+        jobs.held()
+            .iter()
+            .any(|h| h.attempt == 3 && h.phase == HeldPhase::Finished)
+    })
+    .await;
+    assert!(!dir.path().join("running/1.3").exists());
+    stop.send_replace(true);
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_is_reported_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(job(4, &["/no/such/program"]), 1);
+    wait_until("the end report on disk", || {
+        end_report(dir.path(), 4, 1).is_some()
+    })
+    .await;
+    assert_eq!(
+        end_report(dir.path(), 4, 1),
+        Some(JobEnd::Failed("command not found: /no/such/program".into()))
+    );
+    wait_until("the attempt to be held as finished", || {
+        jobs.held()
+            == vec![HeldJob {
+                id: 4,
+                attempt: 1,
+                phase: HeldPhase::Finished,
+            }]
+    })
+    .await;
+    stop.send_replace(true);
+}
+
+#[tokio::test]
+async fn a_kill_that_is_ignored_ends_in_sigkill_after_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(
+        job(
+            2,
+            &[
+                "sh",
+                "-c",
+                "trap '' TERM; echo ready > ready; sleep 30 & wait",
+            ],
+        ),
+        1,
+    );
+    started(&jobs, 2).await;
+    let ready = dir.path().join("ready");
+    wait_until("the trap to be set", || ready.exists()).await;
+    assert!(jobs.signal(order(2, 1, JobSignal::Kill)));
+    wait_until("the end report on disk", || {
+        end_report(dir.path(), 2, 1).is_some()
+    })
+    .await;
+    assert_eq!(end_report(dir.path(), 2, 1), Some(JobEnd::Signal(9)));
+    stop.send_replace(true);
+}
+
+/// The lease runs out while the worker is alive but unacknowledged: the shim stops the job
+/// itself and records no end, and the worker asks the primary for a resync.
+#[tokio::test]
+async fn the_shim_stops_its_job_unreported_once_the_published_lease_runs_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, lease, stop) = table(dir.path());
+    // Lost after 2.5 s: fence 2.5 - 0.2 (grace) - 1 (margin) = 1.3 s after the last ack.
+    lease.set_lost_after(Duration::from_millis(2500));
+    let file = LeaseFile::new(dir.path());
+    let ms = |d: Option<Duration>| d.map(|d| d.as_millis());
+    assert_eq!(file.read().map(ms), Some(ms(lease.deadline())));
+    jobs.start(sleeper(3), 1);
+    let pgid = started(&jobs, 3).await;
+    wait_until("the shim to fence its job", || {
+        procs::start_ticks(pgid).is_none()
+    })
+    .await;
+    assert!(
+        fence::now() >= lease.deadline().unwrap(),
+        "fenced before the deadline"
+    );
+    wait_until("the attempt to be released", || jobs.held().is_empty()).await;
+    assert_eq!(
+        end_report(dir.path(), 3, 1),
+        None,
+        "a fenced end was reported"
+    );
+    assert!(Records::open(dir.path())
+        .unwrap()
+        .scan()
+        .unwrap()
+        .is_empty());
+    stop.send_replace(true);
+}
+
+/// A new job table on the same spool (a restarted worker) adopts what the old one's shims
+/// still run, and its end is recorded by the shim even while no worker watched it.
+#[tokio::test]
+async fn a_new_worker_adopts_running_shims_and_kills_what_none_vouches_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.02; done; exit 4",
+        go.display()
+    );
+    // The old table runs on a runtime of its own, dropped with all its tasks, nothing
+    // stopped: as if its worker died.
+    let spool = dir.path().to_path_buf();
+    let pgid = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (old, _lease, _stop) = table(&spool);
+            old.start(job(5, &["sh", "-c", &script]), 1);
+            started(&old, 5).await
+        })
+    })
+    .join()
+    .unwrap();
+    // A process marked as a job of this spool that no shim supervises.
+    let canonical = std::fs::canonicalize(dir.path()).unwrap();
+    let mut stray = std::process::Command::new("sleep")
+        .arg("30")
+        .env(procs::ENV_SPOOL_MARK, &canonical)
+        .env(procs::ENV_JOB_ID, "77")
+        .env(procs::ENV_ATTEMPT, "1")
+        .spawn()
+        .unwrap();
+    let stray_pid = stray.id() as i32;
+
+    let (new, _lease, stop) = table(dir.path());
+    new.recover().unwrap();
+    assert_eq!(
+        new.held(),
+        vec![HeldJob {
+            id: 5,
+            attempt: 1,
+            phase: HeldPhase::Running
+        }]
+    );
+    assert_eq!(new.pgid(5), Some(pgid));
+    assert!(
+        procs::start_ticks(pgid).is_some(),
+        "the adopted job was killed"
+    );
+    wait_until("the stray process to be killed", || {
+        procs::start_ticks(stray_pid).is_none()
+    })
+    .await;
+    assert!(stray.wait().is_ok());
+    std::fs::write(&go, b"").unwrap();
+    wait_until("the adopted attempt's end", || {
+        end_report(dir.path(), 5, 1).is_some()
+    })
+    .await;
+    assert_eq!(end_report(dir.path(), 5, 1), Some(JobEnd::Exit(4)));
+    wait_until("the adopted attempt to be seen finished", || {
+        new.held().iter().all(|h| h.phase == HeldPhase::Finished)
+    })
+    .await;
+    stop.send_replace(true);
+}
+
+#[tokio::test]
+async fn a_stopping_worker_stops_its_jobs_through_their_shims_unreported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(sleeper(6), 1);
+    jobs.start(job(7, &["sh", "-c", "trap '' TERM; sleep 30 & wait"]), 1);
+    let a = started(&jobs, 6).await;
+    let b = started(&jobs, 7).await;
+    stop.send_replace(true);
+    tokio::time::timeout(Duration::from_secs(10), jobs.stop_all())
+        .await
+        .unwrap();
+    for pid in [a, b] {
+        assert_eq!(procs::start_ticks(pid), None, "job {pid} outlived the stop");
+    }
+    assert_eq!(end_report(dir.path(), 6, 1), None);
+    assert_eq!(end_report(dir.path(), 7, 1), None);
+    assert!(Records::open(dir.path())
+        .unwrap()
+        .scan()
+        .unwrap()
+        .is_empty());
+}
