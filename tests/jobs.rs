@@ -168,11 +168,13 @@ async fn suspend_and_resume_stop_and_continue_the_whole_group() {
 
     cluster.xce_ok(&["suspend", &id.to_string()]);
     assert_eq!(cluster.job(id).await.unwrap().state, JobState::Suspended);
+    // Stopped (`T`), or frozen in its cgroup (`D`) where the host has cgroups.
+    let held = |s: char| s == 'T' || s == 'D';
     for pid in [shell, child] {
         wait_for(
             &format!("{pid} stopped"),
             Duration::from_secs(10),
-            || async { (proc_state(pid) == Some('T')).then_some(()) },
+            || async { proc_state(pid).filter(|s| held(*s)).map(|_| ()) },
         )
         .await;
     }
@@ -182,7 +184,7 @@ async fn suspend_and_resume_stop_and_continue_the_whole_group() {
         wait_for(
             &format!("{pid} running"),
             Duration::from_secs(10),
-            || async { proc_state(pid).filter(|s| *s != 'T').map(|_| ()) },
+            || async { proc_state(pid).filter(|s| !held(*s)).map(|_| ()) },
         )
         .await;
     }
@@ -192,6 +194,70 @@ async fn suspend_and_resume_stop_and_continue_the_whole_group() {
     let job = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
     assert_eq!(job.reason.as_deref(), Some("killed"));
     wait_gone(child, "the suspended job's child to be gone").await;
+}
+
+/// Whether the worker runs jobs in cgroups (its log says so at start). As root (CI) a host
+/// without them fails the test; otherwise the caller skips, saying why.
+fn worker_has_cgroups(cluster: &Cluster) -> bool {
+    let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
+    if log.contains("each job runs in a cgroup of its own") {
+        return true;
+    }
+    assert!(
+        !nix::unistd::geteuid().is_root(),
+        "running as root, yet the worker found no cgroups: {log}"
+    );
+    eprintln!("skipped: not root, and the worker found no cgroups");
+    false
+}
+
+#[tokio::test]
+async fn a_job_over_its_memory_limit_ends_out_of_memory() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    if !worker_has_cgroups(&cluster) {
+        return;
+    }
+    // dd allocates (and fills) a 256 MiB buffer; the job may have 32.
+    let out = cluster.xce_ok(&[
+        "-o",
+        "json",
+        "submit",
+        "--mem-mb",
+        "32",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=256M",
+        "count=1",
+    ]);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+    assert_eq!(
+        (job.state, job.reason.as_deref(), job.signal),
+        (JobState::Exited, Some("out of memory"), Some(9)),
+        "{job:?}"
+    );
+    // The same job with room enough is done.
+    let out = cluster.xce_ok(&[
+        "-o",
+        "json",
+        "submit",
+        "--mem-mb",
+        "512",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=256M",
+        "count=1",
+    ]);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
 }
 
 #[tokio::test]

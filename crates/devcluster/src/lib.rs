@@ -341,11 +341,20 @@ impl DevCluster {
 
 impl Drop for DevCluster {
     fn drop(&mut self) {
+        // Workers first, and cleanly while the controllers still run: a worker stops its jobs
+        // and removes its cgroups on SIGTERM; one SIGKILLed leaves both to the next run.
+        process::stop_all(
+            self.workers.iter_mut().map(|w| &mut w.process),
+            WORKER_DROP_GRACE,
+        );
         for d in self.daemons_mut() {
             d.process.kill_quietly();
         }
     }
 }
+
+/// How long a dropped cluster's workers have to stop their jobs.
+const WORKER_DROP_GRACE: Duration = Duration::from_secs(5);
 
 /// One link for every ordered pair of controllers.
 fn controller_links(names: &[String], ports: &[u16]) -> Result<Vec<Link>, LaunchError> {

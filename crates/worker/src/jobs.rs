@@ -19,6 +19,7 @@ use xce_client::publish::publish_until_done;
 use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal};
 use xce_client::{Client, ClientError, Status};
 
+use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
@@ -61,6 +62,8 @@ pub struct JobSettings {
     pub kill_grace: Duration,
     /// The program that runs as each attempt's shim: this worker's own executable.
     pub shim_exe: PathBuf,
+    /// Where the host has cgroups, each job runs in one of its own.
+    pub cgroups: Option<Cgroups>,
 }
 
 /// Everything the worker's attempts share.
@@ -167,6 +170,14 @@ impl Jobs {
                 },
             );
             adopted.push((id, attempt));
+        }
+        if let Some(cgroups) = &self.settings.cgroups {
+            // Cgroups of attempts nothing vouches for: emptied and removed.
+            for (id, attempt) in cgroups.attempts() {
+                if !adopted.contains(&(id, attempt)) {
+                    cgroups.job(id, attempt).remove();
+                }
+            }
         }
         let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobsBut(adopted.clone()));
         if escaped > 0 {
@@ -305,6 +316,25 @@ impl Jobs {
             spool: self.spool.clone(),
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
+            cgroups: self.settings.cgroups.clone(),
+            limits: Limits {
+                cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
+                mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),
+            },
+        }
+    }
+
+    /// The cgroup of an attempt, where the host has cgroups.
+    fn cgroup(&self, id: JobId, attempt: u32) -> Option<JobCgroup> {
+        Some(self.settings.cgroups.as_ref()?.job(id, attempt))
+    }
+
+    /// Stops a job whole: its group (SIGSTOP, so the job can see it) and its cgroup (frozen,
+    /// so nothing that left the group runs on).
+    fn suspend(&self, id: JobId, attempt: u32, pgid: i32) {
+        procs::signal_group(pgid, Signal::SIGSTOP);
+        if let Some(cg) = self.cgroup(id, attempt) {
+            cg.freeze();
         }
     }
 
@@ -370,7 +400,7 @@ impl Jobs {
         if let Some(held) = table.get_mut(&id).filter(|h| h.attempt == attempt) {
             held.pgid = Some(pgid);
             if held.phase == HeldPhase::Suspended {
-                procs::signal_group(pgid, Signal::SIGSTOP);
+                self.suspend(id, attempt, pgid);
             }
         }
     }
@@ -423,6 +453,9 @@ impl Jobs {
                     let _ = tokio::task::spawn_blocking(move || {
                         if let Some(pgid) = pgid {
                             procs::signal_group(pgid, Signal::SIGKILL);
+                        }
+                        if let Some(cg) = jobs.cgroup(id, attempt) {
+                            cg.remove();
                         }
                         procs::kill_marked(&spool, procs::Marked::Attempt(id, attempt));
                         jobs.records.forget(id, attempt);
@@ -560,12 +593,15 @@ impl Jobs {
         match order.signal {
             JobSignal::Suspend => {
                 if let Some(pgid) = held.pgid {
-                    procs::signal_group(pgid, Signal::SIGSTOP);
+                    self.suspend(id, attempt, pgid);
                 }
                 held.phase = HeldPhase::Suspended;
                 info!(job = id, attempt, "job suspended");
             }
             JobSignal::Resume => {
+                if let Some(cg) = self.cgroup(id, attempt) {
+                    cg.thaw();
+                }
                 if let Some(pgid) = held.pgid {
                     procs::signal_group(pgid, Signal::SIGCONT);
                 }

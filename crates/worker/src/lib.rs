@@ -3,6 +3,7 @@
 //! heartbeats, and on every rejoin re-syncs the attempts it holds so the primary can fence
 //! stale copies and requeue lost ones.
 
+pub mod cgroup;
 pub mod fence;
 pub mod host;
 pub mod jobs;
@@ -109,9 +110,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         fence::now(),
         Some(fence::LeaseFile::new(&config.spool_dir)),
     );
+    let cgroups = detect_cgroups(&config)?;
     let settings = JobSettings {
         kill_grace: config.kill_grace,
         shim_exe: config.shim_exe.clone(),
+        cgroups: cgroups.clone(),
     };
     let jobs = Jobs::new(
         client.clone(),
@@ -164,6 +167,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         lease.clone(),
         stop_tx.subscribe(),
     ));
+    let confinement = cgroups.as_ref().map_or_else(
+        || "none (process groups only)".to_string(),
+        cgroup::Cgroups::describe,
+    );
     let mut joined = false;
     let mut last_resync = tokio::time::Instant::now();
     loop {
@@ -178,7 +185,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 () = &mut shutdown => break,
                 r = client.call(GetCluster) => match r {
                     Ok(info) => {
-                        info!(worker = %config.name, primary = info.primary.as_deref(), "joined the cluster");
+                        info!(worker = %config.name, primary = info.primary.as_deref(), cgroups = %confinement, "joined the cluster");
                         joined = true;
                     }
                     Err(e) => warn!(worker = %config.name, error = %e, "cannot join yet; retrying"),
@@ -193,8 +200,27 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     stop_tx.send_replace(true);
     let _ = beats.await;
     jobs.stop_all().await;
+    if let Some(cgroups) = &cgroups {
+        cgroups.remove();
+    }
     info!(worker = %config.name, "worker stopped");
     Ok(())
+}
+
+/// The cgroups jobs will run in, or why there are none (then jobs are tracked by their
+/// process group only, as the log says).
+fn detect_cgroups(config: &Config) -> anyhow::Result<Option<cgroup::Cgroups>> {
+    let spool = std::fs::canonicalize(&config.spool_dir)?;
+    Ok(match cgroup::Cgroups::detect(&config.name, &spool) {
+        Ok(cgroups) => {
+            info!(worker = %config.name, cgroups = %cgroups.describe(), "each job runs in a cgroup of its own");
+            Some(cgroups)
+        }
+        Err(why) => {
+            warn!(worker = %config.name, %why, "no cgroups for jobs: they are tracked by process group only, and their cpus and memory are not enforced");
+            None
+        }
+    })
 }
 
 /// Heartbeats every `every` until `stop`, renewing the fence's lease on each one a primary

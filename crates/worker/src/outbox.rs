@@ -81,6 +81,7 @@ enum EndFile {
     Exit(i32),
     Signal(i32),
     Failed(String),
+    OutOfMemory,
 }
 
 impl From<&Report> for ReportFile {
@@ -93,6 +94,7 @@ impl From<&Report> for ReportFile {
                 JobEnd::Exit(c) => EndFile::Exit(c),
                 JobEnd::Signal(s) => EndFile::Signal(s),
                 JobEnd::Failed(why) => EndFile::Failed(why),
+                JobEnd::OutOfMemory => EndFile::OutOfMemory,
             }),
         }
     }
@@ -108,6 +110,7 @@ impl From<ReportFile> for Report {
                 EndFile::Exit(c) => JobEnd::Exit(c),
                 EndFile::Signal(s) => JobEnd::Signal(s),
                 EndFile::Failed(why) => JobEnd::Failed(why),
+                EndFile::OutOfMemory => JobEnd::OutOfMemory,
             }),
         }
     }

@@ -33,6 +33,7 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SI
 use tracing::{info, warn};
 use xce_client::types::{JobEnd, JobId};
 
+use crate::cgroup::{self, Cgroups, JobCgroup, Limits};
 use crate::fence::{self, LeaseFile};
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, AttemptRecord, ProcRecord, Records};
@@ -59,6 +60,10 @@ pub struct ShimSpec {
     /// The lease deadline when the shim was started (boot-time ms); the lease file has the
     /// current one.
     pub fence_at_ms: Option<u64>,
+    /// The worker's cgroups, if the host has them: the job gets one of its own.
+    pub cgroups: Option<Cgroups>,
+    /// Enforced where there are cgroups.
+    pub limits: Limits,
 }
 
 /// Where an attempt's output goes.
@@ -147,15 +152,51 @@ struct Stopping {
     killed: bool,
 }
 
+/// The job as the shim holds it: its process group, and its cgroup where there is one.
+struct Confined<'a> {
+    spec: &'a ShimSpec,
+    pgid: i32,
+    cgroup: Option<JobCgroup>,
+}
+
+impl Confined<'_> {
+    /// SIGTERM to the whole job; thawed and continued first, since a suspended job must run
+    /// to act on it.
+    fn terminate(&self) {
+        if let Some(cg) = &self.cgroup {
+            cg.thaw();
+        }
+        procs::signal_group(self.pgid, Signal::SIGTERM);
+        procs::signal_group(self.pgid, Signal::SIGCONT);
+    }
+
+    /// SIGKILL to everything of the job: its group, and its cgroup or, without one, every
+    /// process carrying the attempt's mark (what left the group).
+    fn kill_all(&self) {
+        procs::signal_group(self.pgid, Signal::SIGKILL);
+        match &self.cgroup {
+            Some(cg) => cg.kill(),
+            None => {
+                let marked = procs::Marked::Attempt(self.spec.id, self.spec.attempt);
+                procs::kill_marked(&self.spec.spool, marked);
+            }
+        }
+    }
+}
+
 fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     // Listening before the job exists, so no order can kill the shim instead of steering it.
     let orders = Orders::listen()?;
     let outbox = Outbox::open(&spec.spool).map_err(std::io::Error::other)?;
     let records = Records::open(&spec.spool)?;
-    let mut child = match spawn_job(spec) {
+    let cgroup = spec.cgroups.as_ref().map(|c| c.job(spec.id, spec.attempt));
+    let mut child = match spawn_confined(spec) {
         Ok(child) => child,
         Err(reason) => {
             warn!(%reason, "job could not start");
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
             let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
             outbox.put(&end).map_err(std::io::Error::other)?;
             tell_worker(&format!("failed {reason}"));
@@ -163,6 +204,11 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         }
     };
     let pid = child.id() as i32;
+    let job = Confined {
+        spec,
+        pgid: pid,
+        cgroup,
+    };
     let record = AttemptRecord {
         job: ProcRecord::of(pid).unwrap_or(ProcRecord {
             pid,
@@ -173,18 +219,31 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     if let Err(e) = records.remember(spec.id, spec.attempt, &record) {
         // A restarted worker could not find it: it does not run.
         warn!(error = %e, "cannot record the job's process; killing it");
-        procs::signal_group(pid, Signal::SIGKILL);
+        job.kill_all();
         let _ = child.wait();
+        if let Some(cg) = &job.cgroup {
+            cg.remove();
+        }
         tell_worker(&format!("failed cannot record the job's process: {e}"));
         return Ok(EXIT_UNREPORTED);
     }
     info!(pid, "job started");
     tell_worker(&format!("started {pid}"));
-    let (status, stopping) = supervise(spec, &mut child, &orders)?;
-    procs::signal_group(pid, Signal::SIGKILL);
-    if stopping.is_some() {
-        // Whatever the job started outside its group goes with it.
-        procs::kill_marked(&spec.spool, procs::Marked::Attempt(spec.id, spec.attempt));
+    let (status, stopping) = supervise(&job, &mut child, &orders)?;
+    // The leader is gone; whatever it left behind goes with it.
+    match (&job.cgroup, stopping) {
+        (Some(cg), _) => {
+            procs::signal_group(pid, Signal::SIGKILL);
+            cg.kill();
+        }
+        (None, Some(_)) => job.kill_all(),
+        (None, None) => {
+            procs::signal_group(pid, Signal::SIGKILL);
+        }
+    }
+    let out_of_memory = job.cgroup.as_ref().is_some_and(JobCgroup::oom_killed);
+    if let Some(cg) = &job.cgroup {
+        cg.remove();
     }
     let code = match stopping {
         Some(s) if !s.reported => {
@@ -192,7 +251,12 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
             EXIT_UNREPORTED
         }
         _ => {
-            let end = end_of(status);
+            let end = match end_of(status) {
+                // The kernel killed some process of the job for its memory limit, and the job
+                // did not get over it.
+                end if out_of_memory && end != JobEnd::Exit(0) => JobEnd::OutOfMemory,
+                end => end,
+            };
             info!(?end, "job ended");
             let report = Report::finished(spec.id, spec.attempt, end);
             outbox.put(&report).map_err(std::io::Error::other)?;
@@ -203,13 +267,38 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     Ok(code)
 }
 
+/// Starts the job, inside its cgroup where there is one: the shim enters the job's cgroup,
+/// spawns the job (which inherits it) and goes back to the shims' cgroup.
+fn spawn_confined(spec: &ShimSpec) -> Result<Child, String> {
+    let Some(cgroups) = &spec.cgroups else {
+        return spawn_job(spec);
+    };
+    let cg = cgroups.job(spec.id, spec.attempt);
+    cg.create(spec.limits)
+        .map_err(|e| format!("cannot create the job's cgroup: {e}"))?;
+    let me = std::process::id() as i32;
+    cg.enter(me)
+        .map_err(|e| format!("cannot enter the job's cgroup: {e}"))?;
+    let spawned = spawn_job(spec);
+    let homes = cgroups.shims();
+    if let Err(e) = cgroup::enter_all(homes.iter().map(PathBuf::as_path), me) {
+        // A shim inside its job's cgroup would die with the job, or freeze with it.
+        if let Ok(mut child) = spawned {
+            procs::signal_group(child.id() as i32, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+        return Err(format!("cannot leave the job's cgroup: {e}"));
+    }
+    spawned
+}
+
 /// Waits for the job's leader to exit, carrying out orders and the lease meanwhile.
 fn supervise(
-    spec: &ShimSpec,
+    job: &Confined<'_>,
     child: &mut Child,
     orders: &Orders,
 ) -> std::io::Result<(ExitStatus, Option<Stopping>)> {
-    let pgid = child.id() as i32;
+    let spec = job.spec;
     let kill_grace = Duration::from_millis(spec.kill_grace_ms);
     let lease = LeaseFile::new(&spec.spool);
     let mut fence_at = spec.fence_at_ms.map(Duration::from_millis);
@@ -218,15 +307,15 @@ fn supervise(
         orders.drain();
         if orders.kill.swap(false, Ordering::SeqCst) {
             info!(grace = ?kill_grace, "kill order: terminating the job");
-            begin_stop(pgid, true, kill_grace, &mut stopping);
+            begin_stop(job, true, kill_grace, &mut stopping);
         }
         if orders.stop.swap(false, Ordering::SeqCst) {
             info!(grace = ?kill_grace, "the worker is stopping: terminating the job");
-            begin_stop(pgid, false, kill_grace, &mut stopping);
+            begin_stop(job, false, kill_grace, &mut stopping);
         }
         if orders.stale.swap(false, Ordering::SeqCst) {
             info!("stale copy: killing the job");
-            begin_stop(pgid, false, Duration::ZERO, &mut stopping);
+            begin_stop(job, false, Duration::ZERO, &mut stopping);
         }
         if let Some(status) = child.try_wait()? {
             return Ok((status, stopping));
@@ -236,7 +325,7 @@ fn supervise(
             None if stopping.is_none() && spool_gone(&spec.spool) => {
                 // Wiped with everything in it: no worker can report this job or adopt it.
                 warn!(spool = %spec.spool.display(), "the worker's spool dir is gone; stopping the job");
-                begin_stop(pgid, false, kill_grace, &mut stopping);
+                begin_stop(job, false, kill_grace, &mut stopping);
             }
             None => {}
         }
@@ -245,14 +334,13 @@ fn supervise(
             warn!(
                 "no primary has acknowledged this worker for too long; stopping its job before the cluster requeues it"
             );
-            begin_stop(pgid, false, kill_grace, &mut stopping);
+            begin_stop(job, false, kill_grace, &mut stopping);
         }
         if let Some(s) = stopping.as_mut().filter(|s| !s.killed && now >= s.kill_at) {
             if s.reported {
                 warn!("job outlived its grace period; killing it");
             }
-            procs::signal_group(pgid, Signal::SIGKILL);
-            procs::kill_marked(&spec.spool, procs::Marked::Attempt(spec.id, spec.attempt));
+            job.kill_all();
             s.killed = true;
         }
         let wait = stopping
@@ -267,9 +355,14 @@ fn supervise(
     }
 }
 
-/// Terminates the job's group, SIGKILL to follow after `grace`. The first request decides
-/// whether the end is reported; a later one can only bring the SIGKILL forward.
-fn begin_stop(pgid: i32, reported: bool, grace: Duration, stopping: &mut Option<Stopping>) {
+/// Terminates the job, SIGKILL to follow after `grace`. The first request decides whether
+/// the end is reported; a later one can only bring the SIGKILL forward.
+fn begin_stop(
+    job: &Confined<'_>,
+    reported: bool,
+    grace: Duration,
+    stopping: &mut Option<Stopping>,
+) {
     let kill_at = fence::now() + grace;
     *stopping = Some(match *stopping {
         Some(s) => Stopping {
@@ -277,9 +370,7 @@ fn begin_stop(pgid: i32, reported: bool, grace: Duration, stopping: &mut Option<
             ..s
         },
         None => {
-            // A stopped group must run to act on SIGTERM.
-            procs::signal_group(pgid, Signal::SIGTERM);
-            procs::signal_group(pgid, Signal::SIGCONT);
+            job.terminate();
             Stopping {
                 reported,
                 kill_at,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal, JobSpec};
 use xce_client::Client;
+use xce_worker::cgroup::Cgroups;
 use xce_worker::fence::{self, Lease, LeaseFile};
 use xce_worker::jobs::{JobSettings, Jobs};
 use xce_worker::outbox::Report;
@@ -20,6 +21,14 @@ const KILL_GRACE: Duration = Duration::from_millis(200);
 /// A job table whose reports go nowhere (no controller listens), with a lease that has not
 /// been published: enough to exercise the shims without a cluster.
 fn table(spool: &Path) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    table_with(spool, None)
+}
+
+/// The same, running jobs in `cgroups`.
+fn table_with(
+    spool: &Path,
+    cgroups: Option<Cgroups>,
+) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
     let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
     let client = Client::new(peers, xce_client::ClientConfig::default());
     let (stop_tx, stop) = watch::channel(false);
@@ -32,6 +41,7 @@ fn table(spool: &Path) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
     let settings = JobSettings {
         kill_grace: KILL_GRACE,
         shim_exe: PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
+        cgroups,
     };
     let jobs = Jobs::new(
         client,
@@ -350,4 +360,124 @@ async fn a_stopping_worker_stops_its_jobs_through_their_shims_unreported() {
         .scan()
         .unwrap()
         .is_empty());
+}
+
+/// This host's cgroups for a worker on `spool`. As root (CI) a host without them fails the
+/// test; otherwise the caller skips, saying why.
+fn cgroups_here(spool: &Path) -> Option<Cgroups> {
+    let spool = std::fs::canonicalize(spool).unwrap();
+    match Cgroups::detect("w1", &spool) {
+        Ok(cgroups) => Some(cgroups),
+        Err(why) if !nix::unistd::geteuid().is_root() => {
+            eprintln!("skipped: not root, and no cgroups: {why}");
+            None
+        }
+        Err(why) => panic!("running as root, yet no cgroups: {why}"),
+    }
+}
+
+fn with_limits(mut job: Job, cpus: i32, mem_mb: i64) -> Job {
+    job.spec.cpus = cpus;
+    job.spec.mem_mb = mem_mb;
+    job
+}
+
+#[tokio::test]
+async fn in_a_cgroup_kill_and_suspend_reach_what_left_the_group_and_dropped_its_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cgroups) = cgroups_here(dir.path()) else {
+        return;
+    };
+    let (jobs, _lease, stop) = table_with(dir.path(), Some(cgroups.clone()));
+    let escaper = dir.path().join("escaper.pid");
+    // A child in a session of its own, with an empty environment: neither the job's group
+    // nor its mark finds it; its cgroup does.
+    let script = format!(
+        "setsid env -i sh -c 'echo $$ > {}; exec sleep 300' & exec sleep 300",
+        escaper.display()
+    );
+    jobs.start(with_limits(job(8, &["sh", "-c", &script]), 2, 64), 1);
+    let leader = started(&jobs, 8).await;
+    wait_until("the escaper's pid", || escaper.exists()).await;
+    let mut escaped: Option<i32> = None;
+    wait_until("the escaper's pid to be written", || {
+        escaped = std::fs::read_to_string(&escaper)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+        escaped.is_some()
+    })
+    .await;
+    let escaped = escaped.unwrap();
+    let cg = cgroups.job(8, 1);
+    wait_until("both in the job's cgroup", || {
+        let pids = cg.pids();
+        pids.contains(&leader) && pids.contains(&escaped)
+    })
+    .await;
+    assert!(
+        !cg.pids().contains(&(std::process::id() as i32)),
+        "the test process joined the job's cgroup"
+    );
+    // Its limits are the job's: 2 cpus, 64 MiB.
+    let limit = |name: &str| {
+        cgroups
+            .hierarchies
+            .iter()
+            .map(|h| h.base.join("8.1").join(name))
+            .find(|f| f.exists())
+            .map(|f| std::fs::read_to_string(f).unwrap().trim().to_string())
+    };
+    if let Some(bytes) = limit("memory.limit_in_bytes").or_else(|| limit("memory.max")) {
+        assert_eq!(bytes, (64u64 << 20).to_string());
+    }
+    if let Some(quota) = limit("cpu.cfs_quota_us") {
+        assert_eq!(quota, "200000");
+    }
+    if let Some(max) = limit("cpu.max") {
+        assert_eq!(max, "200000 100000");
+    }
+
+    assert!(jobs.signal(order(8, 1, JobSignal::Suspend)));
+    let held = |pid| matches!(proc_state(pid), Some('T' | 'D'));
+    wait_until("the escaper to be frozen", || held(escaped)).await;
+    assert!(jobs.signal(order(8, 1, JobSignal::Resume)));
+    wait_until("the escaper to run again", || !held(escaped)).await;
+
+    assert!(jobs.signal(order(8, 1, JobSignal::Kill)));
+    wait_until("the escaper to be killed", || {
+        procs::start_ticks(escaped).is_none()
+    })
+    .await;
+    wait_until("the job's end", || end_report(dir.path(), 8, 1).is_some()).await;
+    wait_until("the job's cgroup to be removed", || {
+        cgroups.attempts().is_empty()
+    })
+    .await;
+    stop.send_replace(true);
+    cgroups.remove();
+}
+
+#[tokio::test]
+async fn in_a_cgroup_a_job_over_its_memory_limit_ends_out_of_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(cgroups) = cgroups_here(dir.path()) else {
+        return;
+    };
+    let (jobs, _lease, stop) = table_with(dir.path(), Some(cgroups.clone()));
+    // dd allocates (and fills) a 256 MiB buffer; the job may have 32 MiB. In a shell, so
+    // the leader survives the kill of its child and exits 137.
+    let dd = "dd if=/dev/zero of=/dev/null bs=256M count=1";
+    jobs.start(with_limits(job(9, &["sh", "-c", dd]), 1, 32), 1);
+    jobs.start(with_limits(job(10, &["sh", "-c", dd]), 1, 512), 1);
+    for id in [9, 10] {
+        wait_until("the job's end", || end_report(dir.path(), id, 1).is_some()).await;
+    }
+    assert_eq!(end_report(dir.path(), 9, 1), Some(JobEnd::OutOfMemory));
+    assert_eq!(end_report(dir.path(), 10, 1), Some(JobEnd::Exit(0)));
+    stop.send_replace(true);
+    wait_until("the jobs' cgroups to be removed", || {
+        cgroups.attempts().is_empty()
+    })
+    .await;
+    cgroups.remove();
 }

@@ -278,6 +278,8 @@ pub enum JobEnd {
     Signal(i32),
     /// It never ran; the reason ("command not found: ...").
     Failed(String),
+    /// The kernel killed it (SIGKILL) for going over its memory limit.
+    OutOfMemory,
 }
 
 /// A signal the primary sends to one attempt's process group through the worker's agent.

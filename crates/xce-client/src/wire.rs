@@ -325,6 +325,7 @@ pub fn write_end(mut b: w::job_end::Builder<'_>, end: &JobEnd) {
         JobEnd::Exit(code) => b.set_exit_code(*code),
         JobEnd::Signal(sig) => b.set_signal(*sig),
         JobEnd::Failed(reason) => b.set_failed(reason.as_str()),
+        JobEnd::OutOfMemory => b.set_out_of_memory(()),
     }
 }
 
@@ -334,6 +335,7 @@ pub fn read_end(r: w::job_end::Reader<'_>) -> Result<JobEnd, Error> {
         w::job_end::ExitCode(code) => JobEnd::Exit(code),
         w::job_end::Signal(sig) => JobEnd::Signal(sig),
         w::job_end::Failed(reason) => JobEnd::Failed(text(reason?)?),
+        w::job_end::OutOfMemory(()) => JobEnd::OutOfMemory,
     })
 }
 

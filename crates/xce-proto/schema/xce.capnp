@@ -249,6 +249,8 @@ struct JobEnd {
     signal @1 :Int32;
     # It never ran (command not found, bad working directory, ...): the reason.
     failed @2 :Text;
+    # The kernel killed it for going over its memory limit (its cgroup's OOM killer).
+    outOfMemory @3 :Void;
   }
 }
 

@@ -11,6 +11,11 @@ use super::{
 };
 
 /// Ends a job `exited` with `reason`.
+/// Why a job the kernel killed for its memory limit ended.
+pub const REASON_OOM: &str = "out of memory";
+/// The signal the kernel's OOM killer sends (SIGKILL), shown as the job's signal.
+const OOM_SIGNAL: i32 = 9;
+
 fn end_job(job: &mut Job, at_ms: u64, reason: &str) {
     job.state = JobState::Exited;
     job.pend_reason = None;
@@ -254,6 +259,7 @@ impl State {
             match &end {
                 JobEnd::Exit(code) => job.exit_code = Some(*code),
                 JobEnd::Signal(sig) => job.signal = Some(*sig),
+                JobEnd::OutOfMemory => job.signal = Some(OOM_SIGNAL),
                 JobEnd::Failed(_) => {}
             }
             match (intent, end) {
@@ -271,6 +277,7 @@ impl State {
                     end_job(job, at_ms, &format!("killed by signal {sig}"))
                 }
                 (None, JobEnd::Failed(reason)) => end_job(job, at_ms, &reason),
+                (None, JobEnd::OutOfMemory) => end_job(job, at_ms, REASON_OOM),
             }
         });
         Outcome::Done
@@ -539,6 +546,17 @@ mod tests {
             (JobState::Exited, Some("killed"), Some(15))
         );
         assert!(s.intents.is_empty());
+    }
+
+    #[test]
+    fn a_job_killed_for_its_memory_limit_exits_out_of_memory() {
+        let mut s = running_on_w1(1);
+        assert_eq!(finish(&mut s, 2, 1, 1, JobEnd::OutOfMemory), Outcome::Done);
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (job.state, job.reason.as_deref(), job.signal, job.exit_code),
+            (JobState::Exited, Some(REASON_OOM), Some(9), None)
+        );
     }
 
     #[test]

@@ -186,6 +186,8 @@ pub enum EndRecord {
     Exit(i32),
     Signal(i32),
     Failed(String),
+    // Appended: postcard numbers variants in order, so the ones before keep their bytes.
+    OutOfMemory,
 }
 
 /// A configured queue, as a barrier entry stores it (the YAML type is `QueueDef`).
@@ -268,6 +270,7 @@ fn end_record(end: JobEnd) -> EndRecord {
         JobEnd::Exit(c) => EndRecord::Exit(c),
         JobEnd::Signal(s) => EndRecord::Signal(s),
         JobEnd::Failed(r) => EndRecord::Failed(r),
+        JobEnd::OutOfMemory => EndRecord::OutOfMemory,
     }
 }
 
@@ -441,6 +444,7 @@ impl From<CommandRecord> for Command {
                     EndRecord::Exit(c) => JobEnd::Exit(c),
                     EndRecord::Signal(s) => JobEnd::Signal(s),
                     EndRecord::Failed(r) => JobEnd::Failed(r),
+                    EndRecord::OutOfMemory => JobEnd::OutOfMemory,
                 },
             },
             CommandRecord::HostLost { name } => Command::HostLost { name },

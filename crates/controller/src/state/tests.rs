@@ -101,7 +101,8 @@ fn command() -> impl Strategy<Value = Command> {
     let end = prop_oneof![
         (0i32..3).prop_map(JobEnd::Exit),
         Just(JobEnd::Signal(9)),
-        Just(JobEnd::Failed("no".into()))
+        Just(JobEnd::Failed("no".into())),
+        Just(JobEnd::OutOfMemory)
     ];
     prop_oneof![
         (

@@ -102,7 +102,7 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             check_size("host", host.len(), MAX_NAME_BYTES)?;
             match end {
                 JobEnd::Failed(reason) => check_size("end.failed", reason.len(), MAX_REASON_BYTES),
-                JobEnd::Exit(_) | JobEnd::Signal(_) => Ok(()),
+                JobEnd::Exit(_) | JobEnd::Signal(_) | JobEnd::OutOfMemory => Ok(()),
             }
         }
         Command::RegisterHost { host, held, .. } => {
