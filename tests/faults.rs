@@ -459,3 +459,132 @@ async fn huge_inbound_frames_are_refused_before_they_are_buffered() {
     cluster.client().call(true_job()).await.unwrap();
     cluster.assert_no_errors();
 }
+
+/// The far end of a client that never reads its replies: a reader that never yields a byte.
+struct NeverReads;
+
+impl futures::io::AsyncRead for NeverReads {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        _buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// A peak resident memory of a process, in bytes.
+fn hwm_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// One connection pipelines 300 full pages of `listJobs` (about 6 MiB each) and reads none
+/// of the replies: the primary stops reading its calls once 16 MiB of replies wait, so its
+/// memory stays bounded, and it goes on serving everyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_replies_leaves_the_primary_serving_and_its_memory_bounded() {
+    use capnp_rpc::{rpc_twoparty_capnp::Side, twoparty::VatNetwork, RpcSystem};
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
+    use xce_proto::xce_capnp::controller;
+
+    let cluster = Cluster::start(1);
+    let (primary, _) = cluster.wait_primary().await;
+    let client = cluster.client();
+    // 1500 jobs with 4 KiB commands: a page of all of them is about 6 MiB.
+    let big = "x".repeat(4096);
+    for chunk in 0..15 {
+        let submits = (0..100).map(|_| {
+            client.call(Submit {
+                token: RequestToken::random(),
+                spec: JobSpec {
+                    command: vec!["echo".into(), big.clone()],
+                    ..JobSpec::default()
+                },
+            })
+        });
+        for r in futures::future::join_all(submits).await {
+            r.unwrap_or_else(|e| panic!("submit in chunk {chunk}: {e}"));
+        }
+    }
+    let pid = cluster.controllers()[primary].pid().unwrap();
+    let before = hwm_bytes(pid);
+    let addr = cluster.controllers()[primary].addr();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let attacker = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async move {
+            let stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            let (_unread, writer) = stream.into_split();
+            let network = VatNetwork::new(
+                NeverReads,
+                writer.compat_write(),
+                Side::Client,
+                capnp::message::ReaderOptions::new(),
+            );
+            let mut rpc = RpcSystem::new(Box::new(network), None);
+            let controller: controller::Client = rpc.bootstrap(Side::Server);
+            tokio::task::spawn_local(rpc);
+            // Kept, not dropped: a dropped answer would cancel its call.
+            let mut pending = Vec::new();
+            for _ in 0..300 {
+                let mut request = controller.list_jobs_request();
+                request.get().set_limit(5000);
+                pending.push(request.send().promise);
+            }
+            let _ = stop_rx.await;
+            drop(pending);
+        });
+    });
+    // Until the primary says it stopped reading that peer's calls, or has grown too much.
+    let log = cluster.controllers()[primary].log.clone();
+    let too_much = 256u64 << 20;
+    xce_tests::wait_for(
+        "the primary to stop reading the calls of a peer that reads nothing",
+        Duration::from_secs(60),
+        || async {
+            let text = std::fs::read_to_string(&log).ok()?;
+            let stalled = text.contains("a peer is not reading its replies");
+            (stalled || hwm_bytes(pid).saturating_sub(before) >= too_much).then_some(())
+        },
+    )
+    .await;
+    let grown = hwm_bytes(pid).saturating_sub(before);
+    assert!(
+        grown < too_much,
+        "the primary's peak memory grew by {} MiB for a peer that reads nothing",
+        grown >> 20
+    );
+    // Everyone else is served meanwhile.
+    let page = tokio::time::timeout(
+        Duration::from_secs(10),
+        client.call(ListJobs {
+            filter: Default::default(),
+            after: 0,
+            limit: 10,
+        }),
+    )
+    .await
+    .expect("a listing took over 10 s while one peer read nothing")
+    .unwrap();
+    assert_eq!(page.jobs.len(), 10);
+    client.call(true_job()).await.unwrap();
+    let _ = stop_tx.send(());
+    attacker.join().unwrap();
+    let grown = hwm_bytes(pid).saturating_sub(before);
+    assert!(
+        grown < too_much,
+        "the primary's peak memory grew by {} MiB for a peer that reads nothing",
+        grown >> 20
+    );
+    cluster.assert_no_errors();
+}

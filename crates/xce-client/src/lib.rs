@@ -3,6 +3,7 @@
 //! code, and the failover loop that hides controller failover from callers.
 
 pub mod agent;
+pub mod backlog;
 pub mod backoff;
 pub mod candidates;
 pub mod classify;

@@ -10,6 +10,9 @@ use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::TcpStream;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+use std::rc::Rc;
+
+use crate::backlog::{Backlog, PausingReader, QueuedWriter};
 use crate::connection::TransportError;
 
 /// The RPC network of one connection.
@@ -48,19 +51,35 @@ pub fn accepted(stream: &TcpStream) -> std::io::Result<()> {
 /// frames of capnp's default 64 MiB.
 pub const MAX_INBOUND_BYTES: u64 = 48 << 20;
 
-/// The two-party RPC network over `stream`, on the given side. Writes are buffered: capnp
-/// writes a segment table and then the segments, flushing after each message; unbuffered
-/// that is two syscalls and, with `TCP_NODELAY`, two packets per message.
+/// The client side's two-party RPC network over `stream`. Writes are buffered: capnp writes
+/// a segment table and then the segments, flushing after each message; unbuffered that is
+/// two syscalls and, with `TCP_NODELAY`, two packets per message.
 pub fn network(stream: TcpStream, side: Side) -> Network {
     let (reader, writer) = stream.into_split();
-    let mut options = capnp::message::ReaderOptions::new();
-    if side == Side::Server {
-        options.traversal_limit_in_words(Some((MAX_INBOUND_BYTES / 8) as usize));
-    }
     VatNetwork::new(
         reader.compat(),
         futures::io::BufWriter::with_capacity(64 * 1024, writer.compat_write()),
         side,
-        options,
+        capnp::message::ReaderOptions::new(),
     )
+}
+
+/// A server side's network: messages over [`MAX_INBOUND_BYTES`] are refused, and what the
+/// connection owes its peer is bounded by its [`Backlog`] (returned, for the service to count
+/// its calls in). Must run on a `LocalSet`: its writes drain through a local task.
+pub type ServerNetwork = VatNetwork<PausingReader<Compat<OwnedReadHalf>>>;
+
+/// The two-party RPC network of an accepted connection (see [`ServerNetwork`]).
+pub fn server_network(stream: TcpStream) -> (ServerNetwork, Rc<Backlog>) {
+    let (reader, writer) = stream.into_split();
+    let mut options = capnp::message::ReaderOptions::new();
+    options.traversal_limit_in_words(Some((MAX_INBOUND_BYTES / 8) as usize));
+    let backlog = Rc::new(Backlog::default());
+    let network = VatNetwork::new(
+        PausingReader::new(reader.compat(), backlog.clone()),
+        QueuedWriter::spawn(writer, backlog.clone()),
+        Side::Server,
+        options,
+    );
+    (network, backlog)
 }

@@ -16,7 +16,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use capnp_rpc::{rpc_twoparty_capnp::Side, RpcSystem};
+use capnp_rpc::RpcSystem;
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
 use xce_proto::xce_capnp::controller;
@@ -52,7 +52,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig)
         if let Err(e) = xce_client::socket::accepted(&stream) {
             debug!(%peer, error = %e, "set TCP_NODELAY failed");
         }
-        let network = xce_client::socket::network(stream, Side::Server);
+        let (network, backlog) = xce_client::socket::server_network(stream);
         let session = Rc::new(RefCell::new(session::Session::default()));
         let last_call = Rc::new(Cell::new(tokio::time::Instant::now()));
         let service: controller::Client = capnp_rpc::new_client(ControllerService {
@@ -60,6 +60,7 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig)
             agents: agents.clone(),
             session: session.clone(),
             last_call: last_call.clone(),
+            backlog,
         });
         let rpc = RpcSystem::new(Box::new(network), Some(service.client));
         let (id_tx, id_rx) = tokio::sync::oneshot::channel::<u64>();

@@ -19,6 +19,7 @@ use std::rc::Rc as StdRc;
 use std::sync::Arc;
 
 use capnp::capability::Rc;
+use xce_client::backlog::Backlog;
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
 
@@ -36,6 +37,17 @@ pub struct ControllerService {
     pub session: StdRc<RefCell<Session>>,
     /// When this connection last called a method (its idle timeout counts from here).
     pub last_call: StdRc<std::cell::Cell<tokio::time::Instant>>,
+    /// What the connection owes its peer; every call counts in it while it is answered.
+    pub backlog: StdRc<Backlog>,
+}
+
+/// How much a call of `method` counts towards its connection's calls in flight: a page of a
+/// listing can be megabytes, so few of those are built at once.
+fn weight(method: Method) -> usize {
+    match method {
+        Method::ListJobs | Method::ListHosts | Method::ListQueues => 16,
+        _ => 1,
+    }
 }
 
 impl ControllerService {
@@ -82,6 +94,7 @@ macro_rules! methods {
                     mut results: controller::$results,
                 ) -> Result<(), capnp::Error> {
                     self.last_call.set(tokio::time::Instant::now());
+                    let _in_flight = self.backlog.call_started(weight(Method::$method));
                     let authorized = authorize(Method::$method, &self.session.borrow());
                     if let Err(refused) = authorized {
                         let header = self.refusal(Method::$method, refused);

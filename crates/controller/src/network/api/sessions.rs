@@ -40,6 +40,7 @@ pub(super) async fn join(
         // A standby must take Raft messages from its leader: no primary check here.
         Role::Controller => {
             this.set_session(role, None);
+            this.backlog.set_peer();
             (ReplyHeader::ok(), Vec::new())
         }
         Role::User | Role::Scheduler | Role::Apiserver | Role::Operator | Role::Admin => {

@@ -1,0 +1,353 @@
+//! What a server-side connection owes its peer, bounded: the calls it is still answering and
+//! the reply bytes the peer has not taken yet. A peer that pipelines calls and never reads
+//! its replies must not make a server hold them without end.
+//!
+//! Writes go through [`QueuedWriter`], which never blocks capnp: each message lands in a
+//! queue drained by a task of its own, so every unsent byte is counted here rather than in
+//! capnp's unbounded write queue. [`PausingReader`] stops reading new calls while too many
+//! are being answered or too many reply bytes are unsent, which pushes back on the peer
+//! through TCP. A connection whose unsent replies pass [`MAX_UNSENT_BYTES`], or would take the
+//! unsent bytes of every connection past [`MAX_UNSENT_BYTES_TOTAL`], is closed.
+//!
+//! Single-threaded (`Rc`): server connections run on the controller's `LocalSet`.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use futures::io::{AsyncRead, AsyncWrite};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+/// Call weight a connection may have in flight before it stops reading calls.
+pub const MAX_CALL_WEIGHT: usize = 128;
+/// Call weight all connections together may have in flight; past it every connection waits.
+pub const MAX_CALL_WEIGHT_TOTAL: usize = 1024;
+/// Unsent reply bytes at which a connection stops reading calls.
+pub const PAUSE_READING_BYTES: usize = 16 << 20;
+/// Unsent reply bytes at which a connection is closed: its peer is not reading.
+pub const MAX_UNSENT_BYTES: usize = 64 << 20;
+/// Unsent reply bytes all connections together may hold.
+pub const MAX_UNSENT_BYTES_TOTAL: usize = 512 << 20;
+/// The most bytes the drain task writes in one go.
+const BATCH_BYTES: usize = 256 << 10;
+
+static UNSENT_TOTAL: AtomicUsize = AtomicUsize::new(0);
+static CALL_WEIGHT_TOTAL: AtomicUsize = AtomicUsize::new(0);
+
+/// One connection's debts to its peer.
+#[derive(Debug, Default)]
+pub struct Backlog {
+    unsent: Cell<usize>,
+    calls: Cell<usize>,
+    reader: RefCell<Option<Waker>>,
+    failed: Cell<bool>,
+    /// Reading is paused for unread replies, and that has been logged.
+    stalled: Cell<bool>,
+    /// A controller peer: the calls of other connections never pause it.
+    peer: Cell<bool>,
+}
+
+impl Backlog {
+    /// A call of this weight is being answered until the guard drops. Heavy calls (pages of
+    /// a listing) weigh more, so fewer of their replies are ever built at once.
+    pub fn call_started(self: &Rc<Self>, weight: usize) -> CallGuard {
+        self.calls.set(self.calls.get() + weight);
+        CALL_WEIGHT_TOTAL.fetch_add(weight, Ordering::Relaxed);
+        CallGuard {
+            backlog: self.clone(),
+            weight,
+        }
+    }
+
+    /// Unsent reply bytes of every server connection in this process.
+    pub fn unsent_total() -> usize {
+        UNSENT_TOTAL.load(Ordering::Relaxed)
+    }
+
+    /// Unsent reply bytes of this connection.
+    pub fn unsent(&self) -> usize {
+        self.unsent.get()
+    }
+
+    /// Marks the connection as a controller peer's: Raft traffic must not wait behind
+    /// clients' listings, or a loaded primary would lose its leadership.
+    pub fn set_peer(&self) {
+        self.peer.set(true);
+    }
+
+    fn paused(&self) -> bool {
+        let crowded =
+            !self.peer.get() && CALL_WEIGHT_TOTAL.load(Ordering::Relaxed) >= MAX_CALL_WEIGHT_TOTAL;
+        crowded || self.calls.get() >= MAX_CALL_WEIGHT || self.unsent.get() >= PAUSE_READING_BYTES
+    }
+
+    fn wake_reader(&self) {
+        if !self.paused() {
+            if let Some(waker) = self.reader.borrow_mut().take() {
+                waker.wake();
+            }
+        }
+    }
+
+    fn queued(&self, n: usize) {
+        self.unsent.set(self.unsent.get() + n);
+        UNSENT_TOTAL.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn sent(&self, n: usize) {
+        self.unsent.set(self.unsent.get().saturating_sub(n));
+        UNSENT_TOTAL.fetch_sub(n, Ordering::Relaxed);
+        self.wake_reader();
+    }
+}
+
+impl Drop for Backlog {
+    fn drop(&mut self) {
+        UNSENT_TOTAL.fetch_sub(self.unsent.get(), Ordering::Relaxed);
+    }
+}
+
+/// Counts one call as in flight until dropped.
+#[derive(Debug)]
+pub struct CallGuard {
+    backlog: Rc<Backlog>,
+    weight: usize,
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let b = &self.backlog;
+        b.calls.set(b.calls.get().saturating_sub(self.weight));
+        CALL_WEIGHT_TOTAL.fetch_sub(self.weight, Ordering::Relaxed);
+        b.wake_reader();
+    }
+}
+
+/// Reads calls only while the connection's backlog allows.
+pub struct PausingReader<R> {
+    inner: R,
+    backlog: Rc<Backlog>,
+}
+
+impl<R> PausingReader<R> {
+    pub fn new(inner: R, backlog: Rc<Backlog>) -> Self {
+        PausingReader { inner, backlog }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for PausingReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let backlog = &self.backlog;
+        let unread = backlog.unsent.get() >= PAUSE_READING_BYTES;
+        if unread != backlog.stalled.replace(unread) && unread {
+            warn!(
+                unsent_bytes = backlog.unsent.get(),
+                "a peer is not reading its replies: none of its calls are read until it does"
+            );
+        }
+        if backlog.paused() {
+            *backlog.reader.borrow_mut() = Some(cx.waker().clone());
+            // Calls elsewhere end without touching this connection: look again soon.
+            if CALL_WEIGHT_TOTAL.load(Ordering::Relaxed) >= MAX_CALL_WEIGHT_TOTAL {
+                let waker = cx.waker().clone();
+                tokio::task::spawn_local(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    waker.wake();
+                });
+            }
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+/// Takes whatever capnp writes at once and hands each flushed message to the drain task.
+pub struct QueuedWriter {
+    buf: Vec<u8>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    backlog: Rc<Backlog>,
+    /// Dropped with the writer: stops the drain task, however stuck its peer is.
+    _stop: oneshot::Sender<()>,
+}
+
+impl QueuedWriter {
+    /// A writer whose bytes reach `socket` through a task spawned on the current `LocalSet`.
+    pub fn spawn<W>(socket: W, backlog: Rc<Backlog>) -> QueuedWriter
+    where
+        W: tokio::io::AsyncWrite + Unpin + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = oneshot::channel();
+        tokio::task::spawn_local(drain(socket, rx, stop_rx, backlog.clone()));
+        QueuedWriter {
+            buf: Vec::new(),
+            tx,
+            backlog,
+            _stop: stop_tx,
+        }
+    }
+
+    fn refuse(&self, why: String) -> io::Error {
+        if !self.backlog.failed.replace(true) {
+            warn!(
+                unsent_bytes = self.backlog.unsent(),
+                "closing a connection: {why}"
+            );
+        }
+        io::Error::other(why)
+    }
+}
+
+impl AsyncWrite for QueuedWriter {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.backlog.failed.get() {
+            return Poll::Ready(Err(io::Error::from(io::ErrorKind::BrokenPipe)));
+        }
+        let mine = self.backlog.unsent() + data.len();
+        if mine > MAX_UNSENT_BYTES {
+            let why = format!(
+                "its peer has left {} MiB of replies unread (the limit is {} MiB)",
+                mine >> 20,
+                MAX_UNSENT_BYTES >> 20
+            );
+            return Poll::Ready(Err(self.refuse(why)));
+        }
+        let all = Backlog::unsent_total() + data.len();
+        if all > MAX_UNSENT_BYTES_TOTAL {
+            let why = format!(
+                "peers have left {} MiB of replies unread in all (the limit is {} MiB)",
+                all >> 20,
+                MAX_UNSENT_BYTES_TOTAL >> 20
+            );
+            return Poll::Ready(Err(self.refuse(why)));
+        }
+        self.backlog.queued(data.len());
+        self.buf.extend_from_slice(data);
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.buf.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        let message = std::mem::take(&mut self.buf);
+        Poll::Ready(
+            self.tx
+                .send(message)
+                .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe)),
+        )
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush(cx)
+    }
+}
+
+/// Writes queued messages to the socket, several at once when they pile up, until the
+/// writer is dropped or the socket fails.
+async fn drain<W: tokio::io::AsyncWrite + Unpin>(
+    mut socket: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut stop: oneshot::Receiver<()>,
+    backlog: Rc<Backlog>,
+) {
+    loop {
+        let mut batch = tokio::select! {
+            message = rx.recv() => match message {
+                Some(m) => m,
+                None => break,
+            },
+            _ = &mut stop => break,
+        };
+        while batch.len() < BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(more) => batch.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        let written = tokio::select! {
+            r = socket.write_all(&batch) => r.is_ok(),
+            _ = &mut stop => break,
+        };
+        if !written {
+            backlog.failed.set(true);
+            break;
+        }
+        backlog.sent(batch.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::io::AsyncWriteExt as _;
+
+    #[tokio::test]
+    async fn a_peer_that_reads_nothing_pauses_reading_then_is_refused_and_nothing_stays_counted() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let before = Backlog::unsent_total();
+                // A socket whose peer never reads: a duplex pipe with a small buffer.
+                let (ours, _theirs) = tokio::io::duplex(64 * 1024);
+                let backlog = Rc::new(Backlog::default());
+                let mut writer = QueuedWriter::spawn(ours, backlog.clone());
+                let message = vec![7u8; 1 << 20];
+                let mut refused = None;
+                for i in 0..100 {
+                    match writer.write_all(&message).await {
+                        Ok(()) => writer.flush().await.unwrap(),
+                        Err(e) => {
+                            refused = Some((i, e));
+                            break;
+                        }
+                    }
+                    if i == 20 {
+                        assert!(backlog.paused(), "20 MiB unsent and still reading calls");
+                    }
+                }
+                let (at, error) = refused.expect("never refused");
+                assert_eq!(at, MAX_UNSENT_BYTES >> 20, "{error}");
+                assert!(error.to_string().contains("the limit is 64 MiB"), "{error}");
+                drop(writer);
+                drop(backlog);
+                // The drain task lets go of the backlog once it sees the writer gone.
+                for _ in 0..100 {
+                    if Backlog::unsent_total() <= before {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                assert!(Backlog::unsent_total() <= before);
+            })
+            .await;
+    }
+
+    #[test]
+    fn heavy_calls_pause_reading_sooner() {
+        let backlog = Rc::new(Backlog::default());
+        let light: Vec<CallGuard> = (0..MAX_CALL_WEIGHT - 1)
+            .map(|_| backlog.call_started(1))
+            .collect();
+        assert!(!backlog.paused());
+        let heavy = backlog.call_started(16);
+        assert!(backlog.paused());
+        drop(heavy);
+        assert!(!backlog.paused());
+        drop(light);
+        assert_eq!(backlog.calls.get(), 0);
+    }
+}
