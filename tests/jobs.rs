@@ -545,6 +545,61 @@ async fn a_killed_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_de
     cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
 }
 
+/// With fencing on, a worker killed and restarted at once adopts its running job, and its
+/// first heartbeats renew the lease the job's shim reads: the job runs on well past the old
+/// deadline and ends as attempt 1.
+#[tokio::test]
+async fn a_worker_restarted_within_the_lease_adopts_its_job_and_renews_its_lease() {
+    let mut cluster = Cluster::start_full(3, Some(FENCING), 1, WORKER_ARGS);
+    cluster.wait_primary().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(
+        &work,
+        &[
+            "sh",
+            "-c",
+            "echo $$ > job.pid; while [ ! -e stop ]; do sleep 0.05; done; exit 5",
+        ],
+    );
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let pid = pid_in(&work, "job.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    let lease = cluster.local.workers[0].data_dir.join("lease");
+    let published = || std::fs::read_to_string(&lease).unwrap();
+    let before = published();
+    cluster.local.kill9_worker(0).unwrap();
+    cluster.local.start_worker(0).unwrap();
+    // The new run renews the lease for the shim it adopted...
+    wait_for(
+        "the lease to be renewed",
+        Duration::from_secs(30),
+        || async { (published() != before).then_some(()) },
+    )
+    .await;
+    // ...and keeps renewing it past the old deadline (2 s after the last acknowledgement).
+    let t0 = std::time::Instant::now();
+    wait_for(
+        "3 s to pass with the job alive",
+        Duration::from_secs(30),
+        || async {
+            assert!(alive(pid), "the adopted job was stopped");
+            (t0.elapsed() >= Duration::from_secs(3)).then_some(())
+        },
+    )
+    .await;
+    std::fs::write(work.join("stop"), b"").unwrap();
+    let job = cluster.wait_job(id, "exited", |j| j.state.is_final()).await;
+    assert_eq!(
+        (job.state, job.exit_code, job.attempt),
+        (JobState::Exited, Some(5), 1)
+    );
+    let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
+    assert!(log.contains("adopted an attempt"), "{log}");
+}
+
 #[tokio::test]
 async fn a_frozen_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
     let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);

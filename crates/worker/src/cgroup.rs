@@ -81,7 +81,14 @@ impl Cgroups {
         let leaf = format!("xce/{name}-{:08x}", spool_hash(spool));
         let mut hierarchies = Vec::new();
         let mut problems = Vec::new();
-        for (kind, dir) in candidates(&mounts, &own) {
+        let mut found = candidates(&mounts, &own);
+        // On a hybrid host v1's memory, cpu and freezer do all v2 would: each more hierarchy
+        // is one more mkdir and rmdir per job.
+        let has = |k: Kind| found.iter().any(|(kind, _)| *kind == k);
+        if has(Kind::Memory) && has(Kind::Freezer) {
+            found.retain(|(kind, _)| !matches!(kind, Kind::Unified | Kind::Pids));
+        }
+        for (kind, dir) in found {
             let base = dir.join(&leaf);
             match std::fs::create_dir_all(base.join("shims")) {
                 Ok(()) => {

@@ -41,6 +41,8 @@ pub struct Config {
     pub resync: Duration,
     /// The program each attempt's shim runs: this worker's own executable.
     pub shim_exe: PathBuf,
+    /// Whether to run jobs in cgroups where the host has them.
+    pub cgroups: bool,
 }
 
 /// Why the worker refused to start.
@@ -210,6 +212,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
 /// The cgroups jobs will run in, or why there are none (then jobs are tracked by their
 /// process group only, as the log says).
 fn detect_cgroups(config: &Config) -> anyhow::Result<Option<cgroup::Cgroups>> {
+    if !config.cgroups {
+        info!(worker = %config.name, "cgroups are off (--cgroups off): jobs are tracked by process group only, and their cpus and memory are not enforced");
+        return Ok(None);
+    }
     let spool = std::fs::canonicalize(&config.spool_dir)?;
     Ok(match cgroup::Cgroups::detect(&config.name, &spool) {
         Ok(cgroups) => {

@@ -36,6 +36,17 @@ struct Args {
     /// How often to re-sync held jobs with the primary without a failover, in milliseconds.
     #[arg(long, default_value_t = 60_000)]
     resync_ms: u64,
+    /// Run each job in a cgroup of its own where the host has cgroups (`auto`), or never
+    /// (`off`: process groups only, no cpu or memory limits, and no cgroup setup per job).
+    #[arg(long, env = "XCE_CGROUPS", value_enum, default_value_t = CgroupMode::Auto)]
+    cgroups: CgroupMode,
+}
+
+/// Whether jobs get cgroups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CgroupMode {
+    Auto,
+    Off,
 }
 
 fn main() {
@@ -85,6 +96,7 @@ fn real_main() -> anyhow::Result<()> {
         kill_grace: Duration::from_millis(args.kill_grace_ms),
         resync: Duration::from_millis(args.resync_ms),
         shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
+        cgroups: args.cgroups == CgroupMode::Auto,
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

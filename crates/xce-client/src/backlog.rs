@@ -6,8 +6,9 @@
 //! queue drained by a task of its own, so every unsent byte is counted here rather than in
 //! capnp's unbounded write queue. [`PausingReader`] stops reading new calls while too many
 //! are being answered or too many reply bytes are unsent, which pushes back on the peer
-//! through TCP. A connection whose unsent replies pass [`MAX_UNSENT_BYTES`], or would take the
-//! unsent bytes of every connection past [`MAX_UNSENT_BYTES_TOTAL`], is closed.
+//! through TCP. A connection whose unsent replies pass [`MAX_UNSENT_BYTES`] is closed, and so is
+//! one already paused for its own unread replies that would take the unsent bytes of every
+//! connection past [`MAX_UNSENT_BYTES_TOTAL`].
 //!
 //! Single-threaded (`Rc`): server connections run on the controller's `LocalSet`.
 
@@ -74,8 +75,9 @@ impl Backlog {
         self.unsent.get()
     }
 
-    /// Marks the connection as a controller peer's: Raft traffic must not wait behind
-    /// clients' listings, or a loaded primary would lose its leadership.
+    /// Marks the connection as a controller peer's or a worker's: Raft traffic and
+    /// heartbeats must not wait behind clients' listings, or a loaded primary would lose its
+    /// leadership and its workers.
     pub fn set_peer(&self) {
         self.peer.set(true);
     }
@@ -225,8 +227,10 @@ impl AsyncWrite for QueuedWriter {
             );
             return Poll::Ready(Err(self.refuse(why)));
         }
+        // Over the total, only a laggard (one that has stopped being read itself) is closed:
+        // a client that reads its replies never pays for others that do not.
         let all = Backlog::unsent_total() + data.len();
-        if all > MAX_UNSENT_BYTES_TOTAL {
+        if all > MAX_UNSENT_BYTES_TOTAL && self.backlog.unsent() >= PAUSE_READING_BYTES {
             let why = format!(
                 "peers have left {} MiB of replies unread in all (the limit is {} MiB)",
                 all >> 20,

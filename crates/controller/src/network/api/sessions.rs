@@ -26,6 +26,7 @@ pub(super) async fn join(
     let role = Role::from(p.get_role()?);
     let (header, orders) = match role {
         Role::Worker => {
+            this.backlog.set_peer();
             let held = p.get_held()?;
             if held.len() as usize > MAX_HELD {
                 let message = format!("held: {} attempts, at most {MAX_HELD}", held.len());
