@@ -235,6 +235,49 @@ async fn a_lagging_controller_catches_up_from_a_snapshot_and_restarts_restore_st
     assert_eq!(acked.len(), 81);
 }
 
+/// The primary loses its lease while its only reachable voter is down and then comes back
+/// far behind (compacted away): the primary must not stay silent for good, since that voter
+/// cannot win an election against it; it catches it up and commits again.
+#[tokio::test]
+async fn a_primary_whose_only_voter_returns_far_behind_catches_it_up_after_losing_its_lease() {
+    let config = "raft:\n  snapshot_logs: 10\n  logs_kept: 2\n";
+    let mut cluster = Cluster::start_with_config(3, Some(config));
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let lagging = (primary + 1) % 3;
+    let third = (primary + 2) % 3;
+    assert!(cluster.stop(lagging).await.success());
+    let mut acked = submit_n(&cluster, 40).await;
+    assert!(cluster.stop(third).await.success());
+    // Alone, the primary's lease runs out: it answers noMaster and stops replicating.
+    wait_for(
+        "the lone primary to give up its lease",
+        Duration::from_secs(30),
+        || async {
+            let reply = cluster.ask(primary, ListJobs::default()).await;
+            (reply.header.status == Status::NoMaster).then_some(())
+        },
+    )
+    .await;
+    cluster.restart(lagging);
+    let client = cluster.client();
+    let id = wait_for(
+        "a write to commit again",
+        Duration::from_secs(30),
+        || async {
+            client
+                .call(Submit {
+                    token: RequestToken::random(),
+                    spec: spec(99),
+                })
+                .await
+                .ok()
+        },
+    )
+    .await;
+    acked.insert(id);
+    assert_eq!(job_ids(&cluster).await, acked);
+}
+
 /// A connection that has not joined with a role is a plain user: it cannot report for a
 /// worker, place a job, heartbeat or reach the Raft interface, and trying changes nothing.
 #[tokio::test]

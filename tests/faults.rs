@@ -320,8 +320,9 @@ async fn the_largest_requests_replicate_and_an_oversized_one_is_refused_whole() 
             name: "n".repeat(256),
             user: "u".repeat(256),
             cwd: format!("/{}", "d".repeat(4095)),
-            command: vec!["true".into(), "a".repeat(64 * 1024 - 4)],
-            env: vec![("K".into(), "v".repeat(64 * 1024 - 1))],
+            // Each element also counts its 8-byte pointer.
+            command: vec!["true".into(), "a".repeat(64 * 1024 - 4 - 16)],
+            env: vec![("K".into(), "v".repeat(64 * 1024 - 1 - 16))],
             ..JobSpec::default()
         },
     };

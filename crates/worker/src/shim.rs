@@ -190,6 +190,16 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     let outbox = Outbox::open(&spec.spool).map_err(std::io::Error::other)?;
     let records = Records::open(&spec.spool)?;
     let cgroup = spec.cgroups.as_ref().map(|c| c.job(spec.id, spec.attempt));
+    // A start that waited out the lease (the worker froze between the order and the spawn)
+    // may have been superseded: no user code runs for it. The resync places it again if not.
+    let fence_at = LeaseFile::new(&spec.spool)
+        .read()
+        .unwrap_or(spec.fence_at_ms.map(Duration::from_millis));
+    if let Some(late) = fence_at.and_then(|at| fence::now().checked_sub(at)) {
+        warn!(?late, "not starting the job: this worker's lease ran out");
+        tell_worker("failed the worker's lease ran out");
+        return Ok(EXIT_UNREPORTED);
+    }
     let mut child = match spawn_confined(spec) {
         Ok(child) => child,
         Err(reason) => {

@@ -268,6 +268,23 @@ async fn the_shim_stops_its_job_unreported_once_the_published_lease_runs_out() {
     stop.send_replace(true);
 }
 
+/// A start that reaches the shim after the lease ran out (the worker froze in between) runs
+/// no user code and records no end: the primary's resync decides.
+#[tokio::test]
+async fn a_shim_started_after_the_lease_ran_out_does_not_start_its_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, lease, stop) = table(dir.path());
+    lease.set_lost_after(Duration::from_millis(2500));
+    let past = fence::now() - Duration::from_secs(1);
+    LeaseFile::new(dir.path()).write(Some(past)).unwrap();
+    let ran = dir.path().join("ran");
+    jobs.start(job(11, &["touch", ran.to_str().unwrap()]), 1);
+    wait_until("the attempt to be released", || jobs.held().is_empty()).await;
+    assert!(!ran.exists(), "user code ran after the lease ran out");
+    assert_eq!(end_report(dir.path(), 11, 1), None);
+    stop.send_replace(true);
+}
+
 /// A new job table on the same spool (a restarted worker) adopts what the old one's shims
 /// still run, and its end is recorded by the shim even while no worker watched it.
 #[tokio::test]

@@ -290,8 +290,10 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         // goes silent, so that the standbys elect a primary that can commit, and follows
         // that one once it hears from it. openraft has no step-down of its own, and a
         // primary whose every link is slower than its 50 ms append timeout would otherwise
-        // keep the standbys from electing while committing nothing.
-        if self.lease.expired() {
+        // keep the standbys from electing while committing nothing. Silent for a while only
+        // (`Lease::stepped_down`): if no one else can be elected (the only voter it reaches
+        // was behind it and needs it to catch up), staying silent would leave no primary.
+        if self.lease.stepped_down() {
             return Err(RPCError::Unreachable(Unreachable::new(
                 &TransportError::Rpc {
                     addr: self.addr.clone(),

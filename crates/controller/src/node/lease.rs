@@ -25,6 +25,9 @@ use tokio::time::Instant;
 use super::{Node, RECHECK};
 use crate::store::NodeId;
 
+/// How many leases a leader whose lease ran out stays silent (the first is the lease itself).
+const STEP_DOWN_LEASES: u32 = 4;
+
 /// When a majority last acknowledged this node as leader (`None` while not leader), and how
 /// long that may be ago. Shared with the Raft network, which stops replicating for a
 /// primary whose lease ran out (see `raft_client`).
@@ -53,6 +56,15 @@ impl Lease {
     /// Whether this node is a leader that no majority has acknowledged within the lease.
     pub fn expired(&self) -> bool {
         self.silence() > self.limit
+    }
+
+    /// Whether this leader should stay silent now: from the end of its lease for three more
+    /// leases, long enough for the others to elect one that can commit. After that it speaks
+    /// again, since no one else could win (the only voter it reaches was behind it, say, and
+    /// needs it to catch up): silent for good, it would leave the cluster with no primary.
+    pub fn stepped_down(&self) -> bool {
+        let silence = self.silence();
+        silence > self.limit && silence <= self.limit * STEP_DOWN_LEASES
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Held>> {

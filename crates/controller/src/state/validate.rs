@@ -13,6 +13,9 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Largest command line or environment, in bytes. Bounded specs keep every Raft batch and
 /// every message far below capnp's message limit.
 pub const MAX_LIST_BYTES: usize = 64 * 1024;
+/// What each element of a list counts beyond its text: the wire's pointer to it. Without it a
+/// command of millions of empty arguments would pass as zero bytes.
+pub const LIST_ELEMENT_BYTES: usize = 8;
 
 /// Largest reason a worker may give for an attempt that never ran, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;
@@ -35,12 +38,18 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     check_size("cwd", spec.cwd.len(), MAX_PATH_BYTES)?;
     check_size(
         "command",
-        spec.command.iter().map(String::len).sum(),
+        spec.command
+            .iter()
+            .map(|a| a.len() + LIST_ELEMENT_BYTES)
+            .sum(),
         MAX_LIST_BYTES,
     )?;
     check_size(
         "env",
-        spec.env.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        spec.env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 * LIST_ELEMENT_BYTES)
+            .sum(),
         MAX_LIST_BYTES,
     )?;
     match spec.command.first() {
@@ -138,6 +147,21 @@ mod command_tests {
         };
         let e = validate_command(&cmd).unwrap_err();
         assert_eq!(e, "queue: 41943040 bytes, at most 256 allowed");
+    }
+
+    #[test]
+    fn a_command_of_countless_empty_arguments_is_refused() {
+        let mut spec = JobSpec {
+            command: vec!["true".into()],
+            ..JobSpec::default()
+        };
+        spec.command
+            .extend(std::iter::repeat_n(String::new(), 1_000_000));
+        let e = validate_spec(&spec).unwrap_err();
+        assert_eq!(e, "command: 8000012 bytes, at most 65536 allowed");
+        // At the limit exactly, arguments and their pointers together.
+        spec.command = vec!["true".into(), "a".repeat(MAX_LIST_BYTES - 4 - 16)];
+        assert_eq!(validate_spec(&spec), Ok(()));
     }
 
     #[test]
