@@ -401,15 +401,20 @@ async fn idle_connections_by_the_thousand_lock_no_client_out() {
     cluster.assert_no_errors();
 }
 
-/// The resident memory of a process, in bytes.
-fn rss_bytes(pid: u32) -> u64 {
+/// A memory figure of a process from `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in bytes.
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kb: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     kb * 1024
+}
+
+/// The resident memory of a process, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS")
 }
 
 /// Eight connections each sending one 63 MiB frame (under capnp's 64 MiB default) make the
@@ -474,15 +479,9 @@ impl futures::io::AsyncRead for NeverReads {
     }
 }
 
-/// A peak resident memory of a process, in bytes.
+/// The peak resident memory of a process, in bytes.
 fn hwm_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    kb * 1024
+    status_bytes(pid, "VmHWM")
 }
 
 /// One connection pipelines 300 full pages of `listJobs` (about 6 MiB each) and reads none

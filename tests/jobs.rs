@@ -218,22 +218,26 @@ async fn a_job_over_its_memory_limit_ends_out_of_memory() {
     if !worker_has_cgroups(&cluster) {
         return;
     }
-    // dd allocates (and fills) a 256 MiB buffer; the job may have 32.
-    let out = cluster.xce_ok(&[
-        "-o",
-        "json",
-        "submit",
-        "--mem-mb",
-        "32",
-        "--",
-        "dd",
-        "if=/dev/zero",
-        "of=/dev/null",
-        "bs=256M",
-        "count=1",
-    ]);
-    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    // dd allocates (and fills) a 256 MiB buffer.
+    let dd = |mem_mb: &str| {
+        let out = cluster.xce_ok(&[
+            "-o",
+            "json",
+            "submit",
+            "--mem-mb",
+            mem_mb,
+            "--",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=256M",
+            "count=1",
+        ]);
+        let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+        cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+        id
+    };
+    let id = dd("32");
     let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
     assert_eq!(
         (job.state, job.reason.as_deref(), job.signal),
@@ -241,21 +245,7 @@ async fn a_job_over_its_memory_limit_ends_out_of_memory() {
         "{job:?}"
     );
     // The same job with room enough is done.
-    let out = cluster.xce_ok(&[
-        "-o",
-        "json",
-        "submit",
-        "--mem-mb",
-        "512",
-        "--",
-        "dd",
-        "if=/dev/zero",
-        "of=/dev/null",
-        "bs=256M",
-        "count=1",
-    ]);
-    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let id = dd("512");
     let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
     assert_eq!(job.state, JobState::Done, "{job:?}");
 }
