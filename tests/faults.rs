@@ -588,3 +588,68 @@ async fn a_client_that_never_reads_its_replies_leaves_the_primary_serving_and_it
     );
     cluster.assert_no_errors();
 }
+
+/// A primary out of file descriptors cannot accept a client: it steps down within its lease
+/// and does not stand again until it can accept, so clients find a primary that can serve.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_that_cannot_accept_clients_hands_over() {
+    let cluster = Cluster::start(3);
+    let (primary, before) = cluster.wait_all_standbys().await;
+    let pid = cluster.controllers()[primary].pid().unwrap();
+    let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap()
+        .0 as usize;
+    let limit = |n: usize| {
+        let status = std::process::Command::new("prlimit")
+            .arg(format!("--pid={pid}"))
+            .arg(format!("--nofile={n}:"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "prlimit failed");
+    };
+    // Room for a few more descriptors, then none.
+    limit(open_fds + 4);
+    let addr = cluster.controllers()[primary].addr();
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        if let Ok(s) = std::net::TcpStream::connect(&addr) {
+            held.push(s);
+        }
+    }
+    let log = cluster.controllers()[primary].log.clone();
+    wait_for_log(&log, "cannot accept client connections").await;
+    let peers = peers_starting_with(&cluster, primary);
+    let client = cluster.client_with_peers(&peers, ClientConfig::default());
+    let info = xce_tests::wait_for(
+        "a primary that can accept",
+        Duration::from_secs(30),
+        || async {
+            client
+                .call(GetCluster)
+                .await
+                .ok()
+                .filter(|i| i.primary != before.primary)
+        },
+    )
+    .await;
+    assert!(info.term > before.term, "{info:?}");
+    client.call(true_job()).await.unwrap();
+    // Inherited from this process: its own soft limit is the controller's original one.
+    limit(soft);
+    drop(held);
+    client.call(true_job()).await.unwrap();
+}
+
+/// Waits until `log` holds `text`.
+async fn wait_for_log(log: &std::path::Path, text: &str) {
+    xce_tests::wait_for(text, Duration::from_secs(30), || async {
+        std::fs::read_to_string(log)
+            .ok()?
+            .contains(text)
+            .then_some(())
+    })
+    .await;
+}

@@ -39,8 +39,12 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig)
     tokio::task::spawn_local(connections.clone().run_idle_sweeper());
     loop {
         let (stream, peer) = match listener.accept().await {
-            Ok(conn) => conn,
+            Ok(conn) => {
+                node.accepted(true);
+                conn
+            }
             Err(e) => {
+                node.accepted(false);
                 warn!(error = %e, "accept failed");
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;

@@ -130,6 +130,10 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         if state == ServerState::Leader || !voters.contains(&node.id) {
             continue;
         }
+        // A node no client can reach must not become the primary.
+        if node.lease.unreachable_for().is_some() {
+            continue;
+        }
         for (id, n) in &nodes {
             if *id != node.id && voters.contains(id) && !peers.iter().any(|(p, _)| p == id) {
                 peers.push((*id, network.new_client(*id, n).await));

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use openraft::ServerState;
 use tokio::time::Instant;
+use tracing::warn;
 
 use super::{Node, RECHECK};
 use crate::store::NodeId;
@@ -35,6 +36,9 @@ const STEP_DOWN_LEASES: u32 = 4;
 pub struct Lease {
     held: Mutex<Option<Held>>,
     pub(super) limit: Duration,
+    /// Since when this node has failed to accept client connections (out of file
+    /// descriptors, say): a primary no new client can reach must not go on posing as one.
+    unreachable_since: Mutex<Option<Instant>>,
 }
 
 /// A leadership this node holds: its term, when it was won, and the latest majority ack.
@@ -50,6 +54,7 @@ impl Lease {
         Lease {
             held: Mutex::new(None),
             limit,
+            unreachable_since: Mutex::new(None),
         }
     }
 
@@ -95,10 +100,34 @@ impl Lease {
     }
 
     /// How long since a majority acknowledged this leader (zero when not leader).
+    /// A node that cannot accept clients counts as silent for as long as that lasts.
     pub fn silence(&self) -> Duration {
-        self.lock()
-            .map(|h| h.acked_at.elapsed())
-            .unwrap_or_default()
+        let Some(acked) = self.lock().map(|h| h.acked_at.elapsed()) else {
+            return Duration::ZERO;
+        };
+        acked.max(self.unreachable_for().unwrap_or_default())
+    }
+
+    /// Whether accepting a client connection just worked; a failure that lasts a lease
+    /// makes a primary step down and keeps this node from standing.
+    pub fn accepted(&self, ok: bool) {
+        let mut since = self
+            .unreachable_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match (ok, *since) {
+            (true, _) => *since = None,
+            (false, None) => *since = Some(Instant::now()),
+            (false, Some(_)) => {}
+        }
+    }
+
+    /// How long accepting clients has been failing, if it is.
+    pub fn unreachable_for(&self) -> Option<Duration> {
+        self.unreachable_since
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|t| t.elapsed())
     }
 }
 
@@ -125,5 +154,16 @@ impl Node {
             let left = self.lease.limit - silence;
             tokio::time::sleep(left.min(RECHECK) + Duration::from_millis(1)).await;
         }
+    }
+}
+
+impl Node {
+    /// Tells the lease whether accepting a client connection worked (see
+    /// [`Lease::accepted`]).
+    pub fn accepted(&self, ok: bool) {
+        if !ok && self.lease.unreachable_for().is_none() {
+            warn!(node = %self.name, "cannot accept client connections: stepping down as primary, and not standing, until it can");
+        }
+        self.lease.accepted(ok);
     }
 }
