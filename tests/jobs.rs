@@ -515,19 +515,26 @@ async fn assert_requeued_only_after_the_first_copy_stopped(
     );
 }
 
-#[tokio::test]
-async fn a_killed_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
-    let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
+/// Two workers with fencing on, and a ticker running on w1: the cluster, the job's working
+/// dir (reaped when dropped), the job and the pid of its first copy.
+async fn ticker_on_w1() -> (Cluster, PathBuf, JobReaper, u64, i32) {
+    let cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
     cluster.wait_primary().await;
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;
-    let (work, _reaper) = workdir(&cluster);
+    let (work, reaper) = workdir(&cluster);
     let id = cluster.submit_in(&work, &["sh", "-c", TICKER]);
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let first = pid_in(&work, "copies.pid").await;
     cluster
         .wait_job(id, "running", |j| j.state == JobState::Running)
         .await;
+    (cluster, work, reaper, id, first)
+}
+
+#[tokio::test]
+async fn a_killed_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
+    let (mut cluster, work, _reaper, id, first) = ticker_on_w1().await;
     cluster.local.kill9_worker(0).unwrap();
     assert!(alive(first), "the job died with its worker");
     assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
@@ -592,17 +599,7 @@ async fn a_worker_restarted_within_the_lease_adopts_its_job_and_renews_its_lease
 
 #[tokio::test]
 async fn a_frozen_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_declares_them_lost() {
-    let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
-    cluster.wait_primary().await;
-    cluster.wait_host("w1", HostState::Ok).await;
-    cluster.wait_host("w2", HostState::Ok).await;
-    let (work, _reaper) = workdir(&cluster);
-    let id = cluster.submit_in(&work, &["sh", "-c", TICKER]);
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
-    let first = pid_in(&work, "copies.pid").await;
-    cluster
-        .wait_job(id, "running", |j| j.state == JobState::Running)
-        .await;
+    let (mut cluster, work, _reaper, id, first) = ticker_on_w1().await;
 
     cluster.local.pause_worker(0).unwrap();
     assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
