@@ -210,16 +210,24 @@ async fn restarting_every_controller_keeps_every_acknowledged_job() {
     assert_eq!(acked.len(), 60);
 }
 
-#[tokio::test]
-async fn a_lagging_controller_catches_up_from_a_snapshot_and_restarts_restore_state() {
+/// Three controllers that compact their log every 10 entries, one standby stopped while
+/// `missed` jobs are submitted: the cluster, the primary, the stopped standby, the running
+/// one, and the acknowledged job ids.
+async fn with_a_lagging_standby(missed: usize) -> (Cluster, usize, usize, usize, BTreeSet<u64>) {
     let config = "raft:\n  snapshot_logs: 10\n  logs_kept: 2\n";
     let mut cluster = Cluster::start_with_config(3, Some(config));
     let (primary, _) = cluster.wait_all_standbys().await;
     let lagging = (primary + 1) % 3;
     let third = (primary + 2) % 3;
-    // The lagging standby misses 80 batches; the primary compacts them away.
     assert!(cluster.stop(lagging).await.success());
-    let mut acked = submit_n(&cluster, 80).await;
+    let acked = submit_n(&cluster, missed).await;
+    (cluster, primary, lagging, third, acked)
+}
+
+#[tokio::test]
+async fn a_lagging_controller_catches_up_from_a_snapshot_and_restarts_restore_state() {
+    // The lagging standby misses 80 batches; the primary compacts them away.
+    let (mut cluster, primary, lagging, third, mut acked) = with_a_lagging_standby(80).await;
     // Back with only the lagging node as the second voter, a write commits only once the
     // lagging node has installed the primary's snapshot.
     cluster.restart(lagging);
@@ -247,13 +255,7 @@ async fn a_lagging_controller_catches_up_from_a_snapshot_and_restarts_restore_st
 /// cannot win an election against it; it catches it up and commits again.
 #[tokio::test]
 async fn a_primary_whose_only_voter_returns_far_behind_catches_it_up_after_losing_its_lease() {
-    let config = "raft:\n  snapshot_logs: 10\n  logs_kept: 2\n";
-    let mut cluster = Cluster::start_with_config(3, Some(config));
-    let (primary, _) = cluster.wait_all_standbys().await;
-    let lagging = (primary + 1) % 3;
-    let third = (primary + 2) % 3;
-    assert!(cluster.stop(lagging).await.success());
-    let mut acked = submit_n(&cluster, 40).await;
+    let (mut cluster, primary, lagging, third, mut acked) = with_a_lagging_standby(40).await;
     assert!(cluster.stop(third).await.success());
     // Alone, the primary's lease runs out: it answers noMaster and stops replicating.
     wait_for(

@@ -847,9 +847,7 @@ async fn jobs_run_on_through_a_restart_of_every_controller_and_end_once() {
 /// not start that superseded attempt, not even for a moment.
 #[tokio::test]
 async fn a_thawed_worker_starts_no_attempt_that_was_superseded_while_it_was_frozen() {
-    // Lost after 4 s of silence; the worker fences at 2 s (4 s less its kill grace and margin).
-    let config = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 3000\n";
-    let mut cluster = Cluster::start_full(3, Some(config), 2, WORKER_ARGS);
+    let mut cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
     cluster.wait_primary().await;
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;

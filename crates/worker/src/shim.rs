@@ -240,16 +240,12 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     info!(pid, "job started");
     tell_worker(&format!("started {pid}"));
     let (status, stopping) = supervise(&job, &mut child, &orders)?;
-    // The leader is gone; whatever it left behind goes with it.
-    match (&job.cgroup, stopping) {
-        (Some(cg), _) => {
-            procs::signal_group(pid, Signal::SIGKILL);
-            cg.kill();
-        }
-        (None, Some(_)) => job.kill_all(),
-        (None, None) => {
-            procs::signal_group(pid, Signal::SIGKILL);
-        }
+    // The leader is gone; whatever it left behind goes with it: its group always, and what
+    // left the group when there is a cgroup to find it or the job was being stopped anyway.
+    if job.cgroup.is_some() || stopping.is_some() {
+        job.kill_all();
+    } else {
+        procs::signal_group(pid, Signal::SIGKILL);
     }
     let out_of_memory = job.cgroup.as_ref().is_some_and(JobCgroup::oom_killed);
     if let Some(cg) = &job.cgroup {

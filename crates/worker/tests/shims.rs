@@ -111,6 +111,17 @@ fn end_report(spool: &Path, id: JobId, attempt: u32) -> Option<JobEnd> {
     Report::decode(&bytes).unwrap().end
 }
 
+/// Waits until the attempt's end report is on disk and returns how it ended.
+async fn wait_end(spool: &Path, id: JobId, attempt: u32) -> JobEnd {
+    let mut end = None;
+    wait_until("the end report on disk", || {
+        end = end_report(spool, id, attempt);
+        end.is_some()
+    })
+    .await;
+    end.unwrap()
+}
+
 fn order(id: JobId, attempt: u32, signal: JobSignal) -> JobOrder {
     JobOrder {
         id,
@@ -166,11 +177,7 @@ async fn starts_once_per_attempt_fences_older_copies_and_signals_only_what_it_ho
 
     // Kill ends it; its end waits in the outbox (no controller), durable.
     assert!(jobs.signal(order(1, 3, JobSignal::Kill)));
-    wait_until("the end report on disk", || {
-        end_report(dir.path(), 1, 3).is_some()
-    })
-    .await;
-    assert_eq!(end_report(dir.path(), 1, 3), Some(JobEnd::Signal(15)));
+    assert_eq!(wait_end(dir.path(), 1, 3).await, JobEnd::Signal(15));
     wait_until("the attempt to finish", || {
         jobs.held()
             .iter()
@@ -186,13 +193,9 @@ async fn a_command_that_cannot_start_is_reported_with_its_reason() {
     let dir = tempfile::tempdir().unwrap();
     let (jobs, _lease, stop) = table(dir.path());
     jobs.start(job(4, &["/no/such/program"]), 1);
-    wait_until("the end report on disk", || {
-        end_report(dir.path(), 4, 1).is_some()
-    })
-    .await;
     assert_eq!(
-        end_report(dir.path(), 4, 1),
-        Some(JobEnd::Failed("command not found: /no/such/program".into()))
+        wait_end(dir.path(), 4, 1).await,
+        JobEnd::Failed("command not found: /no/such/program".into())
     );
     wait_until("the attempt to be held as finished", || {
         jobs.held()
@@ -225,11 +228,7 @@ async fn a_kill_that_is_ignored_ends_in_sigkill_after_the_grace_period() {
     let ready = dir.path().join("ready");
     wait_until("the trap to be set", || ready.exists()).await;
     assert!(jobs.signal(order(2, 1, JobSignal::Kill)));
-    wait_until("the end report on disk", || {
-        end_report(dir.path(), 2, 1).is_some()
-    })
-    .await;
-    assert_eq!(end_report(dir.path(), 2, 1), Some(JobEnd::Signal(9)));
+    assert_eq!(wait_end(dir.path(), 2, 1).await, JobEnd::Signal(9));
     stop.send_replace(true);
 }
 
@@ -343,11 +342,7 @@ async fn a_new_worker_adopts_running_shims_and_kills_what_none_vouches_for() {
     .await;
     assert!(stray.wait().is_ok());
     std::fs::write(&go, b"").unwrap();
-    wait_until("the adopted attempt's end", || {
-        end_report(dir.path(), 5, 1).is_some()
-    })
-    .await;
-    assert_eq!(end_report(dir.path(), 5, 1), Some(JobEnd::Exit(4)));
+    assert_eq!(wait_end(dir.path(), 5, 1).await, JobEnd::Exit(4));
     wait_until("the adopted attempt to be seen finished", || {
         new.held().iter().all(|h| h.phase == HeldPhase::Finished)
     })
@@ -465,7 +460,7 @@ async fn in_a_cgroup_kill_and_suspend_reach_what_left_the_group_and_dropped_its_
         procs::start_ticks(escaped).is_none()
     })
     .await;
-    wait_until("the job's end", || end_report(dir.path(), 8, 1).is_some()).await;
+    wait_end(dir.path(), 8, 1).await;
     wait_until("the job's cgroup to be removed", || {
         cgroups.attempts().is_empty()
     })
@@ -486,11 +481,8 @@ async fn in_a_cgroup_a_job_over_its_memory_limit_ends_out_of_memory() {
     let dd = "dd if=/dev/zero of=/dev/null bs=256M count=1";
     jobs.start(with_limits(job(9, &["sh", "-c", dd]), 1, 32), 1);
     jobs.start(with_limits(job(10, &["sh", "-c", dd]), 1, 512), 1);
-    for id in [9, 10] {
-        wait_until("the job's end", || end_report(dir.path(), id, 1).is_some()).await;
-    }
-    assert_eq!(end_report(dir.path(), 9, 1), Some(JobEnd::OutOfMemory));
-    assert_eq!(end_report(dir.path(), 10, 1), Some(JobEnd::Exit(0)));
+    assert_eq!(wait_end(dir.path(), 9, 1).await, JobEnd::OutOfMemory);
+    assert_eq!(wait_end(dir.path(), 10, 1).await, JobEnd::Exit(0));
     stop.send_replace(true);
     wait_until("the jobs' cgroups to be removed", || {
         cgroups.attempts().is_empty()
