@@ -336,10 +336,26 @@ async fn a_new_worker_adopts_running_shims_and_kills_what_none_vouches_for() {
         procs::start_ticks(pgid).is_some(),
         "the adopted job was killed"
     );
-    wait_until("the stray process to be killed", || {
-        procs::start_ticks(stray_pid).is_none()
-    })
-    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while procs::start_ticks(stray_pid).is_some() {
+        // Say what the sweep saw, so a failure here can be told apart from a slow kill.
+        let environ = std::fs::read(format!("/proc/{stray_pid}/environ"));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stray process {stray_pid} was not killed: state {:?}, environ {}",
+            proc_state(stray_pid),
+            match environ {
+                Ok(env) => format!(
+                    "readable, {} bytes, marked {}",
+                    env.len(),
+                    env.split(|b| *b == 0)
+                        .any(|v| v.starts_with(procs::ENV_SPOOL_MARK.as_bytes()))
+                ),
+                Err(e) => format!("unreadable: {e}"),
+            }
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(stray.wait().is_ok());
     std::fs::write(&go, b"").unwrap();
     assert_eq!(wait_end(dir.path(), 5, 1).await, JobEnd::Exit(4));
