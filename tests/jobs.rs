@@ -270,7 +270,10 @@ async fn requeue_kills_the_attempt_and_the_next_dispatch_is_a_new_attempt() {
         .wait_job(id, "pending again", |j| j.state == JobState::Pending)
         .await;
     assert_eq!((job.attempt, job.host.as_deref()), (1, None));
-    assert_eq!(job.pend_reason.as_deref(), Some("requeued by an operator"));
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("requeued by an operator; no scheduler")
+    );
     assert!(!alive(first), "the first attempt still runs");
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let job = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
@@ -431,7 +434,7 @@ async fn a_restarted_worker_delivers_what_it_could_not_adopts_what_runs_and_kill
         .await;
     assert_eq!(
         job.pend_reason.as_deref(),
-        Some("requeued: lost by its worker on w1")
+        Some("requeued: lost by its worker on w1; no scheduler")
     );
     // ...and the runner, adopted with all it started, ends as attempt 1.
     cluster.wait_host("w1", HostState::Ok).await;
@@ -500,7 +503,10 @@ async fn assert_requeued_only_after_the_first_copy_stopped(
         !alive(first),
         "the cluster requeued the job while its first copy still ran"
     );
-    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("requeued: host w1 lost; no scheduler")
+    );
     cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
     wait_for("attempt 2 to tick", Duration::from_secs(30), || async {
         tick_spans(work).get(&2).map(|_| ())
@@ -743,7 +749,7 @@ async fn a_worker_that_loses_every_controller_stops_its_jobs_before_they_are_req
         .await;
     assert_eq!(
         job.pend_reason.as_deref(),
-        Some("requeued: lost by its worker on w1")
+        Some("requeued: lost by its worker on w1; no scheduler")
     );
     let log = std::fs::read_to_string(&cluster.local.workers[0].log).unwrap();
     assert!(
@@ -867,7 +873,10 @@ async fn a_thawed_worker_starts_no_attempt_that_was_superseded_while_it_was_froz
     let job = cluster
         .wait_job(id, "requeued", |j| j.state == JobState::Pending)
         .await;
-    assert_eq!(job.pend_reason.as_deref(), Some("requeued: host w1 lost"));
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("requeued: host w1 lost; no scheduler")
+    );
     cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
     cluster
         .wait_job(id, "running on w2", |j| j.state == JobState::Running)

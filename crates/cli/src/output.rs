@@ -206,6 +206,19 @@ pub fn cluster(format: Format, c: &ClusterInfo) {
             .unwrap_or_default();
         println!("{:<10} {:<24} {role}", m.name, m.addr);
     }
+    if c.schedulers.is_empty() {
+        println!("schedulers: none");
+    } else {
+        let names: Vec<String> = c
+            .schedulers
+            .iter()
+            .map(|s| {
+                let role = if s.active { "active" } else { "standby" };
+                format!("{} ({role})", s.name)
+            })
+            .collect();
+        println!("schedulers: {}", names.join(", "));
+    }
 }
 
 /// Prints one event-stream item as it arrives: a JSON line, or a line of text.

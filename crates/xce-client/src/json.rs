@@ -63,6 +63,10 @@ pub fn cluster(info: &ClusterInfo) -> Value {
             "addr": m.addr,
             "role": m.role,
         })).collect::<Vec<_>>(),
+        "schedulers": info.schedulers.iter().map(|s| json!({
+            "name": s.name,
+            "active": s.active,
+        })).collect::<Vec<_>>(),
     })
 }
 

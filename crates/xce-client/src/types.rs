@@ -177,12 +177,36 @@ pub struct Member {
     pub role: MemberRole,
 }
 
+/// A scheduler the primary has heard from recently; `active` is the one holding the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerInfo {
+    pub name: String,
+    pub active: bool,
+}
+
 /// The cluster as the primary sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterInfo {
     pub primary: Option<String>,
     pub term: u64,
     pub members: Vec<Member>,
+    pub schedulers: Vec<SchedulerInfo>,
+}
+
+/// One scheduler decision: run the job on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Placement {
+    pub id: JobId,
+    pub host: String,
+}
+
+/// A placement of a batch that was not made, and why (`conflict`: the world changed under
+/// the decision; `noEnt`: the job or host is gone).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub id: JobId,
+    pub status: xce_proto::Status,
+    pub message: String,
 }
 
 /// Which jobs a listing returns; empty fields mean "any".

@@ -8,7 +8,8 @@ use xce_proto::Status;
 use crate::types::{
     ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
     HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobSignal, JobSpec,
-    JobState, Member, MemberRole, Queue, QueueAction, RequestToken, Role,
+    JobState, Member, MemberRole, Placement, Queue, QueueAction, Refusal, RequestToken, Role,
+    SchedulerInfo,
 };
 
 /// The common header of every reply, Rust side.
@@ -250,12 +251,18 @@ pub fn read_queue(r: w::queue::Reader<'_>) -> Result<Queue, Error> {
 pub fn write_cluster(mut b: w::cluster_info::Builder<'_>, c: &ClusterInfo) {
     b.set_primary(c.primary.as_deref().unwrap_or(""));
     b.set_term(c.term);
-    let mut members = b.init_members(c.members.len() as u32);
+    let mut members = b.reborrow().init_members(c.members.len() as u32);
     for (i, m) in c.members.iter().enumerate() {
         let mut mb = members.reborrow().get(i as u32);
         mb.set_name(m.name.as_str());
         mb.set_addr(m.addr.as_str());
         mb.set_role(m.role.into());
+    }
+    let mut schedulers = b.init_schedulers(c.schedulers.len() as u32);
+    for (i, s) in c.schedulers.iter().enumerate() {
+        let mut sb = schedulers.reborrow().get(i as u32);
+        sb.set_name(s.name.as_str());
+        sb.set_active(s.active);
     }
 }
 
@@ -272,10 +279,51 @@ pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error
             })
         })
         .collect::<Result<_, Error>>()?;
+    let schedulers = r
+        .get_schedulers()?
+        .iter()
+        .map(|s| {
+            Ok(SchedulerInfo {
+                name: text(s.get_name()?)?,
+                active: s.get_active(),
+            })
+        })
+        .collect::<Result<_, Error>>()?;
     Ok(ClusterInfo {
         primary: opt_text(text(r.get_primary()?)?),
         term: r.get_term(),
         members,
+        schedulers,
+    })
+}
+
+/// Writes a placement.
+pub fn write_placement(mut b: w::placement::Builder<'_>, p: &Placement) {
+    b.set_job_id(p.id);
+    b.set_host(p.host.as_str());
+}
+
+/// Reads a placement.
+pub fn read_placement(r: w::placement::Reader<'_>) -> Result<Placement, Error> {
+    Ok(Placement {
+        id: r.get_job_id(),
+        host: text(r.get_host()?)?,
+    })
+}
+
+/// Writes a refused placement.
+pub fn write_refusal(mut b: w::refusal::Builder<'_>, f: &Refusal) {
+    b.set_job_id(f.id);
+    b.set_status(f.status.into());
+    b.set_message(f.message.as_str());
+}
+
+/// Reads a refused placement; an unknown status from a newer peer reads as `internal`.
+pub fn read_refusal(r: w::refusal::Reader<'_>) -> Result<Refusal, Error> {
+    Ok(Refusal {
+        id: r.get_job_id(),
+        status: r.get_status().map(Status::from).unwrap_or(Status::Internal),
+        message: text(r.get_message()?)?,
     })
 }
 

@@ -123,6 +123,7 @@ struct ClusterInfo {
   primary @0 :Text;   # Empty when no primary is known.
   term @1 :UInt64;
   members @2 :List(Member);
+  schedulers @3 :List(SchedulerInfo);
 }
 
 # Filter for `listJobs`; empty fields mean "any".
@@ -183,6 +184,45 @@ interface Controller {
   # gone unanswered for a while pings, so that a frozen controller, whose kernel keeps the
   # connection open, costs it a fraction of a second instead of a whole call timeout.
   ping @16 () -> (header :ReplyHeader);
+
+  # ---- The scheduler (only a connection joined as a scheduler) ----
+  # Asks for, or renews, the one scheduler lease for `name`, lasting `ttlMs` from when the
+  # primary applies it. Granted when no one holds it, `name` holds it, or the holder's ran
+  # out; a new holder gets the next `epoch`. Refused with `conflict` naming the holder.
+  acquireScheduler @17 (token :Token, name :Text, ttlMs :UInt32)
+      -> (header :ReplyHeader, epoch :UInt64);
+  # Many placements in one replicated request, each validated at apply on its own; refused
+  # as a whole (`conflict`) when `epoch` is not the current, unexpired lease's. `refused`
+  # lists the placements that were not made, and why.
+  dispatchBatch @18 (token :Token, epoch :UInt64, placements :List(Placement))
+      -> (header :ReplyHeader, refused :List(Refusal));
+  # Why jobs still pend, as the scheduler sees it; jobs no longer pending are skipped.
+  setPendReasons @19 (token :Token, epoch :UInt64, reasons :List(PendReason))
+      -> (header :ReplyHeader);
+}
+
+# One scheduler decision: run `jobId` on `host`.
+struct Placement {
+  jobId @0 :UInt64;
+  host @1 :Text;
+}
+
+# A placement of a batch that was not made.
+struct Refusal {
+  jobId @0 :UInt64;
+  status @1 :Status;
+  message @2 :Text;
+}
+
+struct PendReason {
+  jobId @0 :UInt64;
+  reason @1 :Text;
+}
+
+# A scheduler the primary has heard from recently; `active` holds the unexpired lease.
+struct SchedulerInfo {
+  name @0 :Text;
+  active @1 :Bool;
 }
 
 # ---- Events ------------------------------------------------------------------------------

@@ -47,11 +47,14 @@ pub enum Method {
     JobFinished,
     Subscribe,
     Ping,
+    AcquireScheduler,
+    DispatchBatch,
+    SetPendReasons,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 17] = [
+    pub const ALL: [Method; 20] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -69,6 +72,9 @@ impl Method {
         Method::JobFinished,
         Method::Subscribe,
         Method::Ping,
+        Method::AcquireScheduler,
+        Method::DispatchBatch,
+        Method::SetPendReasons,
     ];
 
     /// The schema name, for messages.
@@ -91,6 +97,9 @@ impl Method {
             Method::JobFinished => "jobFinished",
             Method::Subscribe => "subscribe",
             Method::Ping => "ping",
+            Method::AcquireScheduler => "acquireScheduler",
+            Method::DispatchBatch => "dispatchBatch",
+            Method::SetPendReasons => "setPendReasons",
         }
     }
 }
@@ -111,8 +120,12 @@ pub fn allowed(method: Method, role: Role) -> bool {
         // Users' own work; the apiserver acts for users.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin | Apiserver),
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
-        // Placement: the scheduler's decisions, or an operator's by hand.
-        Method::Dispatch => matches!(role, Scheduler | Operator | Admin),
+        // Placement by hand: an operator's. A scheduler places through `dispatchBatch`, whose
+        // lease epoch fences a deposed scheduler; a plain dispatch carries none.
+        Method::Dispatch => matches!(role, Operator | Admin),
+        Method::AcquireScheduler | Method::DispatchBatch | Method::SetPendReasons => {
+            role == Scheduler
+        }
         Method::Heartbeat | Method::JobStarted | Method::JobFinished => role == Worker,
         Method::Raft => role == Controller,
     }
@@ -148,7 +161,7 @@ mod tests {
     fn every_method_against_every_role() {
         use Role::*;
         let all = Role::ALL;
-        let expected: [(Method, &[Role]); 17] = [
+        let expected: [(Method, &[Role]); 20] = [
             (Method::Submit, &[User, Operator, Admin, Apiserver]),
             (Method::ListJobs, all),
             (Method::JobInfo, all),
@@ -161,11 +174,14 @@ mod tests {
             (Method::HostControl, &[Operator, Admin]),
             (Method::Join, all),
             (Method::Heartbeat, &[Worker]),
-            (Method::Dispatch, &[Scheduler, Operator, Admin]),
+            (Method::Dispatch, &[Operator, Admin]),
             (Method::JobStarted, &[Worker]),
             (Method::JobFinished, &[Worker]),
             (Method::Subscribe, all),
             (Method::Ping, all),
+            (Method::AcquireScheduler, &[Scheduler]),
+            (Method::DispatchBatch, &[Scheduler]),
+            (Method::SetPendReasons, &[Scheduler]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),
@@ -202,6 +218,7 @@ mod tests {
             Method::JobFinished,
             Method::Heartbeat,
             Method::Raft,
+            Method::DispatchBatch,
         ] {
             let refused = authorize(method, &plain).unwrap_err();
             assert_eq!(refused.status, Status::Perm);

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use openraft::{Raft, ServerState};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
-use xce_client::types::{ClusterInfo, JobId, Member, MemberRole};
+use xce_client::types::{ClusterInfo, JobId, Member, MemberRole, SchedulerInfo};
 use xce_client::wire::ReplyHeader;
 use xce_client::Candidate;
 use xce_proto::Status;
@@ -85,7 +85,13 @@ pub struct Node {
     last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
     /// Primary-local liveness: when each host last heartbeated (or joined) here.
     heartbeats: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// When each scheduler last asked this node for the lease (standbys ask too), for the
+    /// cluster report.
+    schedulers_seen: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
 }
+
+/// How long a scheduler that stopped asking for the lease is still listed.
+const SCHEDULER_LISTED_FOR: Duration = Duration::from_secs(10);
 
 /// The node id of the candidate at `index` in the peers list.
 pub fn node_id_of(index: usize) -> NodeId {
@@ -120,6 +126,7 @@ impl Node {
             lease: network.lease.clone(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
+            schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
@@ -183,9 +190,45 @@ impl Node {
         });
     }
 
+    /// A scheduler asked for the lease: list it in the cluster report for a while.
+    pub fn saw_scheduler(&self, name: &str) {
+        let mut seen = self
+            .schedulers_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        seen.retain(|_, at| at.elapsed() < SCHEDULER_LISTED_FOR);
+        seen.insert(name.to_string(), tokio::time::Instant::now());
+    }
+
+    /// The schedulers heard from recently, and the lease holder, by name.
+    fn schedulers(&self, active: Option<String>) -> Vec<SchedulerInfo> {
+        let seen = self
+            .schedulers_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = seen
+            .iter()
+            .filter(|(_, at)| at.elapsed() < SCHEDULER_LISTED_FOR)
+            .map(|(n, _)| n.clone())
+            .chain(active.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+            .into_iter()
+            .map(|name| SchedulerInfo {
+                active: active.as_deref() == Some(name.as_str()),
+                name,
+            })
+            .collect()
+    }
+
     /// The cluster as this primary sees it.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, ReplyHeader> {
-        self.read(|_| ()).await?;
+        let now = now_ms();
+        let active = self
+            .read(move |s| s.scheduler_lease(now).map(|l| l.name.clone()))
+            .await?;
         let term = self.raft.metrics().borrow().current_term;
         let members = self
             .peers
@@ -211,6 +254,7 @@ impl Node {
             primary: Some(self.name.clone()),
             term,
             members,
+            schedulers: self.schedulers(active),
         })
     }
 }
@@ -219,7 +263,10 @@ impl Node {
 pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
     match outcome {
         Outcome::Submitted(id) => (ReplyHeader::ok(), Some(id)),
-        Outcome::Done | Outcome::Resynced { .. } => (ReplyHeader::ok(), None),
+        Outcome::Done
+        | Outcome::Resynced { .. }
+        | Outcome::Leased { .. }
+        | Outcome::Placed { .. } => (ReplyHeader::ok(), None),
         Outcome::Rejected { status, message } => (ReplyHeader::status(status, message), None),
         Outcome::Duplicate(original) => match *original {
             // A re-sent write whose original was rejected gets the same rejection: `dupJob`
@@ -230,7 +277,10 @@ pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 Some(id),
             ),
-            Outcome::Done | Outcome::Resynced { .. } => (
+            Outcome::Done
+            | Outcome::Resynced { .. }
+            | Outcome::Leased { .. }
+            | Outcome::Placed { .. } => (
                 ReplyHeader::status(Status::DupJob, "request already applied"),
                 None,
             ),
@@ -238,7 +288,7 @@ pub fn outcome_reply(outcome: Outcome) -> (ReplyHeader, Option<JobId>) {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

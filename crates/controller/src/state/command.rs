@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
-    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, QueueAction,
-    RequestToken,
+    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, Placement,
+    QueueAction, Refusal, RequestToken,
 };
 use xce_proto::Status;
 
@@ -108,6 +108,24 @@ pub enum Command {
         term: u64,
         queues: Vec<QueueDef>,
     },
+    /// A scheduler asks for, or renews, the scheduler lease.
+    AcquireScheduler {
+        token: RequestToken,
+        name: String,
+        ttl_ms: u32,
+    },
+    /// The lease holder's placements; each validated on its own, like a `Dispatch`.
+    DispatchBatch {
+        token: RequestToken,
+        epoch: u64,
+        placements: Vec<Placement>,
+    },
+    /// The lease holder's word on why jobs still pend.
+    SetPendReasons {
+        token: RequestToken,
+        epoch: u64,
+        reasons: Vec<(JobId, String)>,
+    },
 }
 
 impl Command {
@@ -122,7 +140,10 @@ impl Command {
             | Command::ControlHost { token, .. }
             | Command::Dispatch { token, .. }
             | Command::JobStarted { token, .. }
-            | Command::JobFinished { token, .. } => Some(*token),
+            | Command::JobFinished { token, .. }
+            | Command::AcquireScheduler { token, .. }
+            | Command::DispatchBatch { token, .. }
+            | Command::SetPendReasons { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. } => None,
@@ -161,6 +182,13 @@ impl Command {
             Command::Barrier { queues, .. } => {
                 32 + queues.iter().map(|q| q.name.len() + 8).sum::<usize>()
             }
+            Command::AcquireScheduler { name, .. } => 48 + name.len(),
+            Command::DispatchBatch { placements, .. } => {
+                48 + placements.iter().map(|p| 16 + p.host.len()).sum::<usize>()
+            }
+            Command::SetPendReasons { reasons, .. } => {
+                48 + reasons.iter().map(|(_, r)| 16 + r.len()).sum::<usize>()
+            }
         }
     }
 }
@@ -180,6 +208,10 @@ pub enum Outcome {
     Duplicate(Box<Outcome>),
     /// A worker's join was applied: `orders` go back to it in the join's reply.
     Resynced { orders: Vec<JobOrder> },
+    /// The scheduler lease is the caller's, at this fencing epoch.
+    Leased { epoch: u64 },
+    /// A batch of placements was judged: all were made but the `refused` ones.
+    Placed { refused: Vec<Refusal> },
 }
 
 impl Outcome {

@@ -7,7 +7,7 @@ use xce_proto::Status;
 
 use super::{
     is_placed, validate_spec, EndIntent, LostPolicy, Outcome, Push, State, DEFAULT_QUEUE,
-    PEND_NO_SCHEDULER, PEND_REQUEUED,
+    PEND_REQUEUED,
 };
 
 /// Ends a job `exited` with `reason`.
@@ -73,7 +73,9 @@ impl State {
             id,
             spec,
             state: JobState::Pending,
-            pend_reason: Some(PEND_NO_SCHEDULER.to_string()),
+            // Until a scheduler says why it waits; readers are told "no scheduler" while
+            // none holds the lease (`State::shown`).
+            pend_reason: None,
             reason: None,
             host: None,
             attempt: 0,
@@ -322,7 +324,11 @@ mod tests {
         assert_eq!(job.state, JobState::Pending);
         assert_eq!(job.spec.cpus, 1);
         assert_eq!(job.submit_time_ms, 1000);
-        assert_eq!(job.pend_reason.as_deref(), Some(PEND_NO_SCHEDULER));
+        assert_eq!(job.pend_reason, None);
+        assert_eq!(
+            s.shown(job.clone(), 1000).pend_reason.as_deref(),
+            Some(super::super::PEND_NO_SCHEDULER)
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod hosts;
 mod index;
 mod jobs;
 mod queues;
+mod schedulers;
 mod stored;
 mod validate;
 mod views;
@@ -33,6 +34,7 @@ use xce_client::types::{HostState, Job, JobId, RequestToken};
 pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
 pub use index::is_placed;
+pub use schedulers::SchedulerLease;
 pub use stored::{CommandRecord, StateRecord};
 pub use validate::{
     check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
@@ -52,7 +54,8 @@ pub const DEFAULT_QUEUE_PRIORITY: i32 = 30;
 /// seconds; this window covers far more than any failover at full submit speed.
 pub const TOKEN_WINDOW: usize = 200_000;
 
-/// Pending reason recorded at submit: nothing places jobs until a scheduler exists.
+/// Pending reason shown for a pending job while no scheduler holds the lease (derived when
+/// the job is read, never stored).
 pub const PEND_NO_SCHEDULER: &str = "no scheduler";
 
 /// Reason recorded on a job an operator requeued.
@@ -127,6 +130,8 @@ pub struct State {
     /// Placed jobs an operator asked to kill or requeue, until their attempt is gone.
     intents: BTreeMap<JobId, EndIntent>,
     tokens: TokenWindow,
+    /// The one scheduler allowed to place jobs; kept after it runs out, so epochs only grow.
+    scheduler: Option<SchedulerLease>,
     /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
@@ -152,6 +157,7 @@ impl Default for State {
             hosts: BTreeMap::new(),
             intents: BTreeMap::new(),
             tokens: TokenWindow::default(),
+            scheduler: None,
             index: Index::default(),
             emitted: Vec::new(),
         }
@@ -192,6 +198,15 @@ impl State {
                 self.set_host_available(&name, available)
             }
             Command::Dispatch { id, host, .. } => self.dispatch(id, host),
+            Command::AcquireScheduler { name, ttl_ms, .. } => {
+                self.acquire_scheduler(at_ms, name, ttl_ms)
+            }
+            Command::DispatchBatch {
+                epoch, placements, ..
+            } => self.dispatch_batch(at_ms, epoch, placements),
+            Command::SetPendReasons { epoch, reasons, .. } => {
+                self.set_pend_reasons(at_ms, epoch, reasons)
+            }
             Command::JobStarted {
                 id, attempt, host, ..
             } => self.job_started(at_ms, id, attempt, &host),

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobOrder, JobSignal,
-    JobSpec, JobState, QueueAction, RequestToken,
+    JobSpec, JobState, Placement, QueueAction, Refusal, RequestToken,
 };
 use xce_proto::Status;
 
 use super::index::Index;
 use super::{
-    Command, EndIntent, HostRecord, LostPolicy, Outcome, QueueDef, QueueState, State, TokenWindow,
+    Command, EndIntent, HostRecord, LostPolicy, Outcome, QueueDef, QueueState, SchedulerLease,
+    State, TokenWindow,
 };
 
 /// `From` both ways between a domain enum and its record, variant for variant.
@@ -255,6 +256,22 @@ pub enum CommandRecord {
         term: u64,
         queues: Vec<QueueDefRecord>,
     },
+    AcquireScheduler {
+        token: u128,
+        name: String,
+        ttl_ms: u32,
+    },
+    DispatchBatch {
+        token: u128,
+        epoch: u64,
+        /// Job id and host, in the order decided.
+        placements: Vec<(u64, String)>,
+    },
+    SetPendReasons {
+        token: u128,
+        epoch: u64,
+        reasons: Vec<(u64, String)>,
+    },
 }
 
 fn held_record(h: HeldJob) -> HeldRecord {
@@ -347,6 +364,33 @@ impl From<Command> for CommandRecord {
                 end: end_record(end),
             },
             Command::HostLost { name } => CommandRecord::HostLost { name },
+            Command::AcquireScheduler {
+                token,
+                name,
+                ttl_ms,
+            } => CommandRecord::AcquireScheduler {
+                token: token.0,
+                name,
+                ttl_ms,
+            },
+            Command::DispatchBatch {
+                token,
+                epoch,
+                placements,
+            } => CommandRecord::DispatchBatch {
+                token: token.0,
+                epoch,
+                placements: placements.into_iter().map(|p| (p.id, p.host)).collect(),
+            },
+            Command::SetPendReasons {
+                token,
+                epoch,
+                reasons,
+            } => CommandRecord::SetPendReasons {
+                token: token.0,
+                epoch,
+                reasons,
+            },
             Command::Barrier { term, queues } => CommandRecord::Barrier {
                 term,
                 queues: queues
@@ -448,6 +492,36 @@ impl From<CommandRecord> for Command {
                 },
             },
             CommandRecord::HostLost { name } => Command::HostLost { name },
+            CommandRecord::AcquireScheduler {
+                token,
+                name,
+                ttl_ms,
+            } => Command::AcquireScheduler {
+                token: t(token),
+                name,
+                ttl_ms,
+            },
+            CommandRecord::DispatchBatch {
+                token,
+                epoch,
+                placements,
+            } => Command::DispatchBatch {
+                token: t(token),
+                epoch,
+                placements: placements
+                    .into_iter()
+                    .map(|(id, host)| Placement { id, host })
+                    .collect(),
+            },
+            CommandRecord::SetPendReasons {
+                token,
+                epoch,
+                reasons,
+            } => Command::SetPendReasons {
+                token: t(token),
+                epoch,
+                reasons,
+            },
             CommandRecord::Barrier { term, queues } => Command::Barrier {
                 term,
                 queues: queues
@@ -484,6 +558,20 @@ pub enum OutcomeRecord {
     Resynced {
         orders: Vec<OrderRecord>,
     },
+    Leased {
+        epoch: u64,
+    },
+    Placed {
+        refused: Vec<RefusalRecord>,
+    },
+}
+
+/// A refused placement, as stored in a remembered batch outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusalRecord {
+    pub id: u64,
+    pub status: StatusRecord,
+    pub message: String,
 }
 
 impl From<Outcome> for OutcomeRecord {
@@ -503,6 +591,17 @@ impl From<Outcome> for OutcomeRecord {
                         id: o.id,
                         attempt: o.attempt,
                         signal: o.signal.into(),
+                    })
+                    .collect(),
+            },
+            Outcome::Leased { epoch } => OutcomeRecord::Leased { epoch },
+            Outcome::Placed { refused } => OutcomeRecord::Placed {
+                refused: refused
+                    .into_iter()
+                    .map(|r| RefusalRecord {
+                        id: r.id,
+                        status: r.status.into(),
+                        message: r.message,
                     })
                     .collect(),
             },
@@ -527,6 +626,17 @@ impl From<OutcomeRecord> for Outcome {
                         id: o.id,
                         attempt: o.attempt,
                         signal: o.signal.into(),
+                    })
+                    .collect(),
+            },
+            OutcomeRecord::Leased { epoch } => Outcome::Leased { epoch },
+            OutcomeRecord::Placed { refused } => Outcome::Placed {
+                refused: refused
+                    .into_iter()
+                    .map(|r| Refusal {
+                        id: r.id,
+                        status: r.status.into(),
+                        message: r.message,
                     })
                     .collect(),
             },
@@ -566,6 +676,24 @@ pub struct StateRecord {
     pub intents: Vec<(u64, EndIntentRecord)>,
     /// Remembered tokens and their outcomes, oldest first.
     pub tokens: Vec<(u128, OutcomeRecord)>,
+    /// The scheduler lease, held or run out (its epoch must survive either way).
+    pub scheduler: Option<SchedulerLeaseRecord>,
+}
+
+/// The scheduler lease as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerLeaseRecord {
+    pub name: String,
+    pub epoch: u64,
+    pub expires_ms: u64,
+}
+
+fn lease_record(l: &SchedulerLease) -> SchedulerLeaseRecord {
+    SchedulerLeaseRecord {
+        name: l.name.clone(),
+        epoch: l.epoch,
+        expires_ms: l.expires_ms,
+    }
 }
 
 fn queue_record(name: &str, q: &QueueState) -> QueueRecord {
@@ -599,6 +727,7 @@ impl State {
             hosts,
             intents,
             tokens,
+            scheduler,
             ..
         } = self;
         let TokenWindow {
@@ -618,6 +747,7 @@ impl State {
                 .into_iter()
                 .filter_map(|t| outcomes.remove(&t).map(|o| (t.0, o.into())))
                 .collect(),
+            scheduler: scheduler.as_ref().map(lease_record),
         }
     }
 
@@ -669,6 +799,11 @@ impl State {
                 .map(|(id, i)| (id, i.into()))
                 .collect(),
             tokens: window,
+            scheduler: rec.scheduler.map(|l| SchedulerLease {
+                name: l.name,
+                epoch: l.epoch,
+                expires_ms: l.expires_ms,
+            }),
             emitted: Vec::new(),
         }
     }
@@ -712,7 +847,7 @@ impl Serialize for SnapshotView<'_> {
             .iter()
             .filter_map(|t| st.tokens.outcomes.get(t).map(|o| (t.0, o.clone().into())))
             .collect();
-        let mut rec = s.serialize_struct("StateRecord", 6)?;
+        let mut rec = s.serialize_struct("StateRecord", 7)?;
         rec.serialize_field("next_job_id", &st.next_job_id)?;
         rec.serialize_field(
             "jobs",
@@ -731,6 +866,7 @@ impl Serialize for SnapshotView<'_> {
             ),
         )?;
         rec.serialize_field("tokens", &tokens)?;
+        rec.serialize_field("scheduler", &st.scheduler.as_ref().map(lease_record))?;
         rec.end()
     }
 }
@@ -829,6 +965,24 @@ mod tests {
                 available: false,
             },
             Command::HostLost { name: "w1".into() },
+            Command::AcquireScheduler {
+                token: t(9),
+                name: "s1".into(),
+                ttl_ms: 3000,
+            },
+            Command::DispatchBatch {
+                token: t(10),
+                epoch: 1,
+                placements: vec![Placement {
+                    id: 1,
+                    host: "w1".into(),
+                }],
+            },
+            Command::SetPendReasons {
+                token: t(11),
+                epoch: 1,
+                reasons: vec![(1, "queue normal is inactive".into())],
+            },
         ]
     }
 
@@ -838,9 +992,9 @@ mod tests {
 
     /// The bytes of [`every_command`] and of the state they leave, in store format
     /// [`STORE_FORMAT`]. They must never change within a format.
-    const GOLDEN_FORMAT: u32 = 3;
-    const GOLDEN_LOG: &str = "0b0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c650207046869676803040802773101050277310009027731";
-    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c01000008010401090200feffffffffffffffffffffffffffffffffff030001030104010501060107010801";
+    const GOLDEN_FORMAT: u32 = 4;
+    const GOLDEN_LOG: &str = "0e0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b09027331b8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e616374697665";
+    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000b010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a1c6a6f622031206973206578697465642c206e6f742070656e64696e670b010102733101b8e795ffbc31";
 
     #[test]
     fn the_stored_encoding_is_the_golden_one_of_its_format() {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use xce_client::types::{
     HeldJob, HeldPhase, HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobId,
-    JobSpec, JobState, QueueAction, RequestToken,
+    JobSpec, JobState, Placement, QueueAction, RequestToken,
 };
 
 use super::index::Index;
@@ -176,6 +176,42 @@ fn command() -> impl Strategy<Value = Command> {
                 host
             }
         ),
+        (
+            token.clone(),
+            prop_oneof![Just("s1"), Just("s2")],
+            200u32..3000
+        )
+            .prop_map(|(token, name, ttl_ms)| Command::AcquireScheduler {
+                token,
+                name: name.into(),
+                ttl_ms,
+            }),
+        (
+            token.clone(),
+            0u64..4,
+            prop::collection::vec((id.clone(), host.clone()), 0..4)
+        )
+            .prop_map(|(token, epoch, placements)| Command::DispatchBatch {
+                token,
+                epoch,
+                placements: placements
+                    .into_iter()
+                    .map(|(id, host)| Placement { id, host })
+                    .collect(),
+            }),
+        (
+            token.clone(),
+            0u64..4,
+            prop::collection::vec((id.clone(), prop_oneof![Just("a"), Just("b")]), 0..3)
+        )
+            .prop_map(|(token, epoch, reasons)| Command::SetPendReasons {
+                token,
+                epoch,
+                reasons: reasons
+                    .into_iter()
+                    .map(|(id, r)| (id, r.to_string()))
+                    .collect(),
+            }),
         (token, id, attempt, host, end).prop_map(|(token, id, attempt, host, end)| {
             Command::JobFinished {
                 token,
@@ -356,7 +392,7 @@ proptest! {
             prop_assert_eq!(&postcard::from_bytes::<Command>(&stored).unwrap(), cmd);
             let before = a.clone();
             let requeue = matches!(cmd, Command::ControlJob { action: JobAction::Requeue, .. });
-            let dispatch = matches!(cmd, Command::Dispatch { .. });
+            let dispatch = matches!(cmd, Command::Dispatch { .. } | Command::DispatchBatch { .. });
             let (oa, ea) = a.apply_emitting(i as u64, cmd.clone());
             let (ob, eb) = b.apply_emitting(i as u64, cmd.clone());
             prop_assert_eq!(&oa, &ob);
@@ -385,8 +421,15 @@ proptest! {
                 }
             }
             // A dispatch that was accepted left its host within its cpus and memory.
-            if let (Command::Dispatch { host, .. }, Outcome::Done) = (cmd, &oa) {
-                let h = a.host(host).unwrap();
+            let placed: Vec<&String> = match (cmd, &oa) {
+                (Command::Dispatch { host, .. }, Outcome::Done) => vec![host],
+                (Command::DispatchBatch { placements, .. }, Outcome::Placed { .. }) => {
+                    placements.iter().map(|p| &p.host).collect()
+                }
+                _ => vec![],
+            };
+            for host in placed {
+                let Some(h) = a.host(host) else { continue };
                 let load = a.host_load(host);
                 prop_assert!(load.cpus <= h.cpus, "{:?} {:?}", h, load);
                 prop_assert!(load.mem_mb <= h.mem_mb || load.mem_mb == 0, "{:?} {:?}", h, load);

@@ -21,11 +21,26 @@ pub const LIST_ELEMENT_BYTES: usize = 8;
 pub const MAX_REASON_BYTES: usize = 4096;
 /// Most attempts a worker may say it holds at a join: far more than any host runs at once.
 pub const MAX_HELD: usize = 10_000;
+/// Most placements (or pending reasons) in one scheduler request: big enough that placement
+/// is not one Raft round per job, small enough that a batch stays far below message limits.
+pub const MAX_BATCH: usize = 4096;
+/// Longest pending reason, in bytes.
+pub const MAX_PEND_REASON_BYTES: usize = 512;
+/// The scheduler lease's shortest and longest time to live.
+pub const SCHEDULER_TTL_MS: std::ops::RangeInclusive<u32> = 200..=60_000;
 
 /// Refuses a field longer than `max` bytes, naming it.
 pub fn check_size(field: &str, len: usize, max: usize) -> Result<(), String> {
     if len > max {
         return Err(format!("{field}: {len} bytes, at most {max} allowed"));
+    }
+    Ok(())
+}
+
+/// Refuses a scheduler request of more than [`MAX_BATCH`] items, naming the field.
+fn check_count(field: &str, len: usize) -> Result<(), String> {
+    if len > MAX_BATCH {
+        return Err(format!("{field}: {len} items, at most {MAX_BATCH} allowed"));
     }
     Ok(())
 }
@@ -127,6 +142,29 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             Ok(())
         }
         Command::ControlJob { .. } => Ok(()),
+        Command::AcquireScheduler { name, ttl_ms, .. } => {
+            validate_host_name(name).map_err(|e| e.replacen("host.name", "name", 1))?;
+            if !SCHEDULER_TTL_MS.contains(ttl_ms) {
+                return Err(format!(
+                    "ttl_ms: {ttl_ms} is outside {}..={}",
+                    SCHEDULER_TTL_MS.start(),
+                    SCHEDULER_TTL_MS.end()
+                ));
+            }
+            Ok(())
+        }
+        Command::DispatchBatch { placements, .. } => {
+            check_count("placements", placements.len())?;
+            placements
+                .iter()
+                .try_for_each(|p| check_size("placements.host", p.host.len(), MAX_NAME_BYTES))
+        }
+        Command::SetPendReasons { reasons, .. } => {
+            check_count("reasons", reasons.len())?;
+            reasons
+                .iter()
+                .try_for_each(|(_, r)| check_size("reasons.reason", r.len(), MAX_PEND_REASON_BYTES))
+        }
         Command::Barrier { queues, .. } => queues
             .iter()
             .try_for_each(|q| check_size("queue", q.name.len(), MAX_NAME_BYTES)),

@@ -109,6 +109,20 @@ impl State {
             .collect()
     }
 
+    /// A job as a reader is told it at `now_ms`: while no scheduler holds the lease, a
+    /// pending job's reason says "no scheduler" (derived from the lease, never stored per
+    /// job), after what it last recorded (a requeue, a lost host).
+    pub fn shown(&self, mut job: Job, now_ms: u64) -> Job {
+        if job.state == JobState::Pending && self.scheduler_lease(now_ms).is_none() {
+            let none = super::PEND_NO_SCHEDULER;
+            job.pend_reason = Some(match job.pend_reason.take() {
+                Some(recorded) => format!("{recorded}; {none}"),
+                None => none.to_string(),
+            });
+        }
+        job
+    }
+
     /// One job.
     pub fn job(&self, id: JobId) -> Option<&Job> {
         self.jobs.get(&id).map(|j| &**j)

@@ -14,6 +14,7 @@ mod events;
 mod hosts;
 mod jobs;
 mod queues;
+mod schedulers;
 mod sessions;
 mod workers;
 
@@ -22,6 +23,7 @@ pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Submit};
 pub use queues::{ControlQueue, ListQueues};
+pub use schedulers::{AcquireScheduler, DispatchBatch, SetPendReasons};
 pub use sessions::{claim_role, Join, Joined};
 pub use workers::{Heartbeat, JobFinished, JobStarted};
 

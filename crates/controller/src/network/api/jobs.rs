@@ -5,7 +5,7 @@ use xce_proto::xce_capnp::controller;
 use xce_proto::Status;
 
 use super::{header_of, ControllerService};
-use crate::node::outcome_reply;
+use crate::node::{now_ms, outcome_reply};
 use crate::state::{validate_spec, Command};
 
 pub(super) async fn submit(
@@ -41,7 +41,15 @@ pub(super) async fn list(
     let p = params.get()?;
     let filter = wire::read_filter(p.get_filter()?)?;
     let (after, limit) = (p.get_after(), p.get_limit() as usize);
-    let page = this.node.read(|s| s.jobs_page(&filter, after, limit)).await;
+    let now = now_ms();
+    let page = this
+        .node
+        .read(|s| {
+            let mut page = s.jobs_page(&filter, after, limit);
+            page.jobs = page.jobs.into_iter().map(|j| s.shown(j, now)).collect();
+            page
+        })
+        .await;
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header_of(&page));
     if let Ok(page) = page {
@@ -60,7 +68,12 @@ pub(super) async fn info(
     mut results: controller::JobInfoResults,
 ) -> Result<(), capnp::Error> {
     let id = params.get()?.get_job_id();
-    let job = match this.node.read(|s| s.job(id).cloned()).await {
+    let now = now_ms();
+    let job = match this
+        .node
+        .read(|s| s.job(id).map(|j| s.shown(j.clone(), now)))
+        .await
+    {
         Ok(Some(job)) => Ok(job),
         Ok(None) => Err(ReplyHeader::status(
             Status::NoEnt,

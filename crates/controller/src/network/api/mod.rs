@@ -1,7 +1,7 @@
 //! The client-facing `Controller` interface: one thin dispatch that passes every method
 //! through the session's [`authorize`] check, then to the handler in the file of its resource
 //! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `workers` for what only a
-//! joined worker calls), which live beside the client ops of the same names in xce-client.
+//! joined worker calls, `schedulers` for what only a scheduler calls), which live beside the client ops of the same names in xce-client.
 //!
 //! Runs on the service's `LocalSet` (capnp-rpc is `!Send`); handlers hand their work to the
 //! `Send` [`Node`] and always answer a header: a domain error is never a capnp exception.
@@ -11,6 +11,7 @@ mod events;
 mod hosts;
 mod jobs;
 mod queues;
+mod schedulers;
 mod sessions;
 mod workers;
 
@@ -126,4 +127,7 @@ methods! {
     job_finished(JobFinishedParams, JobFinishedResults) => JobFinished: workers::finished;
     subscribe(SubscribeParams, SubscribeResults) => Subscribe: events::subscribe;
     ping(PingParams, PingResults) => Ping: sessions::ping;
+    acquire_scheduler(AcquireSchedulerParams, AcquireSchedulerResults) => AcquireScheduler: schedulers::acquire;
+    dispatch_batch(DispatchBatchParams, DispatchBatchResults) => DispatchBatch: schedulers::dispatch_batch;
+    set_pend_reasons(SetPendReasonsParams, SetPendReasonsResults) => SetPendReasons: schedulers::set_pend_reasons;
 }
