@@ -175,7 +175,11 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
         .iter()
         .map(|d| d["pid"].as_i64().unwrap() as i32)
         .collect();
-    assert_eq!(pids.len(), 5, "3 controllers and 2 workers: {info}");
+    assert_eq!(
+        pids.len(),
+        6,
+        "3 controllers, 2 workers and a scheduler: {info}"
+    );
 
     let out = xce(&peers, &["submit", "-o", "json", "--", "true"]);
     assert_eq!(ok_json(&out)["id"], 1);
@@ -190,6 +194,16 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
                     .map(|a| a.iter().filter(|h| h["state"] == "ok").count())
             });
         async move { (n == Some(2)).then_some(()) }
+    })
+    .await;
+    // The dev cluster's scheduler runs the job without anyone dispatching it.
+    let peers3 = peers.clone();
+    wait_for("job 1 to run by itself", Duration::from_secs(30), || {
+        let out = xce(&peers3, &["job", "1", "-o", "json"]);
+        let state = serde_json::from_slice::<serde_json::Value>(&out.stdout)
+            .ok()
+            .and_then(|v| v["state"].as_str().map(str::to_string));
+        async move { (state.as_deref() == Some("done")).then_some(()) }
     })
     .await;
 

@@ -85,6 +85,8 @@ pub struct ClusterBuilder {
     config: Option<String>,
     workers: usize,
     worker_args: Vec<String>,
+    schedulers: usize,
+    scheduler_args: Vec<String>,
     links: bool,
 }
 
@@ -105,6 +107,13 @@ impl ClusterBuilder {
     pub fn workers(mut self, n: usize, args: &[&str]) -> Self {
         self.workers = n;
         self.worker_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// `n` schedulers (`s1`..), each given `args`: the first to get the lease is active.
+    pub fn schedulers(mut self, n: usize, args: &[&str]) -> Self {
+        self.schedulers = n;
+        self.scheduler_args = args.iter().map(|a| a.to_string()).collect();
         self
     }
 
@@ -135,6 +144,9 @@ impl ClusterBuilder {
         if self.workers > 0 {
             bin("xce-worker");
         }
+        if self.schedulers > 0 {
+            bin("xce-scheduler");
+        }
         let local = DevCluster::start(ClusterSpec {
             bin_dir: bin_dir(),
             data_dir: dir.path().to_path_buf(),
@@ -143,6 +155,8 @@ impl ClusterBuilder {
             log_filter: "info,openraft=warn".into(),
             workers: self.workers,
             worker_args: self.worker_args,
+            schedulers: self.schedulers,
+            scheduler_args: self.scheduler_args,
             links: self.links,
         })
         .unwrap();
@@ -221,6 +235,32 @@ impl Cluster {
     /// SIGKILL controller `i` and reap it.
     pub fn kill9(&mut self, i: usize) {
         self.local.kill9(i).unwrap();
+    }
+
+    /// The schedulers.
+    pub fn schedulers(&self) -> &[Daemon] {
+        &self.local.schedulers
+    }
+
+    /// SIGKILL scheduler `i` and reap it.
+    pub fn kill9_scheduler(&mut self, i: usize) {
+        self.local.kill9_scheduler(i).unwrap();
+    }
+
+    /// Waits until a scheduler holds the lease, and returns its name.
+    pub async fn wait_active_scheduler(&self) -> String {
+        let client = self.client();
+        wait_for("an active scheduler", Duration::from_secs(30), || {
+            let client = client.clone();
+            async move {
+                let info = client.call(GetCluster).await.ok()?;
+                info.schedulers
+                    .into_iter()
+                    .find(|s| s.active)
+                    .map(|s| s.name)
+            }
+        })
+        .await
     }
 
     /// SIGTERM controller `i`, wait for it to exit, and return its exit status.
@@ -399,7 +439,8 @@ impl Cluster {
     /// heartbeat of patience) as an ERROR and retries it; the tests that cause those check
     /// their effects, so those lines are expected.
     pub fn assert_no_errors(&self) {
-        for c in self.local.controllers.iter().chain(&self.local.workers) {
+        let daemons = self.local.controllers.iter().chain(&self.local.workers);
+        for c in daemons.chain(&self.local.schedulers) {
             let log = std::fs::read_to_string(&c.log).unwrap_or_default();
             let errors: Vec<&str> = log
                 .lines()

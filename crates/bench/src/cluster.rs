@@ -81,6 +81,8 @@ impl BenchCluster {
             log_filter,
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
+            schedulers: 0,
+            scheduler_args: Vec::new(),
             links,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };

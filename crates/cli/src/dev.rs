@@ -24,6 +24,9 @@ pub struct DevArgs {
     /// Number of workers.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// Number of schedulers: one places jobs, the others stand by to take over.
+    #[arg(long, default_value_t = 1)]
+    schedulers: usize,
     /// First client port; controllers take consecutive ports (default: any free ports).
     #[arg(long)]
     base_port: Option<u16>,
@@ -76,6 +79,8 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         log_filter: "info,openraft=warn".into(),
         workers: args.workers,
         worker_args: Vec::new(),
+        schedulers: args.schedulers,
+        scheduler_args: Vec::new(),
         links: false,
     })?;
     if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {
@@ -97,7 +102,7 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
         let v = serde_json::json!({
             "peers": peers,
             "data_dir": data.display().to_string(),
-            "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).map(|d| serde_json::json!({
+            "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).chain(cluster.schedulers.iter()).map(|d| serde_json::json!({
                 "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
             })).collect::<Vec<_>>(),
         });
@@ -105,16 +110,15 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
         return;
     }
     println!(
-        "xce dev: {} controllers and {} workers are up on 127.0.0.1.",
+        "xce dev: {} controllers, {} workers and {} schedulers are up on 127.0.0.1.",
         cluster.controllers.len(),
-        cluster.workers.len()
+        cluster.workers.len(),
+        cluster.schedulers.len()
     );
     println!();
     println!("    export XCE_PEERS={peers}");
     println!();
-    println!(
-        "Then try: xce cluster; xce hosts; xce submit -- sleep 30; xce dispatch 1 w1; xce jobs"
-    );
+    println!("Then try: xce cluster; xce hosts; xce submit --wait -- echo hello; xce jobs");
     println!(
         "Data and logs: {}{}",
         data.display(),
@@ -127,12 +131,13 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
 async fn wait_for_stop(cluster: &mut DevCluster) {
     let stop = xce_client::shutdown::signal();
     tokio::pin!(stop);
-    let mut reported = vec![false; cluster.controllers.len() + cluster.workers.len()];
+    let mut reported =
+        vec![false; cluster.controllers.len() + cluster.workers.len() + cluster.schedulers.len()];
     loop {
         tokio::select! {
             () = &mut stop => return,
             () = tokio::time::sleep(Duration::from_millis(500)) => {
-                for (i, d) in cluster.controllers.iter_mut().chain(cluster.workers.iter_mut()).enumerate() {
+                for (i, d) in cluster.daemons_mut().enumerate() {
                     if let Some(status) = d.exited() {
                         if !reported[i] {
                             eprintln!("xce dev: {} exited ({status}); see {}", d.name, d.log.display());

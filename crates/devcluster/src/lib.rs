@@ -17,6 +17,7 @@ pub mod controller;
 pub mod link;
 pub mod process;
 pub mod ready;
+pub mod scheduler;
 pub mod worker;
 
 pub use link::Link;
@@ -94,6 +95,10 @@ pub struct ClusterSpec {
     pub workers: usize,
     /// Extra flags for every worker (e.g. a short `--heartbeat-ms` in tests).
     pub worker_args: Vec<String>,
+    /// Schedulers to start (`s1`, `s2`, ...): one is active, the others stand by.
+    pub schedulers: usize,
+    /// Extra flags for every scheduler.
+    pub scheduler_args: Vec<String>,
     /// Route controller-to-controller traffic through [`Link`]s so that a test can partition
     /// or slow it ([`DevCluster::partition`], [`DevCluster::delay`]).
     pub links: bool,
@@ -104,6 +109,7 @@ pub struct ClusterSpec {
 pub enum Kind {
     Controller,
     Worker,
+    Scheduler,
 }
 
 /// One daemon of the cluster: its name, where its data and log live, and its process.
@@ -148,6 +154,7 @@ pub struct DevCluster {
     peers: String,
     pub controllers: Vec<Daemon>,
     pub workers: Vec<Daemon>,
+    pub schedulers: Vec<Daemon>,
     links: Vec<Link>,
 }
 
@@ -187,11 +194,20 @@ impl DevCluster {
                 daemon(&spec, &name, Kind::Worker, 0, data_dir, args)
             })
             .collect();
+        let schedulers = (1..=spec.schedulers)
+            .map(|i| {
+                let name = format!("s{i}");
+                let data_dir = spec.data_dir.join(&name);
+                let args = scheduler::args(&name, &peers, &spec.scheduler_args);
+                daemon(&spec, &name, Kind::Scheduler, 0, data_dir, args)
+            })
+            .collect();
         let mut cluster = DevCluster {
             spec,
             peers,
             controllers,
             workers,
+            schedulers,
             links,
         };
         for i in 0..cluster.controllers.len() {
@@ -199,6 +215,9 @@ impl DevCluster {
         }
         for i in 0..cluster.workers.len() {
             cluster.start_worker(i)?;
+        }
+        for i in 0..cluster.schedulers.len() {
+            cluster.start_scheduler(i)?;
         }
         Ok(cluster)
     }
@@ -210,7 +229,10 @@ impl DevCluster {
 
     /// Every daemon, controllers first.
     pub fn daemons_mut(&mut self) -> impl Iterator<Item = &mut Daemon> {
-        self.controllers.iter_mut().chain(self.workers.iter_mut())
+        self.controllers
+            .iter_mut()
+            .chain(self.workers.iter_mut())
+            .chain(self.schedulers.iter_mut())
     }
 
     /// The daemon called `name`.
@@ -235,6 +257,16 @@ impl DevCluster {
     /// Crashes worker `i` (SIGKILL) and reaps it.
     pub fn kill9_worker(&mut self, i: usize) -> Result<(), LaunchError> {
         self.workers[i].process.kill9()
+    }
+
+    /// Starts scheduler `i` (again); its log is appended to.
+    pub fn start_scheduler(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.schedulers[i].process.start(&self.spec.log_filter)
+    }
+
+    /// Crashes scheduler `i` (SIGKILL) and reaps it.
+    pub fn kill9_scheduler(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.schedulers[i].process.kill9()
     }
 
     /// Freezes worker `i` (SIGSTOP): cut off from the cluster while its jobs run on.
@@ -281,8 +313,9 @@ impl DevCluster {
     /// those that had to be killed.
     pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
         let procs = self
-            .workers
+            .schedulers
             .iter_mut()
+            .chain(self.workers.iter_mut())
             .chain(self.controllers.iter_mut())
             .map(|d| &mut d.process);
         process::stop_all(procs, grace)
@@ -391,6 +424,7 @@ fn daemon(
     let bin = match kind {
         Kind::Controller => "xce-controller",
         Kind::Worker => "xce-worker",
+        Kind::Scheduler => "xce-scheduler",
     };
     let log = spec.data_dir.join(format!("{name}.log"));
     Daemon {

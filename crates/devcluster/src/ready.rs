@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use xce_client::{parse_candidates, Client, ClientConfig};
 
-use crate::{controller, worker, DevCluster, LaunchError};
+use crate::{controller, scheduler, worker, DevCluster, LaunchError};
 
 /// How long one probe may take before the loop checks the daemons again.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -20,16 +20,25 @@ impl DevCluster {
     /// primary's name.
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<String, LaunchError> {
         let workers: Vec<String> = self.workers.iter().map(|w| w.name.clone()).collect();
-        let what = if workers.is_empty() {
-            "a primary".to_string()
-        } else {
-            format!("a primary and workers {}", workers.join(", "))
-        };
+        let schedulers = !self.schedulers.is_empty();
+        let mut what = "a primary".to_string();
+        if !workers.is_empty() {
+            what += &format!(", workers {}", workers.join(", "));
+        }
+        if schedulers {
+            what += ", an active scheduler";
+        }
         self.wait_until(&what, timeout, |client| {
             let workers = workers.clone();
             async move {
                 let primary = controller::primary(&client).await?;
-                worker::all_up(&client, &workers).await.then_some(primary)
+                if !worker::all_up(&client, &workers).await {
+                    return None;
+                }
+                if schedulers && scheduler::active(&client).await.is_none() {
+                    return None;
+                }
+                Some(primary)
             }
         })
         .await

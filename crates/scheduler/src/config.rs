@@ -1,0 +1,185 @@
+//! Scheduler configuration: flags > `XCE_*` environment (both through clap, in main) > the
+//! optional YAML file, validated into one [`Config`]. Unknown YAML keys are an error naming
+//! the key.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use xce_client::{parse_candidates, Candidate, CandidateError};
+
+/// The YAML file (`--config`); every key optional.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    /// Controller candidates, as `--peers`.
+    pub peers: Option<String>,
+    /// This scheduler's name, as `--name`.
+    pub name: Option<String>,
+    /// How long the scheduler lease lasts unless renewed; a standby takes over about this
+    /// long after the active scheduler died.
+    pub lease_ttl_ms: Option<u64>,
+    /// The slow safety timer: a full re-read of the cluster this often, events or not.
+    pub reread_ms: Option<u64>,
+}
+
+/// What flags and environment gave (`None`: not given).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub peers: Option<String>,
+    pub name: Option<String>,
+    pub lease_ttl_ms: Option<u64>,
+    pub reread_ms: Option<u64>,
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub name: String,
+    pub peers: Vec<Candidate>,
+    pub lease_ttl: Duration,
+    pub reread: Duration,
+}
+
+/// Why a configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--peers: {0}")]
+    Peers(#[from] CandidateError),
+    #[error("--peers: required (flag, XCE_PEERS or `peers` in the config file)")]
+    NoPeers,
+    #[error("--name: {0}")]
+    Name(String),
+    #[error("read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {detail}")]
+    Parse { path: PathBuf, detail: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The default name: one scheduler per host is the common case.
+pub const DEFAULT_NAME: &str = "s1";
+/// Lease time to live by default, and the bounds the controller accepts.
+pub const DEFAULT_LEASE_TTL_MS: u64 = 3000;
+const LEASE_TTL_MS: std::ops::RangeInclusive<u64> = 200..=60_000;
+/// Safety re-read by default.
+pub const DEFAULT_REREAD_MS: u64 = 60_000;
+
+/// Reads the YAML file.
+pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(FileConfig::default());
+    }
+    serde_yaml::from_str(&text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })
+}
+
+/// Layers flags and environment over the file and validates the result.
+pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError> {
+    let peers = over.peers.or(file.peers).ok_or(ConfigError::NoPeers)?;
+    let peers = parse_candidates(&peers)?;
+    let name = over
+        .name
+        .or(file.name)
+        .unwrap_or_else(|| DEFAULT_NAME.to_string());
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !valid {
+        return Err(ConfigError::Name(format!(
+            "{name:?} must be letters, digits, '-', '_' or '.'"
+        )));
+    }
+    let ttl = over
+        .lease_ttl_ms
+        .or(file.lease_ttl_ms)
+        .unwrap_or(DEFAULT_LEASE_TTL_MS);
+    if !LEASE_TTL_MS.contains(&ttl) {
+        return Err(ConfigError::Invalid(format!(
+            "lease_ttl_ms: {ttl} is outside {}..={}",
+            LEASE_TTL_MS.start(),
+            LEASE_TTL_MS.end()
+        )));
+    }
+    let reread = over
+        .reread_ms
+        .or(file.reread_ms)
+        .unwrap_or(DEFAULT_REREAD_MS);
+    if reread < 1000 {
+        return Err(ConfigError::Invalid(format!(
+            "reread_ms: {reread} is below 1000 (a re-read is a full read of the cluster)"
+        )));
+    }
+    Ok(Config {
+        name,
+        peers,
+        lease_ttl: Duration::from_millis(ttl),
+        reread: Duration::from_millis(reread),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(yaml: &str) -> Result<FileConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("scheduler.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        read_file(&path)
+    }
+
+    #[test]
+    fn flags_beat_the_file_and_the_file_beats_defaults() {
+        let f = file("peers: c1=127.0.0.1:7001\nname: s2\nlease_ttl_ms: 5000\n").unwrap();
+        let c = resolve(Overrides::default(), f.clone()).unwrap();
+        assert_eq!((c.name.as_str(), c.lease_ttl.as_millis()), ("s2", 5000));
+        let over = Overrides {
+            name: Some("s9".into()),
+            ..Overrides::default()
+        };
+        let c = resolve(over, f).unwrap();
+        assert_eq!(c.name, "s9");
+        assert_eq!(c.peers.len(), 1);
+        assert_eq!(c.reread.as_millis(), u128::from(DEFAULT_REREAD_MS));
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let e = file("peers: c1=127.0.0.1:7001\nlease_ttl: 5\n").unwrap_err();
+        assert!(e.to_string().contains("unknown field `lease_ttl`"), "{e}");
+        let e = resolve(Overrides::default(), FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("--peers: required"), "{e}");
+        let over = Overrides {
+            peers: Some("c1=nohost".into()),
+            ..Overrides::default()
+        };
+        let e = resolve(over, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().starts_with("--peers:"), "{e}");
+        let over = Overrides {
+            peers: Some("c1=127.0.0.1:1".into()),
+            lease_ttl_ms: Some(10),
+            ..Overrides::default()
+        };
+        let e = resolve(over, FileConfig::default()).unwrap_err();
+        assert!(e.to_string().contains("lease_ttl_ms: 10"), "{e}");
+        let over = Overrides {
+            peers: Some("c1=127.0.0.1:1".into()),
+            name: Some("bad name".into()),
+            ..Overrides::default()
+        };
+        assert!(resolve(over, FileConfig::default()).is_err());
+    }
+}

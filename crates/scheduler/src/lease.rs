@@ -1,0 +1,94 @@
+//! The scheduler lease, as this scheduler holds it: asked for (or renewed) every third of its
+//! time to live. The active scheduler renews; a standby asks and is refused until the holder
+//! stops renewing, then takes over at the next epoch. Locally the lease counts as held only
+//! until `ttl × 4/5` after the request that granted it was *sent*, so this scheduler stops
+//! deciding before the controller could grant the lease to another.
+
+use std::time::Duration;
+
+use crate::stopped;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+use xce_client::ops::AcquireScheduler;
+use xce_client::types::RequestToken;
+use xce_client::{Client, ClientError, Status};
+
+/// The lease as held here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    pub epoch: u64,
+    /// After this, this scheduler makes no more decisions under `epoch`.
+    pub valid_until: Instant,
+}
+
+impl Held {
+    /// The epoch, while the lease is still good here.
+    pub fn epoch_now(lease: &Option<Held>) -> Option<u64> {
+        lease
+            .filter(|h| Instant::now() < h.valid_until)
+            .map(|h| h.epoch)
+    }
+}
+
+/// Keeps asking for the lease until `stop`, publishing what is held on `held`.
+pub async fn run_lease(
+    client: Client,
+    name: String,
+    ttl: Duration,
+    held: watch::Sender<Option<Held>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = ttl / 3;
+    let ttl_ms = u32::try_from(ttl.as_millis()).unwrap_or(u32::MAX);
+    loop {
+        let sent = Instant::now();
+        let ask = AcquireScheduler {
+            token: RequestToken::random(),
+            name: name.clone(),
+            ttl_ms,
+        };
+        // No timeout of our own: the client bounds the call, and a call may carry the
+        // rejoin's full re-read, which must not be cut short.
+        let answer = tokio::select! {
+            r = client.call(ask) => r,
+            () = stopped(&mut stop) => return,
+        };
+        let was = *held.borrow();
+        match answer {
+            Ok(epoch) => {
+                let now = Held {
+                    epoch,
+                    valid_until: sent + ttl * 4 / 5,
+                };
+                if Held::epoch_now(&was) != Some(epoch) {
+                    info!(scheduler = %name, epoch, "holding the scheduler lease: this scheduler is active");
+                }
+                held.send_replace(Some(now));
+            }
+            Err(ClientError::Status {
+                status: Status::Conflict,
+                message,
+            }) => {
+                if Held::epoch_now(&was).is_some() {
+                    warn!(scheduler = %name, %message, "lost the scheduler lease: standing by");
+                } else {
+                    debug!(scheduler = %name, %message, "standing by");
+                }
+                held.send_replace(None);
+            }
+            Err(e) => {
+                warn!(scheduler = %name, error = %e, "could not renew the scheduler lease");
+            }
+        }
+        if was.is_some() && Held::epoch_now(&held.borrow()).is_none() {
+            // Ran out here without a renewal: decisions stop now (the publisher checks too).
+            held.send_replace(None);
+        }
+        let next = (sent + every).max(Instant::now());
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = stopped(&mut stop) => return,
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `xce-scheduler`: flags, logging, signals; the daemon itself is `xce_scheduler::run`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use xce_scheduler::config::{self, FileConfig, Overrides};
+
+/// The xce scheduler: places pending jobs on hosts. Run two for a hot standby.
+#[derive(Debug, Parser)]
+#[command(name = "xce-scheduler", version)]
+struct Args {
+    /// Controller candidates: name=host:port,...
+    #[arg(long, env = "XCE_PEERS")]
+    peers: Option<String>,
+    /// This scheduler's name (default s1).
+    #[arg(long, env = "XCE_NAME")]
+    name: Option<String>,
+    /// YAML file with the same settings (flags and XCE_* environment win).
+    #[arg(long, env = "XCE_CONFIG")]
+    config: Option<PathBuf>,
+    /// How long the scheduler lease lasts unless renewed, in milliseconds.
+    #[arg(long, env = "XCE_LEASE_TTL_MS")]
+    lease_ttl_ms: Option<u64>,
+    /// Full re-read of the cluster this often, in milliseconds (a safety net under events).
+    #[arg(long, env = "XCE_REREAD_MS")]
+    reread_ms: Option<u64>,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    if let Err(e) = real_main() {
+        eprintln!("xce-scheduler: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let file = match &args.config {
+        Some(path) => config::read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let over = Overrides {
+        peers: args.peers,
+        name: args.name,
+        lease_ttl_ms: args.lease_ttl_ms,
+        reread_ms: args.reread_ms,
+    };
+    let config = config::resolve(over, file)?;
+    if args.check_config {
+        println!("configuration ok: scheduler {}", config.name);
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start runtime")?;
+    runtime.block_on(xce_scheduler::run(config, xce_client::shutdown::signal()))
+}

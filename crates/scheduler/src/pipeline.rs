@@ -1,0 +1,423 @@
+//! The pipeline: **picker** → **allocator** → **publisher**, each its own task, joined by
+//! bounded channels.
+//!
+//! - The picker owns the view: it applies events, reads what events do not carry, and, while
+//!   this scheduler holds the lease, decides a round (`place::plan`), marking the placed jobs
+//!   in flight (their resources reserved) until the publisher says how they fared.
+//! - The allocator gives each round its requests: placements and reasons cut into batches
+//!   of at most `MAX_BATCH`, each with its own request token and the lease epoch.
+//! - The publisher publishes them in FIFO order through xce-client's decision-publish retry
+//!   (a fresh budget per round, shutdown checked before each attempt), and tells the picker
+//!   what was refused; a refusal means the world changed, so the picker re-reads those jobs
+//!   and the hosts. It never re-decides a job still in flight, so nothing is placed twice.
+//!
+//! While publishing is stalled (an outage), the publisher stops taking requests, the
+//! allocator's channel fills, and the picker stops deciding once it has no room to send; it
+//! resumes by itself when the publisher drains.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use crate::stopped;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+use xce_client::events::StreamItem;
+use xce_client::fit::Resources;
+use xce_client::ops::{DispatchBatch, GetJob, SetPendReasons};
+use xce_client::publish::publish_until_done;
+use xce_client::types::{JobFilter, JobId, JobState, Placement, Refusal, RequestToken};
+use xce_client::{Client, ClientError, Status};
+
+use crate::lease::Held;
+use crate::place::plan;
+use crate::view::{self, Followup, View};
+
+/// Most placements (or reasons) in one request: the controller's bound.
+pub const MAX_BATCH: usize = 4096;
+/// Rounds buffered between picker and allocator, and requests between allocator and
+/// publisher.
+pub const ROUNDS_BUFFERED: usize = 2;
+pub const REQUESTS_BUFFERED: usize = 4;
+/// Unknown jobs read one by one below this many; above it, one ranged read.
+const FETCH_ONE_BY_ONE: usize = 16;
+
+/// One round of decisions, under one lease epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Round {
+    pub epoch: u64,
+    pub placements: Vec<Placement>,
+    pub reasons: Vec<(JobId, String)>,
+}
+
+/// One request for the publisher.
+#[derive(Debug, Clone)]
+pub enum Request {
+    Dispatch(DispatchBatch),
+    Reasons(SetPendReasons),
+}
+
+/// What the publisher tells the picker about a dispatch request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    /// Every job of the request: none is in flight any more.
+    pub jobs: Vec<JobId>,
+    /// Those not placed, and why; empty when all were.
+    pub refused: Vec<Refusal>,
+}
+
+/// The allocator: cuts each round into fenced, tokened requests, in order.
+pub async fn allocator(mut rounds: mpsc::Receiver<Round>, requests: mpsc::Sender<Request>) {
+    while let Some(round) = rounds.recv().await {
+        for chunk in round.placements.chunks(MAX_BATCH) {
+            let op = DispatchBatch {
+                token: RequestToken::random(),
+                epoch: round.epoch,
+                placements: chunk.to_vec(),
+            };
+            if requests.send(Request::Dispatch(op)).await.is_err() {
+                return;
+            }
+        }
+        for chunk in round.reasons.chunks(MAX_BATCH) {
+            let op = SetPendReasons {
+                token: RequestToken::random(),
+                epoch: round.epoch,
+                reasons: chunk.to_vec(),
+            };
+            if requests.send(Request::Reasons(op)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// What the publisher publishes through: the real client, or a test's stand-in.
+pub trait Publish: Send + Sync + 'static {
+    /// Publishes one dispatch batch until it is decided; `Err` only for shutdown or a refusal
+    /// of the whole batch.
+    fn dispatch(
+        &self,
+        op: DispatchBatch,
+        stop: &mut watch::Receiver<bool>,
+    ) -> impl std::future::Future<Output = Result<Vec<Refusal>, ClientError>> + Send;
+    /// Publishes pending reasons.
+    fn reasons(
+        &self,
+        op: SetPendReasons,
+        stop: &mut watch::Receiver<bool>,
+    ) -> impl std::future::Future<Output = Result<(), ClientError>> + Send;
+}
+
+impl Publish for Client {
+    async fn dispatch(
+        &self,
+        op: DispatchBatch,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<Vec<Refusal>, ClientError> {
+        publish_until_done(self, op, stop).await
+    }
+
+    async fn reasons(
+        &self,
+        op: SetPendReasons,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<(), ClientError> {
+        publish_until_done(self, op, stop).await
+    }
+}
+
+/// The publisher: publishes each request in order; a request whose epoch is no longer held
+/// here is not sent at all (a scheduler that lost its lease stops dispatching at once).
+pub async fn publisher<P: Publish>(
+    target: P,
+    mut requests: mpsc::Receiver<Request>,
+    lease: watch::Receiver<Option<Held>>,
+    feedback: mpsc::UnboundedSender<Published>,
+    mut stop: watch::Receiver<bool>,
+) {
+    while let Some(request) = requests.recv().await {
+        if *stop.borrow() {
+            return;
+        }
+        let held = Held::epoch_now(&lease.borrow());
+        match request {
+            Request::Dispatch(op) => {
+                let jobs: Vec<JobId> = op.placements.iter().map(|p| p.id).collect();
+                let refused = if held != Some(op.epoch) {
+                    debug!(
+                        epoch = op.epoch,
+                        "the lease is gone: dropping a batch of decisions"
+                    );
+                    refuse_all(
+                        &op,
+                        Status::Conflict,
+                        "the lease was lost before publishing",
+                    )
+                } else {
+                    match target.dispatch(op.clone(), &mut stop).await {
+                        Ok(refused) => refused,
+                        Err(ClientError::Shutdown) => return,
+                        Err(ClientError::Status { status, message }) => {
+                            warn!(%status, %message, placements = jobs.len(), "a batch of placements was refused");
+                            refuse_all(&op, status, &message)
+                        }
+                        Err(e) => {
+                            warn!(error = %e, placements = jobs.len(), "a batch of placements could not be published");
+                            refuse_all(&op, Status::Internal, &e.to_string())
+                        }
+                    }
+                };
+                if feedback.send(Published { jobs, refused }).is_err() {
+                    return;
+                }
+            }
+            Request::Reasons(op) => {
+                if held != Some(op.epoch) {
+                    continue;
+                }
+                match target.reasons(op, &mut stop).await {
+                    Ok(()) => {}
+                    Err(ClientError::Shutdown) => return,
+                    Err(e) => debug!(error = %e, "pending reasons not published"),
+                }
+            }
+        }
+    }
+}
+
+fn refuse_all(op: &DispatchBatch, status: Status, message: &str) -> Vec<Refusal> {
+    op.placements
+        .iter()
+        .map(|p| Refusal {
+            id: p.id,
+            status,
+            message: message.to_string(),
+        })
+        .collect()
+}
+
+/// What the picker reads from: the view loaded at each (re)join, the event stream, the
+/// publisher's answers and the lease.
+pub struct PickerInputs {
+    pub views: watch::Receiver<Option<View>>,
+    pub events: mpsc::Receiver<StreamItem>,
+    pub feedback: mpsc::UnboundedReceiver<Published>,
+    pub lease: watch::Receiver<Option<Held>>,
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The picker's own state: the view and what is in flight.
+#[derive(Default)]
+struct Picker {
+    view: View,
+    /// Decided and not yet answered: the host and what the job reserves there.
+    in_flight: HashMap<JobId, (String, Resources)>,
+    reserved: HashMap<String, Resources>,
+    /// Reasons sent and not yet seen back in an event, so they are not sent twice.
+    reasons_sent: HashMap<JobId, String>,
+    unknown: HashSet<JobId>,
+    hosts_stale: bool,
+    dirty: bool,
+}
+
+impl Picker {
+    fn release(&mut self, id: JobId) {
+        if let Some((host, need)) = self.in_flight.remove(&id) {
+            if let Some(r) = self.reserved.get_mut(&host) {
+                *r = r.minus(need);
+            }
+        }
+    }
+
+    /// Installs a freshly loaded view; in-flight decisions stay reserved until answered.
+    fn install(&mut self, view: View) {
+        self.view = view;
+        self.reasons_sent.clear();
+        self.unknown.clear();
+        self.hosts_stale = false;
+        self.dirty = true;
+    }
+
+    fn apply(&mut self, event: &xce_client::types::ClusterEvent) {
+        if let xce_client::types::ClusterEvent::Job { id, .. } = event {
+            self.reasons_sent.remove(id);
+        }
+        match self.view.apply(event) {
+            Followup::Nothing => {}
+            Followup::FetchJob(id) => {
+                self.unknown.insert(id);
+            }
+            Followup::FetchHosts => self.hosts_stale = true,
+        }
+        self.dirty = true;
+    }
+
+    fn answered(&mut self, published: Published) {
+        for id in &published.jobs {
+            self.release(*id);
+        }
+        for refusal in &published.refused {
+            // The world changed under the decision: read the job (and the hosts) again.
+            debug!(job = refusal.id, status = %refusal.status, message = %refusal.message, "placement refused");
+            if refusal.status != Status::Internal || !refusal.message.is_empty() {
+                self.unknown.insert(refusal.id);
+            }
+            self.hosts_stale = true;
+        }
+        self.dirty = true;
+    }
+
+    /// Reads what events did not carry: unknown jobs and, when stale, the hosts.
+    async fn catch_up(&mut self, client: &Client) -> Result<(), ClientError> {
+        if self.hosts_stale {
+            view::load_hosts(client, &mut self.view).await?;
+            self.hosts_stale = false;
+        }
+        if self.unknown.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<JobId> = self.unknown.iter().copied().collect();
+        if ids.len() <= FETCH_ONE_BY_ONE {
+            for id in ids {
+                match client.call(GetJob { id }).await {
+                    Ok(job) => self.view.put_job(&job),
+                    Err(ClientError::Status {
+                        status: Status::NoEnt,
+                        ..
+                    }) => {}
+                    Err(e) => return Err(e),
+                }
+                self.unknown.remove(&id);
+            }
+        } else {
+            let from = ids.iter().min().copied().unwrap_or(1);
+            let filter = JobFilter {
+                states: vec![
+                    JobState::Pending,
+                    JobState::Dispatched,
+                    JobState::Running,
+                    JobState::Suspended,
+                ],
+                ..JobFilter::default()
+            };
+            let mut page_view = std::mem::take(&mut self.view);
+            let read = read_from(client, filter, from.saturating_sub(1), &mut page_view).await;
+            self.view = page_view;
+            read?;
+            self.unknown.clear();
+        }
+        Ok(())
+    }
+
+    /// Decides one round when there is something new, the lease is held, and nothing
+    /// unknown is left to read.
+    fn decide(&mut self, epoch: u64) -> Option<Round> {
+        if !self.dirty || !self.unknown.is_empty() || self.hosts_stale {
+            return None;
+        }
+        let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
+        let mut planned = plan(&self.view, &in_flight, &self.reserved, MAX_BATCH);
+        self.dirty = planned.placements.len() >= MAX_BATCH;
+        planned
+            .reasons
+            .retain(|(id, r)| self.reasons_sent.get(id) != Some(r));
+        for (id, r) in &planned.reasons {
+            self.reasons_sent.insert(*id, r.clone());
+        }
+        for p in &planned.placements {
+            let need = self
+                .view
+                .pending
+                .get(&p.id)
+                .map_or_else(Resources::default, |j| j.need);
+            let r = self.reserved.entry(p.host.clone()).or_default();
+            *r = r.plus(need);
+            self.in_flight.insert(p.id, (p.host.clone(), need));
+        }
+        if planned.placements.is_empty() && planned.reasons.is_empty() {
+            return None;
+        }
+        Some(Round {
+            epoch,
+            placements: planned.placements,
+            reasons: planned.reasons,
+        })
+    }
+}
+
+/// Reads the jobs of `filter` with ids above `after` into `view`.
+async fn read_from(
+    client: &Client,
+    filter: JobFilter,
+    after: JobId,
+    view: &mut View,
+) -> Result<(), ClientError> {
+    let mut after = after;
+    loop {
+        let page = client
+            .call(xce_client::ops::ListJobs {
+                filter: filter.clone(),
+                after,
+                limit: 0,
+            })
+            .await?;
+        for job in &page.jobs {
+            view.put_job(job);
+        }
+        match page.next {
+            Some(next) => after = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// The picker; `resync` asks for a full re-read (the client's rejoin) when the event stream
+/// lost events.
+pub async fn picker(
+    client: Client,
+    mut inputs: PickerInputs,
+    rounds: mpsc::Sender<Round>,
+    safety_reread: Duration,
+) {
+    let mut me = Picker::default();
+    let mut reread = tokio::time::interval(safety_reread);
+    reread.tick().await;
+    loop {
+        if *inputs.stop.borrow() {
+            return;
+        }
+        if let Err(e) = me.catch_up(&client).await {
+            debug!(error = %e, "could not read what the events left out; retrying");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let epoch = Held::epoch_now(&inputs.lease.borrow());
+        let ready = epoch.is_some() && me.dirty && me.unknown.is_empty() && !me.hosts_stale;
+        tokio::select! {
+            biased;
+            () = stopped(&mut inputs.stop) => return,
+            Ok(()) = inputs.views.changed() => {
+                if let Some(view) = inputs.views.borrow_and_update().clone() {
+                    info!(pending = view.pending.len(), placed = view.placed.len(), hosts = view.hosts.len(), "read the cluster");
+                    me.install(view);
+                }
+            }
+            Some(answer) = inputs.feedback.recv() => me.answered(answer),
+            item = inputs.events.recv() => match item {
+                Some(StreamItem::Event(e)) => me.apply(&e),
+                Some(StreamItem::Resync { reason }) => {
+                    info!(%reason, "events were lost: reading the cluster again");
+                    client.request_rejoin();
+                }
+                None => return,
+            },
+            _ = inputs.lease.changed() => me.dirty = true,
+            _ = reread.tick() => client.request_rejoin(),
+            permit = rounds.reserve(), if ready => {
+                let Ok(permit) = permit else { return };
+                if let Some(round) = epoch.and_then(|e| me.decide(e)) {
+                    permit.send(round);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,457 @@
+//! Placement as pure logic: from a view (and what is already in flight) to decisions, with no
+//! I/O, so that it can be tested exhaustively.
+//!
+//! Order: queue priority, then job priority (both highest first), then submit order (lowest
+//! id first). A job fits a host when the shared [`fits`] rule says so; hosts that are not `ok`
+//! and queues that are inactive are skipped. Among the hosts it fits, a job goes to the one
+//! with the most free cpus (load is spread, not packed).
+//!
+//! The rule for a job that cannot be placed is **strict priority**: once a job that would fit
+//! some host were it empty is blocked, no job after it in the order is placed in this round,
+//! so a smaller job never overtakes (and so never delays) a blocked higher-priority one. A job
+//! that fits no host even when empty can never run here; it does not block the others (they
+//! cannot delay it), and its reason says so. Backfill comes later.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use xce_client::fit::{fits, Resources};
+use xce_client::types::{HostState, JobId, Placement};
+
+use crate::view::View;
+
+/// Reason for the jobs behind a blocked higher-priority one. Fixed text, so that it changes
+/// (and is published) once, not every time the blocking job changes.
+pub const BEHIND: &str = "waiting behind a higher-priority job that does not fit yet";
+
+/// One round's decisions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// In decision order.
+    pub placements: Vec<Placement>,
+    /// Pending jobs whose reason should change, and the new reason.
+    pub reasons: Vec<(JobId, String)>,
+}
+
+/// Decides up to `max` placements from `view`. Jobs in `in_flight` (decided, not yet
+/// published) are neither placed again nor given reasons; `reserved` is what in-flight
+/// placements will use on each host, so nothing is over-committed meanwhile.
+pub fn plan(
+    view: &View,
+    in_flight: &HashSet<JobId>,
+    reserved: &HashMap<String, Resources>,
+    max: usize,
+) -> Plan {
+    let mut loads: HashMap<&str, Resources> = view.loads();
+    for (host, r) in reserved {
+        let load = loads.entry(host.as_str()).or_default();
+        *load = load.plus(*r);
+    }
+    let mut free = FreeHosts::new(view, &loads);
+    let mut order: Vec<(i32, i32, JobId)> = view
+        .pending
+        .iter()
+        .filter(|(id, _)| !in_flight.contains(id))
+        .map(|(id, j)| {
+            let qprio = view.queues.get(&j.queue).map_or(i32::MIN, |q| q.priority);
+            (qprio, j.priority, *id)
+        })
+        .collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let mut out = Plan::default();
+    let mut blocked = false;
+    for (_, _, id) in order {
+        let Some(job) = view.pending.get(&id) else {
+            continue;
+        };
+        let reason = match view.queues.get(&job.queue) {
+            None => Some(format!("queue {} does not exist", job.queue)),
+            Some(q) if !q.active => Some(format!("queue {} is inactive", job.queue)),
+            Some(_) if free.never_fits(job.need).is_some() => free.never_fits(job.need),
+            Some(_) if blocked => Some(BEHIND.to_string()),
+            Some(_) if out.placements.len() >= max => None,
+            Some(_) => match free.take(job.need) {
+                Ok(host) => {
+                    out.placements.push(Placement { id, host });
+                    None
+                }
+                Err(why) => {
+                    blocked |= why.blocks;
+                    Some(why.reason)
+                }
+            },
+        };
+        if let Some(reason) = reason {
+            if job.pend_reason.as_deref() != Some(reason.as_str()) {
+                out.reasons.push((id, reason));
+            }
+        }
+    }
+    out
+}
+
+/// Why a job was not placed, and whether it holds back the jobs after it.
+struct NoRoom {
+    reason: String,
+    blocks: bool,
+}
+
+/// The `ok` hosts ordered by free cpus, updated as jobs are placed.
+struct FreeHosts {
+    /// (free cpus, name), so the last entry has the most.
+    by_free: BTreeSet<(u32, String)>,
+    hosts: HashMap<String, (Resources, Resources)>,
+    /// The largest host of each resource, for the "can never fit" verdict.
+    largest: Resources,
+}
+
+impl FreeHosts {
+    fn new(view: &View, loads: &HashMap<&str, Resources>) -> FreeHosts {
+        let mut by_free = BTreeSet::new();
+        let mut hosts = HashMap::new();
+        let mut largest = Resources::default();
+        for (name, h) in view.hosts.iter().filter(|(_, h)| h.state == HostState::Ok) {
+            let load = loads.get(name.as_str()).copied().unwrap_or_default();
+            by_free.insert((h.capacity.minus(load).cpus, name.clone()));
+            hosts.insert(name.clone(), (h.capacity, load));
+            largest.cpus = largest.cpus.max(h.capacity.cpus);
+            largest.mem_mb = largest.mem_mb.max(h.capacity.mem_mb);
+        }
+        FreeHosts {
+            by_free,
+            hosts,
+            largest,
+        }
+    }
+
+    /// Why a job needing `need` fits no host here even when it is empty, if it does not.
+    fn never_fits(&self, need: Resources) -> Option<String> {
+        if self.hosts.is_empty() {
+            Some("no host is open and available".into())
+        } else if need.cpus > self.largest.cpus {
+            Some(format!(
+                "no host with {} cpus (largest has {})",
+                need.cpus, self.largest.cpus
+            ))
+        } else if need.mem_mb > 0 && need.mem_mb > self.largest.mem_mb {
+            Some(format!(
+                "no host with {} MiB of memory (largest has {})",
+                need.mem_mb, self.largest.mem_mb
+            ))
+        } else {
+            None
+        }
+    }
+
+    /// Places `need` on the host with the most free cpus that fits it.
+    fn take(&mut self, need: Resources) -> Result<String, NoRoom> {
+        if let Some(reason) = self.never_fits(need) {
+            return Err(NoRoom {
+                reason,
+                blocks: false,
+            });
+        }
+        let found = self
+            .by_free
+            .iter()
+            .rev()
+            .take_while(|(free, _)| *free >= need.cpus)
+            .find(|(_, name)| {
+                let (cap, load) = self.hosts[name];
+                fits(cap, load, need).is_ok()
+            })
+            .cloned();
+        let Some((free, name)) = found else {
+            return Err(self.short_of(need));
+        };
+        self.by_free.remove(&(free, name.clone()));
+        if let Some((cap, load)) = self.hosts.get_mut(&name) {
+            *load = load.plus(need);
+            self.by_free.insert((cap.minus(*load).cpus, name.clone()));
+        }
+        Ok(name)
+    }
+
+    /// The reason for a job that would fit some host when it is empty, but fits none now.
+    fn short_of(&self, need: Resources) -> NoRoom {
+        let most_cpus = self.by_free.last().map_or(0, |(f, _)| *f);
+        let reason = if need.cpus > most_cpus {
+            format!(
+                "no host with {} free cpus (most free: {most_cpus})",
+                need.cpus
+            )
+        } else {
+            let most_mem = self
+                .hosts
+                .values()
+                .map(|(cap, load)| cap.minus(*load).mem_mb)
+                .max()
+                .unwrap_or(0);
+            format!(
+                "no host with {} free cpus and {} MiB of free memory (most free memory: {most_mem} MiB)",
+                need.cpus, need.mem_mb
+            )
+        };
+        NoRoom {
+            reason,
+            blocks: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::view::{HostView, PendingJob, PlacedJob, QueueView};
+
+    fn r(cpus: u32, mem_mb: u64) -> Resources {
+        Resources { cpus, mem_mb }
+    }
+
+    fn view(hosts: &[(&str, u32, u64)], queues: &[(&str, i32, bool)]) -> View {
+        let mut v = View::default();
+        for (name, cpus, mem) in hosts {
+            v.hosts.insert(
+                name.to_string(),
+                HostView {
+                    capacity: r(*cpus, *mem),
+                    state: HostState::Ok,
+                },
+            );
+        }
+        for (name, priority, active) in queues {
+            v.queues.insert(
+                name.to_string(),
+                QueueView {
+                    priority: *priority,
+                    active: *active,
+                },
+            );
+        }
+        v
+    }
+
+    fn pend(v: &mut View, id: JobId, queue: &str, priority: i32, need: Resources) {
+        v.pending.insert(
+            id,
+            PendingJob {
+                queue: queue.into(),
+                priority,
+                need,
+                pend_reason: None,
+            },
+        );
+    }
+
+    fn placed_ids(p: &Plan) -> Vec<JobId> {
+        p.placements.iter().map(|p| p.id).collect()
+    }
+
+    fn none() -> (HashSet<JobId>, HashMap<String, Resources>) {
+        (HashSet::new(), HashMap::new())
+    }
+
+    #[test]
+    fn queue_priority_then_job_priority_then_submit_order() {
+        let mut v = view(&[("w1", 3, 0)], &[("low", 10, true), ("high", 50, true)]);
+        pend(&mut v, 1, "low", 100, r(1, 0));
+        pend(&mut v, 2, "high", 0, r(1, 0));
+        pend(&mut v, 3, "high", 5, r(1, 0));
+        pend(&mut v, 4, "high", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![3, 2, 4]);
+        assert_eq!(
+            p.reasons,
+            vec![(1, "no host with 1 free cpus (most free: 0)".into())]
+        );
+    }
+
+    #[test]
+    fn a_job_too_big_for_any_host_says_so_and_blocks_nothing() {
+        let mut v = view(&[("w1", 2, 1024), ("w2", 2, 1024)], &[("normal", 30, true)]);
+        pend(&mut v, 1, "normal", 0, r(64, 0));
+        pend(&mut v, 2, "normal", 0, r(1, 4096));
+        pend(&mut v, 3, "normal", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![3]);
+        assert_eq!(
+            p.reasons,
+            vec![
+                (1, "no host with 64 cpus (largest has 2)".into()),
+                (
+                    2,
+                    "no host with 4096 MiB of memory (largest has 1024)".into()
+                )
+            ]
+        );
+    }
+
+    #[test]
+    fn a_blocked_job_holds_back_the_smaller_ones_behind_it() {
+        let mut v = view(&[("w1", 4, 0)], &[("normal", 30, true)]);
+        v.placed.insert(
+            9,
+            PlacedJob {
+                host: "w1".into(),
+                need: r(2, 0),
+            },
+        );
+        pend(&mut v, 1, "normal", 0, r(4, 0));
+        pend(&mut v, 2, "normal", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert!(p.placements.is_empty());
+        assert_eq!(
+            p.reasons,
+            vec![
+                (1, "no host with 4 free cpus (most free: 2)".into()),
+                (2, BEHIND.into())
+            ]
+        );
+    }
+
+    #[test]
+    fn inactive_queues_closed_hosts_and_unchanged_reasons() {
+        let mut v = view(&[("w1", 4, 0), ("w2", 4, 0)], &[("normal", 30, false)]);
+        v.hosts.get_mut("w2").unwrap().state = HostState::Closed;
+        pend(&mut v, 1, "normal", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(p.reasons, vec![(1, "queue normal is inactive".into())]);
+        // Once the controller has it, the same reason is not published again.
+        v.pending.get_mut(&1).unwrap().pend_reason = Some("queue normal is inactive".into());
+        assert_eq!(plan(&v, &f, &res, 100), Plan::default());
+        v.queues.get_mut("normal").unwrap().active = true;
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(
+            p.placements,
+            vec![Placement {
+                id: 1,
+                host: "w1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn in_flight_jobs_and_their_reservations_count() {
+        let mut v = view(&[("w1", 2, 0)], &[("normal", 30, true)]);
+        pend(&mut v, 1, "normal", 0, r(2, 0));
+        pend(&mut v, 2, "normal", 0, r(2, 0));
+        let in_flight: HashSet<JobId> = [1].into();
+        let reserved: HashMap<String, Resources> = [("w1".to_string(), r(2, 0))].into();
+        let p = plan(&v, &in_flight, &reserved, 100);
+        assert!(p.placements.is_empty());
+        assert_eq!(p.reasons.len(), 1);
+        assert_eq!(p.reasons[0].0, 2);
+    }
+
+    fn arb_view() -> impl Strategy<Value = View> {
+        let hosts = prop::collection::vec(
+            (
+                1u32..5,
+                prop_oneof![Just(0u64), 256u64..2048],
+                any::<bool>(),
+            ),
+            0..5,
+        );
+        let jobs = prop::collection::vec(
+            (
+                0usize..3,
+                -2i32..3,
+                0u32..4,
+                prop_oneof![Just(0u64), 64u64..1024],
+            ),
+            0..30,
+        );
+        let placed = prop::collection::vec((0usize..5, 0u32..3, 0u64..512), 0..6);
+        (hosts, jobs, placed, prop::collection::vec(any::<bool>(), 3)).prop_map(
+            |(hosts, jobs, placed, active)| {
+                let mut v = View::default();
+                for (i, (cpus, mem, ok)) in hosts.iter().enumerate() {
+                    v.hosts.insert(
+                        format!("w{i}"),
+                        HostView {
+                            capacity: r(*cpus, *mem),
+                            state: if *ok {
+                                HostState::Ok
+                            } else {
+                                HostState::Closed
+                            },
+                        },
+                    );
+                }
+                for (i, prio) in [10, 20, 30].iter().enumerate() {
+                    v.queues.insert(
+                        format!("q{i}"),
+                        QueueView {
+                            priority: *prio,
+                            active: active[i],
+                        },
+                    );
+                }
+                for (i, (q, prio, cpus, mem)) in jobs.into_iter().enumerate() {
+                    pend(&mut v, i as JobId + 1, &format!("q{q}"), prio, r(cpus, mem));
+                }
+                for (i, (h, cpus, mem)) in placed.into_iter().enumerate() {
+                    if h < hosts.len() {
+                        v.placed.insert(
+                            1000 + i as JobId,
+                            PlacedJob {
+                                host: format!("w{h}"),
+                                need: r(cpus, mem),
+                            },
+                        );
+                    }
+                }
+                v
+            },
+        )
+    }
+
+    proptest! {
+        /// Nothing is over-committed beyond what was already there; each job is placed once,
+        /// on an `ok` host of an active queue; and no placed job comes after (in the order)
+        /// a blocked job that could fit some empty host.
+        #[test]
+        fn placements_never_overcommit_and_keep_priority(v in arb_view(), max in 1usize..40) {
+            let (f, res) = none();
+            let p = plan(&v, &f, &res, max);
+            prop_assert!(p.placements.len() <= max);
+            let mut loads = v.loads().into_iter().map(|(k, l)| (k.to_string(), l)).collect::<HashMap<_, _>>();
+            let mut seen = HashSet::new();
+            for pl in &p.placements {
+                prop_assert!(seen.insert(pl.id), "job {} placed twice", pl.id);
+                let job = &v.pending[&pl.id];
+                let host = &v.hosts[&pl.host];
+                prop_assert_eq!(host.state, HostState::Ok);
+                prop_assert!(v.queues[&job.queue].active);
+                let load = loads.entry(pl.host.clone()).or_default();
+                prop_assert!(fits(host.capacity, *load, job.need).is_ok(), "{:?} on {:?} with {:?}", job, host, load);
+                *load = load.plus(job.need);
+            }
+            // Strict priority: a job given a "fits now nowhere" reason that could fit an empty
+            // host comes after every placed job of an active queue.
+            let key = |id: JobId| {
+                let j = &v.pending[&id];
+                (std::cmp::Reverse(v.queues[&j.queue].priority), std::cmp::Reverse(j.priority), id)
+            };
+            for (id, reason) in &p.reasons {
+                if reason.contains("free") {
+                    for pl in &p.placements {
+                        prop_assert!(key(pl.id) < key(*id), "job {} overtook blocked job {}", pl.id, id);
+                    }
+                }
+            }
+            // Every pending job is either placed, given a reason, or left for the next round
+            // (only when `max` was reached).
+            for id in v.pending.keys() {
+                let placed = seen.contains(id);
+                let reasoned = p.reasons.iter().any(|(r, _)| r == id);
+                prop_assert!(placed || reasoned || p.placements.len() == max, "job {} left out", id);
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The scheduler's local view of the cluster: pending jobs (what to place), placed jobs (what
+//! uses each host), hosts and queues. Loaded in pages at every (re)join, kept current by the
+//! controller's events in between. Pure data: loading is `load`, the only I/O here.
+
+use std::collections::{BTreeMap, HashMap};
+
+use xce_client::fit::Resources;
+use xce_client::ops::{list_jobs, ListHosts, ListQueues};
+use xce_client::types::{ClusterEvent, HostState, Job, JobFilter, JobId, JobState};
+use xce_client::{Client, ClientError};
+
+/// A pending job, as placement needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingJob {
+    pub queue: String,
+    pub priority: i32,
+    pub need: Resources,
+    /// Why it waits, as the controller last said (so a reason is published only on change).
+    pub pend_reason: Option<String>,
+}
+
+/// A placed job (dispatched, running or suspended): what it holds on its host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacedJob {
+    pub host: String,
+    pub need: Resources,
+}
+
+/// A host as placement needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostView {
+    pub capacity: Resources,
+    pub state: HostState,
+}
+
+/// A queue as placement needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueView {
+    pub priority: i32,
+    pub active: bool,
+}
+
+/// What an event asks of the view's owner beyond the change itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followup {
+    Nothing,
+    /// A job the view does not know: read it.
+    FetchJob(JobId),
+    /// A host the view does not know (its size is not in the event): re-read the hosts.
+    FetchHosts,
+}
+
+/// The whole view. `pending` is ordered by id, which is submit order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    pub pending: BTreeMap<JobId, PendingJob>,
+    pub placed: HashMap<JobId, PlacedJob>,
+    pub hosts: BTreeMap<String, HostView>,
+    pub queues: HashMap<String, QueueView>,
+}
+
+impl View {
+    /// Adds or updates a job from a full read.
+    pub fn put_job(&mut self, job: &Job) {
+        let need = Resources::of_job(job.spec.cpus, job.spec.mem_mb);
+        self.pending.remove(&job.id);
+        self.placed.remove(&job.id);
+        match (job.state, &job.host) {
+            (JobState::Pending, _) => {
+                self.pending.insert(
+                    job.id,
+                    PendingJob {
+                        queue: job.spec.queue.clone(),
+                        priority: job.spec.priority,
+                        need,
+                        pend_reason: job.pend_reason.clone(),
+                    },
+                );
+            }
+            (JobState::Dispatched | JobState::Running | JobState::Suspended, Some(host)) => {
+                self.placed.insert(
+                    job.id,
+                    PlacedJob {
+                        host: host.clone(),
+                        need,
+                    },
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// What each host's placed jobs use.
+    pub fn loads(&self) -> HashMap<&str, Resources> {
+        let mut loads: HashMap<&str, Resources> = HashMap::new();
+        for p in self.placed.values() {
+            let load = loads.entry(p.host.as_str()).or_default();
+            *load = load.plus(p.need);
+        }
+        loads
+    }
+
+    /// Applies one event; says what else must be read when the event does not carry enough.
+    pub fn apply(&mut self, event: &ClusterEvent) -> Followup {
+        match event {
+            ClusterEvent::Job {
+                id,
+                state,
+                host,
+                pend_reason,
+                queue,
+                ..
+            } => self.apply_job(*id, *state, host.as_deref(), pend_reason, queue),
+            ClusterEvent::Host { name, state, .. } => match self.hosts.get_mut(name) {
+                Some(h) => {
+                    h.state = *state;
+                    Followup::Nothing
+                }
+                None => Followup::FetchHosts,
+            },
+            ClusterEvent::Queue {
+                name,
+                priority,
+                active,
+                ..
+            } => {
+                self.queues.insert(
+                    name.clone(),
+                    QueueView {
+                        priority: *priority,
+                        active: *active,
+                    },
+                );
+                Followup::Nothing
+            }
+        }
+    }
+
+    fn apply_job(
+        &mut self,
+        id: JobId,
+        state: JobState,
+        host: Option<&str>,
+        pend_reason: &Option<String>,
+        queue: &str,
+    ) -> Followup {
+        let need = match (self.pending.get(&id), self.placed.get(&id)) {
+            (Some(p), _) => p.need,
+            (None, Some(p)) => p.need,
+            (None, None) if state.is_final() => return Followup::Nothing,
+            (None, None) => return Followup::FetchJob(id),
+        };
+        match (state, host) {
+            (JobState::Pending, _) => {
+                let priority = match self.pending.get(&id) {
+                    Some(p) => p.priority,
+                    // Requeued: its priority is not in the event.
+                    None => return Followup::FetchJob(id),
+                };
+                self.placed.remove(&id);
+                self.pending.insert(
+                    id,
+                    PendingJob {
+                        queue: queue.to_string(),
+                        priority,
+                        need,
+                        pend_reason: pend_reason.clone(),
+                    },
+                );
+            }
+            (JobState::Dispatched | JobState::Running | JobState::Suspended, Some(host)) => {
+                self.pending.remove(&id);
+                self.placed.insert(
+                    id,
+                    PlacedJob {
+                        host: host.to_string(),
+                        need,
+                    },
+                );
+            }
+            _ => {
+                self.pending.remove(&id);
+                self.placed.remove(&id);
+            }
+        }
+        Followup::Nothing
+    }
+}
+
+/// Reads the hosts into `view`, replacing what it had.
+pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientError> {
+    view.hosts = client
+        .call(ListHosts)
+        .await?
+        .into_iter()
+        .map(|h| {
+            let view = HostView {
+                capacity: Resources {
+                    cpus: h.cpus,
+                    mem_mb: h.mem_mb,
+                },
+                state: h.state,
+            };
+            (h.name, view)
+        })
+        .collect();
+    Ok(())
+}
+
+/// Reads the whole view: queues, hosts, and every pending and placed job, in pages.
+pub async fn load(client: &Client) -> Result<View, ClientError> {
+    let queues = client
+        .call(ListQueues)
+        .await?
+        .into_iter()
+        .map(|q| {
+            let queue = QueueView {
+                priority: q.priority,
+                active: q.active,
+            };
+            (q.name, queue)
+        })
+        .collect();
+    let mut view = View {
+        queues,
+        ..View::default()
+    };
+    load_hosts(client, &mut view).await?;
+    let filter = JobFilter {
+        states: vec![
+            JobState::Pending,
+            JobState::Dispatched,
+            JobState::Running,
+            JobState::Suspended,
+        ],
+        ..JobFilter::default()
+    };
+    all_jobs_into(client, filter, &mut view).await?;
+    Ok(view)
+}
+
+/// Reads every job passing `filter` into `view`.
+pub async fn all_jobs_into(
+    client: &Client,
+    filter: JobFilter,
+    view: &mut View,
+) -> Result<(), ClientError> {
+    list_jobs(client, filter, None, |page| {
+        for job in page {
+            view.put_job(job);
+        }
+    })
+    .await
+    .map(|_| ())
+}

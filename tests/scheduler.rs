@@ -1,0 +1,318 @@
+//! The scheduler through the real binaries: submitted jobs run by themselves, never more at
+//! once than the hosts have cpus, higher-priority queues first; a job that fits nowhere says
+//! why; without a scheduler jobs say "no scheduler"; a standby scheduler takes over from a
+//! killed active one and a killed primary loses no decision: every job runs exactly once.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use xce_client::ops::{DispatchBatch, Submit};
+use xce_client::types::{JobSpec, JobState, Placement, RequestToken};
+use xce_client::{Client, ClientError, Status};
+use xce_tests::{wait_for, Cluster};
+
+/// Two hosts of two cpus each, heartbeating fast.
+const WORKER_ARGS: &[&str] = &[
+    "--heartbeat-ms",
+    "200",
+    "--cpus",
+    "2",
+    "--mem-mb",
+    "1024",
+    "--kill-grace-ms",
+    "1000",
+];
+/// A short lease, so a standby takes over quickly.
+const SCHEDULER_ARGS: &[&str] = &["--lease-ttl-ms", "1500"];
+
+/// Submits `sh -c script` in `cwd` (the job's id is in `$XCE_JOB_ID`) to `queue`.
+async fn submit(client: &Client, cwd: &Path, queue: &str, cpus: i32, script: &str) -> u64 {
+    let spec = JobSpec {
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        cwd: cwd.to_string_lossy().into_owned(),
+        queue: queue.into(),
+        cpus,
+        ..JobSpec::default()
+    };
+    let op = Submit {
+        token: RequestToken::random(),
+        spec,
+    };
+    client.call(op).await.unwrap()
+}
+
+/// Waits until every job in `ids` has ended, and asserts each ended `done`.
+async fn wait_all_done(cluster: &Cluster, ids: &[u64], within: Duration) {
+    let client = cluster.client();
+    let want: Vec<u64> = ids.to_vec();
+    wait_for("every job to end", within, || {
+        let (client, want) = (client.clone(), want.clone());
+        async move {
+            let jobs = xce_client::ops::all_jobs(&client, Default::default())
+                .await
+                .ok()?;
+            let ended = jobs
+                .iter()
+                .filter(|j| want.contains(&j.id) && j.state.is_final())
+                .count();
+            (ended == want.len()).then_some(())
+        }
+    })
+    .await;
+    for id in ids {
+        let job = cluster.job(*id).await.unwrap();
+        assert_eq!(job.state, JobState::Done, "{job:?}");
+    }
+}
+
+/// How many times each job wrote its mark into `<dir>/<id>.runs`.
+fn runs(dir: &Path, id: u64) -> usize {
+    std::fs::read_to_string(dir.join(format!("{id}.runs")))
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn two_hundred_jobs_on_four_cpus_never_run_more_than_four_at_once() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(2, WORKER_ARGS)
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    // Each job records when it ran (ns) in a file of its own.
+    let script = "echo \"$(date +%s%N) $(sleep 0.05; date +%s%N)\" >> $XCE_JOB_ID.runs";
+    let mut ids = Vec::new();
+    for _ in 0..200 {
+        ids.push(submit(&client, work.path(), "", 1, script).await);
+    }
+    wait_all_done(&cluster, &ids, Duration::from_secs(120)).await;
+    let mut edges = Vec::new();
+    for id in &ids {
+        let text = std::fs::read_to_string(work.path().join(format!("{id}.runs"))).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "job {id} ran {} times", lines.len());
+        let (start, end) = lines[0].split_once(' ').unwrap();
+        edges.push((start.parse::<u128>().unwrap(), 1i32));
+        edges.push((end.parse::<u128>().unwrap(), -1i32));
+    }
+    // Ends before starts at the same instant.
+    edges.sort();
+    let (mut running, mut most) = (0, 0);
+    for (_, d) in edges {
+        running += d;
+        most = most.max(running);
+    }
+    assert!(most <= 4, "{most} jobs ran at once on 4 cpus");
+    assert!(most >= 2, "the jobs never ran side by side ({most})");
+    cluster.assert_no_errors();
+}
+
+#[tokio::test]
+async fn a_higher_priority_queue_goes_first_and_a_job_too_big_says_why() {
+    let config = "queues:\n  - name: high\n    priority: 50\n  - name: low\n    priority: 10\n";
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .config(config)
+        .workers(
+            1,
+            &["--heartbeat-ms", "200", "--cpus", "1", "--mem-mb", "1024"],
+        )
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let go = work.path().join("go");
+    let blocker = format!("while [ ! -e {} ]; do sleep 0.02; done", go.display());
+    let first = submit(&client, work.path(), "low", 1, &blocker).await;
+    cluster
+        .wait_job(first, "running", |j| j.state == JobState::Running)
+        .await;
+    let record = "echo $XCE_JOB_ID >> order";
+    let mut low = Vec::new();
+    let mut high = Vec::new();
+    for _ in 0..3 {
+        low.push(submit(&client, work.path(), "low", 1, record).await);
+    }
+    for _ in 0..3 {
+        high.push(submit(&client, work.path(), "high", 1, record).await);
+    }
+    let big = submit(&client, work.path(), "high", 64, "true").await;
+    let job = cluster
+        .wait_job(big, "given a reason", |j| j.pend_reason.is_some())
+        .await;
+    assert_eq!(
+        job.pend_reason.as_deref(),
+        Some("no host with 64 cpus (largest has 1)")
+    );
+    // The first high job waits for the running one; every job after it waits behind it
+    // (strict priority), each with a reason a user can read.
+    let room = "no host with 1 free cpus (most free: 0)";
+    cluster
+        .wait_job(high[0], "waiting for room", |j| {
+            j.pend_reason.as_deref() == Some(room)
+        })
+        .await;
+    let behind = "waiting behind a higher-priority job that does not fit yet";
+    for id in high[1..].iter().chain(&low) {
+        cluster
+            .wait_job(*id, "waiting behind it", |j| {
+                j.pend_reason.as_deref() == Some(behind)
+            })
+            .await;
+    }
+    std::fs::write(&go, b"").unwrap();
+    let all: Vec<u64> = std::iter::once(first)
+        .chain(high.iter().copied())
+        .chain(low.iter().copied())
+        .collect();
+    wait_all_done(&cluster, &all, Duration::from_secs(60)).await;
+    let order: Vec<u64> = std::fs::read_to_string(work.path().join("order"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    let expected: Vec<u64> = high.iter().chain(&low).copied().collect();
+    assert_eq!(order, expected, "high {high:?} before low {low:?}");
+    // The big job still pends, and says why.
+    let job = cluster.job(big).await.unwrap();
+    assert_eq!(job.state, JobState::Pending);
+    cluster.assert_no_errors();
+}
+
+#[tokio::test]
+async fn without_a_scheduler_jobs_say_so_and_only_a_scheduler_may_place_in_batches() {
+    let cluster = Cluster::start(1);
+    let client = cluster.client();
+    let work = tempfile::tempdir().unwrap();
+    let id = submit(&client, work.path(), "", 1, "true").await;
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!(job.pend_reason.as_deref(), Some("no scheduler"));
+    let out = cluster.xce_ok(&["-o", "json", "cluster"]);
+    assert_eq!(
+        xce_tests::json_of(&out)["schedulers"],
+        serde_json::json!([])
+    );
+    // A plain connection may not place jobs, however it asks.
+    let batch = DispatchBatch {
+        token: RequestToken::random(),
+        epoch: 1,
+        placements: vec![Placement {
+            id,
+            host: "w1".into(),
+        }],
+    };
+    match client.call(batch).await {
+        Err(ClientError::Status {
+            status: Status::Perm,
+            message,
+        }) => assert!(message.contains("dispatchBatch"), "{message}"),
+        other => panic!("a user connection placed jobs: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_standby_scheduler_takes_over_and_every_job_runs_once() {
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(2, WORKER_ARGS)
+        .schedulers(2, SCHEDULER_ARGS)
+        .start();
+    let active = cluster.wait_active_scheduler().await;
+    let out = cluster.xce_ok(&["-o", "json", "cluster"]);
+    let schedulers = xce_tests::json_of(&out)["schedulers"].clone();
+    wait_for(
+        "both schedulers listed",
+        Duration::from_secs(10),
+        || async {
+            let out = cluster.xce_ok(&["-o", "json", "cluster"]);
+            let list = xce_tests::json_of(&out)["schedulers"].clone();
+            (list.as_array().map_or(0, Vec::len) == 2).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        schedulers
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == active.as_str() && s["active"] == true),
+        "{schedulers}"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let script = "echo ran >> $XCE_JOB_ID.runs";
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(submit(&client, work.path(), "", 1, script).await);
+    }
+    let i = cluster
+        .schedulers()
+        .iter()
+        .position(|s| s.name == active)
+        .unwrap();
+    cluster.kill9_scheduler(i);
+    for _ in 0..40 {
+        ids.push(submit(&client, work.path(), "", 1, script).await);
+    }
+    let standby = wait_for("the standby to take over", Duration::from_secs(15), || {
+        let client = client.clone();
+        let active = active.clone();
+        async move {
+            let info = client.call(xce_client::ops::GetCluster).await.ok()?;
+            info.schedulers
+                .into_iter()
+                .find(|s| s.active && s.name != active)
+                .map(|s| s.name)
+        }
+    })
+    .await;
+    assert_ne!(standby, active);
+    wait_all_done(&cluster, &ids, Duration::from_secs(60)).await;
+    for id in &ids {
+        assert_eq!(runs(work.path(), *id), 1, "job {id}");
+    }
+    cluster.assert_no_errors();
+}
+
+#[tokio::test]
+async fn a_primary_killed_while_jobs_are_placed_loses_and_repeats_none() {
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(2, WORKER_ARGS)
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let script = "echo ran >> $XCE_JOB_ID.runs";
+    let (submitted_tx, mut submitted) = tokio::sync::watch::channel(0usize);
+    let submitter = {
+        let (client, dir) = (client.clone(), work.path().to_path_buf());
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..500 {
+                ids.push(submit(&client, &dir, "", 1, script).await);
+                submitted_tx.send_replace(ids.len());
+            }
+            ids
+        })
+    };
+    // Submits and placements are under way: kill the primary in the middle of them.
+    submitted.wait_for(|n| *n >= 100).await.unwrap();
+    cluster
+        .wait_job(1, "placed", |j| j.state != JobState::Pending)
+        .await;
+    let (primary, _) = cluster.wait_primary().await;
+    cluster.kill9(primary);
+    let ids = submitter.await.unwrap();
+    wait_all_done(&cluster, &ids, Duration::from_secs(180)).await;
+    for id in &ids {
+        assert_eq!(runs(work.path(), *id), 1, "job {id}");
+    }
+}
