@@ -316,3 +316,29 @@ async fn a_primary_killed_while_jobs_are_placed_loses_and_repeats_none() {
         assert_eq!(runs(work.path(), *id), 1, "job {id}");
     }
 }
+
+#[tokio::test]
+async fn submit_wait_exits_with_the_job_s_exit_code() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, WORKER_ARGS)
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_active_scheduler().await;
+    let out = cluster.xce(&["submit", "--wait", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("exited"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cluster.xce(&["submit", "--wait", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    let out = cluster.xce_ok(&["submit", "--wait", "--", "true"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is done"));
+}

@@ -42,7 +42,8 @@ pub struct SubmitArgs {
     /// An environment variable for the job, NAME=VALUE (repeatable).
     #[arg(long = "env", short = 'e', value_parser = parse_env)]
     env: Vec<(String, String)>,
-    /// Wait until the job has ended and exit with its outcome.
+    /// Wait until the job has ended and exit with its exit code (128 + the signal that killed
+    /// it; 1, with the reason, when it was killed, lost or never ran).
     #[arg(long)]
     wait: bool,
     /// The command and its arguments, after `--`.
@@ -236,6 +237,23 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// How often `xce submit --wait` looks at its job.
+const WAIT_POLL: Duration = Duration::from_millis(200);
+
+/// What `xce submit --wait` exits with, as `bsub -K` / `sbatch --wait` users expect: 0 when
+/// done, the job's own exit code, 128 + the signal that killed it, or 1 when it ended
+/// without either (killed before it started, lost, never ran).
+fn wait_exit_code(job: &xce_client::types::Job) -> i32 {
+    if job.state == JobState::Done {
+        return 0;
+    }
+    match (job.exit_code, job.signal) {
+        (Some(code), _) if (1..=255).contains(&code) => code,
+        (_, Some(signal)) if (1..=127).contains(&signal) => 128 + signal,
+        _ => 1,
+    }
+}
+
 async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     let f = cli.output;
     if args.command.is_empty() {
@@ -278,14 +296,20 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     loop {
         let job = check(f, c.call(GetJob { id }).await);
         if job.state.is_final() {
+            let code = wait_exit_code(&job);
             if f == Format::Json {
                 output::job(f, &job);
+            } else if code == 0 {
+                println!("Job <{id}> is done.");
             } else {
-                println!("Job <{id}> {}", job.state.name());
+                eprintln!(
+                    "Job <{id}> exited: {}",
+                    job.reason.as_deref().unwrap_or("no reason recorded")
+                );
             }
-            return i32::from(job.state != JobState::Done);
+            return code;
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(WAIT_POLL).await;
     }
 }
 

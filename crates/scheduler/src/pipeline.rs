@@ -421,3 +421,152 @@ pub async fn picker(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// A publish target that holds every request until its gate opens, and records the
+    /// order in which it published.
+    #[derive(Clone)]
+    struct Stalled {
+        gate: watch::Receiver<bool>,
+        published: Arc<Mutex<Vec<JobId>>>,
+    }
+
+    impl Publish for Stalled {
+        async fn dispatch(
+            &self,
+            op: DispatchBatch,
+            _stop: &mut watch::Receiver<bool>,
+        ) -> Result<Vec<Refusal>, ClientError> {
+            let mut gate = self.gate.clone();
+            let _ = gate.wait_for(|open| *open).await;
+            let mut published = self.published.lock().unwrap_or_else(|e| e.into_inner());
+            published.extend(op.placements.iter().map(|p| p.id));
+            Ok(Vec::new())
+        }
+
+        async fn reasons(
+            &self,
+            _op: SetPendReasons,
+            _stop: &mut watch::Receiver<bool>,
+        ) -> Result<(), ClientError> {
+            Ok(())
+        }
+    }
+
+    fn round(epoch: u64, ids: std::ops::Range<JobId>) -> Round {
+        Round {
+            epoch,
+            placements: ids
+                .map(|id| Placement {
+                    id,
+                    host: "w1".into(),
+                })
+                .collect(),
+            reasons: Vec::new(),
+        }
+    }
+
+    struct Stages {
+        rounds: mpsc::Sender<Round>,
+        feedback: mpsc::UnboundedReceiver<Published>,
+        gate: watch::Sender<bool>,
+        lease: watch::Sender<Option<Held>>,
+        published: Arc<Mutex<Vec<JobId>>>,
+        _stop: watch::Sender<bool>,
+    }
+
+    fn stages() -> Stages {
+        let (rounds_tx, rounds) = mpsc::channel(ROUNDS_BUFFERED);
+        let (requests_tx, requests) = mpsc::channel(REQUESTS_BUFFERED);
+        let (feedback_tx, feedback) = mpsc::unbounded_channel();
+        let (gate, gate_rx) = watch::channel(false);
+        let held = Held {
+            epoch: 3,
+            valid_until: tokio::time::Instant::now() + Duration::from_secs(3600),
+        };
+        let (lease, lease_rx) = watch::channel(Some(held));
+        let (stop_tx, stop) = watch::channel(false);
+        let published = Arc::new(Mutex::new(Vec::new()));
+        let target = Stalled {
+            gate: gate_rx,
+            published: published.clone(),
+        };
+        tokio::spawn(allocator(rounds, requests_tx));
+        tokio::spawn(publisher(target, requests, lease_rx, feedback_tx, stop));
+        Stages {
+            rounds: rounds_tx,
+            feedback,
+            gate,
+            lease,
+            published,
+            _stop: stop_tx,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stalled_publisher_fills_the_buffers_then_drains_everything_in_order() {
+        let mut s = stages();
+        // With publishing stalled, the pipeline takes rounds only until its buffers are full.
+        let mut sent = 0u64;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let r = round(3, sent * 10..sent * 10 + 10);
+            match s.rounds.try_send(r) {
+                Ok(()) => sent += 1,
+                Err(mpsc::error::TrySendError::Full(_)) => break,
+                Err(e) => panic!("{e}"),
+            }
+            assert!(tokio::time::Instant::now() < deadline, "never filled up");
+            tokio::task::yield_now().await;
+        }
+        // In flight: one at the publisher, the requests buffer, one at the allocator, the
+        // rounds buffer; nothing beyond.
+        let most = (1 + REQUESTS_BUFFERED + 1 + ROUNDS_BUFFERED) as u64;
+        assert!(sent <= most, "took {sent} rounds while stalled");
+        assert!(s.published.lock().unwrap().is_empty());
+        // The outage ends: everything is published, in the order it was decided.
+        s.gate.send_replace(true);
+        let mut answered = Vec::new();
+        while answered.len() < sent as usize * 10 {
+            let p = tokio::time::timeout(Duration::from_secs(10), s.feedback.recv())
+                .await
+                .expect("the publisher never answered")
+                .expect("the publisher stopped");
+            assert!(p.refused.is_empty());
+            answered.extend(p.jobs);
+        }
+        let expected: Vec<JobId> = (0..sent * 10).collect();
+        assert_eq!(answered, expected);
+        assert_eq!(*s.published.lock().unwrap(), expected);
+    }
+
+    #[tokio::test]
+    async fn decisions_of_a_lost_lease_are_not_published() {
+        let mut s = stages();
+        s.gate.send_replace(true);
+        s.lease.send_replace(None);
+        s.rounds.send(round(3, 1..4)).await.unwrap();
+        let p = tokio::time::timeout(Duration::from_secs(10), s.feedback.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.jobs, vec![1, 2, 3]);
+        assert_eq!(p.refused.len(), 3);
+        assert!(s.published.lock().unwrap().is_empty());
+        // And a round of an older epoch than the one held now is not published either.
+        let held = Held {
+            epoch: 4,
+            valid_until: tokio::time::Instant::now() + Duration::from_secs(3600),
+        };
+        s.lease.send_replace(Some(held));
+        s.rounds.send(round(3, 5..6)).await.unwrap();
+        let p = s.feedback.recv().await.unwrap();
+        assert_eq!(p.refused.len(), 1);
+        assert!(s.published.lock().unwrap().is_empty());
+    }
+}
