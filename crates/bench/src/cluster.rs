@@ -29,6 +29,19 @@ impl BenchCluster {
         Self::start_with(n, workers, worker_args, None, "warn", false).await
     }
 
+    /// Starts `n` controllers (given `config`), `workers` workers and `schedulers`
+    /// schedulers, and waits until a primary serves, the workers are up and, with
+    /// schedulers, one of them is active.
+    pub async fn start_with_schedulers(
+        n: usize,
+        config: Option<&str>,
+        workers: usize,
+        worker_args: &[&str],
+        schedulers: usize,
+    ) -> anyhow::Result<BenchCluster> {
+        Self::start_spec(n, workers, worker_args, config, "warn", false, schedulers).await
+    }
+
     /// Starts `n` controllers whose traffic to each other goes through fault links
     /// (partition, delay), and waits until a primary serves.
     pub async fn start_with_links(n: usize) -> anyhow::Result<BenchCluster> {
@@ -52,6 +65,18 @@ impl BenchCluster {
         config: Option<&str>,
         log_filter: &str,
         links: bool,
+    ) -> anyhow::Result<BenchCluster> {
+        Self::start_spec(n, workers, worker_args, config, log_filter, links, 0).await
+    }
+
+    async fn start_spec(
+        n: usize,
+        workers: usize,
+        worker_args: &[&str],
+        config: Option<&str>,
+        log_filter: &str,
+        links: bool,
+        schedulers: usize,
     ) -> anyhow::Result<BenchCluster> {
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
@@ -81,7 +106,7 @@ impl BenchCluster {
             log_filter,
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
-            schedulers: 0,
+            schedulers,
             scheduler_args: Vec::new(),
             links,
         })?;

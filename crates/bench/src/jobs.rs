@@ -128,7 +128,8 @@ async fn wait_workers(client: &Client) -> anyhow::Result<()> {
     bail!("the workers did not join within 30 s")
 }
 
-async fn submit_all(client: &Client, n: usize) -> anyhow::Result<Vec<JobId>> {
+/// Submits `n` `true` jobs from 16 concurrent callers; returns their ids in order.
+pub(crate) async fn submit_all(client: &Client, n: usize) -> anyhow::Result<Vec<JobId>> {
     let spec = JobSpec {
         name: "bench".into(),
         user: "bench".into(),

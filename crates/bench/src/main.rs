@@ -8,6 +8,7 @@ mod cluster;
 mod failover;
 mod jobs;
 mod scale;
+mod sched;
 mod submit;
 
 use clap::{Parser, Subcommand};
@@ -33,6 +34,9 @@ enum Bench {
     /// N jobs in the controllers: RSS, snapshot size, full-restart time to a ready primary,
     /// listing the first page and every page.
     Scale(scale::ScaleArgs),
+    /// The scheduler: placement throughput over many pending jobs and hosts, submit-to-running
+    /// latency on an idle cluster, and the drain of many jobs on two workers.
+    Sched(sched::SchedArgs),
 }
 
 /// Prints one metric line.
@@ -71,6 +75,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Jobs(args) => jobs::run(args).await,
             Bench::Cli(args) => cli::run(args).await,
             Bench::Scale(args) => scale::run(args).await,
+            Bench::Sched(args) => sched::run(args).await,
         }
     })
 }

@@ -21,6 +21,9 @@ pub struct FileConfig {
     pub lease_ttl_ms: Option<u64>,
     /// The slow safety timer: a full re-read of the cluster this often, events or not.
     pub reread_ms: Option<u64>,
+    /// Attempts in one retry budget of the client (a decision is retried with a fresh
+    /// budget after each one runs out, so this only decides how soon an outage is logged).
+    pub retry_attempts: Option<u32>,
 }
 
 /// What flags and environment gave (`None`: not given).
@@ -30,6 +33,7 @@ pub struct Overrides {
     pub name: Option<String>,
     pub lease_ttl_ms: Option<u64>,
     pub reread_ms: Option<u64>,
+    pub retry_attempts: Option<u32>,
 }
 
 /// A validated configuration.
@@ -39,6 +43,8 @@ pub struct Config {
     pub peers: Vec<Candidate>,
     pub lease_ttl: Duration,
     pub reread: Duration,
+    /// `None`: the client library's default budget.
+    pub retry_attempts: Option<u32>,
 }
 
 /// Why a configuration was rejected.
@@ -122,11 +128,18 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
             "reread_ms: {reread} is below 1000 (a re-read is a full read of the cluster)"
         )));
     }
+    let retry_attempts = over.retry_attempts.or(file.retry_attempts);
+    if retry_attempts == Some(0) {
+        return Err(ConfigError::Invalid(
+            "retry_attempts: must be at least 1".into(),
+        ));
+    }
     Ok(Config {
         name,
         peers,
         lease_ttl: Duration::from_millis(ttl),
         reread: Duration::from_millis(reread),
+        retry_attempts,
     })
 }
 
@@ -154,6 +167,15 @@ mod tests {
         assert_eq!(c.name, "s9");
         assert_eq!(c.peers.len(), 1);
         assert_eq!(c.reread.as_millis(), u128::from(DEFAULT_REREAD_MS));
+    }
+
+    #[test]
+    fn the_deploy_example_is_valid() {
+        let text = include_str!("../../../deploy/scheduler.yaml");
+        let f: FileConfig = serde_yaml::from_str(text).unwrap();
+        let c = resolve(Overrides::default(), f).unwrap();
+        assert_eq!((c.name.as_str(), c.peers.len()), ("s1", 3));
+        assert_eq!(c.lease_ttl.as_millis(), u128::from(DEFAULT_LEASE_TTL_MS));
     }
 
     #[test]

@@ -36,7 +36,11 @@ const EVENTS_BUFFERED: usize = 8192;
 /// Runs the scheduler until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let (stop_tx, stop) = watch::channel(false);
-    let client = Client::new(config.peers.clone(), ClientConfig::default());
+    let mut client_config = ClientConfig::default();
+    if let Some(attempts) = config.retry_attempts {
+        client_config.retry.max_attempts = attempts;
+    }
+    let client = Client::new(config.peers.clone(), client_config);
     let (views_tx, views) = watch::channel(None);
     client.set_rejoin(rejoin_action(views_tx));
     let (lease_tx, lease) = watch::channel(None);

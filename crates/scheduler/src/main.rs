@@ -25,6 +25,9 @@ struct Args {
     /// Full re-read of the cluster this often, in milliseconds (a safety net under events).
     #[arg(long, env = "XCE_REREAD_MS")]
     reread_ms: Option<u64>,
+    /// Attempts in one retry budget (decisions are retried with fresh budgets regardless).
+    #[arg(long, env = "XCE_RETRY_ATTEMPTS")]
+    retry_attempts: Option<u32>,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -55,6 +58,7 @@ fn real_main() -> anyhow::Result<()> {
         name: args.name,
         lease_ttl_ms: args.lease_ttl_ms,
         reread_ms: args.reread_ms,
+        retry_attempts: args.retry_attempts,
     };
     let config = config::resolve(over, file)?;
     if args.check_config {
