@@ -387,32 +387,51 @@ async fn an_outage_longer_than_the_retry_budget_loses_no_decision() {
     assert!(sched.is_some(), "the scheduler exited");
 }
 
-#[test]
-fn bad_flags_and_config_exit_non_zero_naming_the_problem() {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(xce_tests::bin("xce-scheduler"))
-            .args(args)
-            .env_remove("XCE_PEERS")
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{args:?} was accepted");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let err = run(&["--peers", "c1=no-port"]);
-    assert!(err.contains("--peers"), "{err}");
-    let err = run(&[]);
-    assert!(err.contains("--peers: required"), "{err}");
-    let dir = tempfile::tempdir().unwrap();
-    let yaml = dir.path().join("scheduler.yaml");
-    std::fs::write(&yaml, "peers: c1=127.0.0.1:1\nlease_tll_ms: 5\n").unwrap();
-    let err = run(&["--config", yaml.to_str().unwrap(), "--check-config"]);
-    assert!(err.contains("lease_tll_ms"), "{err}");
-    // A good file passes the check.
-    std::fs::write(&yaml, "peers: c1=127.0.0.1:1\nname: s2\n").unwrap();
-    let out = std::process::Command::new(xce_tests::bin("xce-scheduler"))
-        .args(["--config", yaml.to_str().unwrap(), "--check-config"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("scheduler s2"));
+#[tokio::test]
+async fn a_scheduler_cut_off_longer_than_its_budget_resumes_by_itself_and_loses_nothing() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, WORKER_ARGS)
+        .schedulers(1, &["--lease-ttl-ms", "1500", "--retry-attempts", "2"])
+        .daemon_links()
+        .start();
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client_with_default_budget();
+    let script = "sleep 0.05; echo ran >> $XCE_JOB_ID.runs";
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(submit(&client, work.path(), "", 1, script).await);
+    }
+    cluster.isolate_daemon("s1");
+    let log = cluster.schedulers()[0].log.clone();
+    wait_for(
+        "the scheduler to run out of a budget",
+        Duration::from_secs(30),
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move { text.contains("cluster not ready").then_some(()) }
+        },
+    )
+    .await;
+    // Cut off, it no longer holds the lease: jobs submitted meanwhile say so.
+    let late = submit(&client, work.path(), "", 1, script).await;
+    ids.push(late);
+    cluster
+        .wait_job(late, "told there is no scheduler", |j| {
+            j.pend_reason.as_deref() == Some("no scheduler")
+        })
+        .await;
+    cluster.heal();
+    for _ in 0..10 {
+        ids.push(submit(&client, work.path(), "", 1, script).await);
+    }
+    wait_all_done(&cluster, &ids, Duration::from_secs(90)).await;
+    for id in &ids {
+        assert_eq!(runs(work.path(), *id), 1, "job {id}");
+    }
+    assert!(
+        cluster.schedulers()[0].pid().is_some(),
+        "the scheduler exited"
+    );
 }

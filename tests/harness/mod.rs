@@ -88,6 +88,7 @@ pub struct ClusterBuilder {
     schedulers: usize,
     scheduler_args: Vec<String>,
     links: bool,
+    daemon_links: bool,
 }
 
 impl ClusterBuilder {
@@ -114,6 +115,13 @@ impl ClusterBuilder {
     pub fn schedulers(mut self, n: usize, args: &[&str]) -> Self {
         self.schedulers = n;
         self.scheduler_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// Route every worker's and scheduler's traffic to the controllers through fault links
+    /// of its own, for [`Cluster::isolate_daemon`].
+    pub fn daemon_links(mut self) -> Self {
+        self.daemon_links = true;
         self
     }
 
@@ -152,12 +160,14 @@ impl ClusterBuilder {
             data_dir: dir.path().to_path_buf(),
             ports: free_ports(self.controllers),
             config,
-            log_filter: "info,openraft=warn".into(),
+            log_filter: std::env::var("XCE_TEST_LOG")
+                .unwrap_or_else(|_| "info,openraft=warn".into()),
             workers: self.workers,
             worker_args: self.worker_args,
             schedulers: self.schedulers,
             scheduler_args: self.scheduler_args,
             links: self.links,
+            daemon_links: self.daemon_links,
         })
         .unwrap();
         Cluster {
@@ -207,6 +217,14 @@ impl Cluster {
             "no links touch {name}: build the cluster with .links()"
         );
         name
+    }
+
+    /// Cuts worker or scheduler `name` off from every controller until [`Cluster::heal`].
+    pub fn isolate_daemon(&self, name: &str) {
+        assert!(
+            self.local.isolate(name) > 0,
+            "no links touch {name}: build the cluster with .daemon_links()"
+        );
     }
 
     /// Delays all traffic to and from controller `name` by `delay` each way.

@@ -109,6 +109,7 @@ impl BenchCluster {
             schedulers,
             scheduler_args: Vec::new(),
             links,
+            daemon_links: false,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };
         cluster.local.wait_ready(Duration::from_secs(30)).await?;

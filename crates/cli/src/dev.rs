@@ -82,6 +82,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         schedulers: args.schedulers,
         scheduler_args: Vec::new(),
         links: false,
+        daemon_links: false,
     })?;
     if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {
         cluster.stop_all(STOP_GRACE);

@@ -102,6 +102,10 @@ pub struct ClusterSpec {
     /// Route controller-to-controller traffic through [`Link`]s so that a test can partition
     /// or slow it ([`DevCluster::partition`], [`DevCluster::delay`]).
     pub links: bool,
+    /// Route each worker's and scheduler's traffic to the controllers through links of its
+    /// own too ([`DevCluster::isolate`] then cuts a worker or a scheduler off). Redirects
+    /// name the primary, so a daemon follows one through its own link.
+    pub daemon_links: bool,
 }
 
 /// Which daemon a [`Daemon`] is.
@@ -186,22 +190,35 @@ impl DevCluster {
                 daemon(&spec, name, Kind::Controller, *port, data_dir, args)
             })
             .collect();
-        let workers = (1..=spec.workers)
-            .map(|i| {
-                let name = format!("w{i}");
-                let data_dir = spec.data_dir.join(&name);
-                let args = worker::args(&name, &peers, &data_dir, &spec.worker_args);
-                daemon(&spec, &name, Kind::Worker, 0, data_dir, args)
-            })
-            .collect();
-        let schedulers = (1..=spec.schedulers)
-            .map(|i| {
-                let name = format!("s{i}");
-                let data_dir = spec.data_dir.join(&name);
-                let args = scheduler::args(&name, &peers, &spec.scheduler_args);
-                daemon(&spec, &name, Kind::Scheduler, 0, data_dir, args)
-            })
-            .collect();
+        let mut links = links;
+        // The peers a worker or scheduler is given: through links of its own, or direct.
+        let mut peers_of = |daemon: &str| -> Result<String, LaunchError> {
+            if !spec.daemon_links {
+                return Ok(peers.clone());
+            }
+            let mut via = Vec::new();
+            for (to, port) in names.iter().zip(&spec.ports) {
+                let target = SocketAddr::from(([127, 0, 0, 1], *port));
+                let link = Link::open(daemon, to, target).map_err(io("open a fault link"))?;
+                via.push(format!("{to}={}", link.addr()));
+                links.push(link);
+            }
+            Ok(via.join(","))
+        };
+        let mut workers = Vec::new();
+        for i in 1..=spec.workers {
+            let name = format!("w{i}");
+            let data_dir = spec.data_dir.join(&name);
+            let args = worker::args(&name, &peers_of(&name)?, &data_dir, &spec.worker_args);
+            workers.push(daemon(&spec, &name, Kind::Worker, 0, data_dir, args));
+        }
+        let mut schedulers = Vec::new();
+        for i in 1..=spec.schedulers {
+            let name = format!("s{i}");
+            let data_dir = spec.data_dir.join(&name);
+            let args = scheduler::args(&name, &peers_of(&name)?, &spec.scheduler_args);
+            schedulers.push(daemon(&spec, &name, Kind::Scheduler, 0, data_dir, args));
+        }
         let mut cluster = DevCluster {
             spec,
             peers,
@@ -336,8 +353,9 @@ impl DevCluster {
         cut.len()
     }
 
-    /// Cuts controller `name` off from every other controller, both ways; returns how many
-    /// links were cut.
+    /// Cuts daemon `name` off from every controller (but itself), both ways: a controller
+    /// from its peers, or a worker or scheduler (with [`ClusterSpec::daemon_links`]) from the
+    /// cluster. Returns how many links were cut.
     pub fn isolate(&self, name: &str) -> usize {
         let others: Vec<String> = self
             .controllers

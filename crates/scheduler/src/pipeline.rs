@@ -253,8 +253,15 @@ impl Picker {
     }
 
     fn answered(&mut self, published: Published) {
+        let refused: HashSet<JobId> = published.refused.iter().map(|r| r.id).collect();
         for id in &published.jobs {
+            let decided = self.in_flight.get(id).map(|(host, _)| host.clone());
             self.release(*id);
+            // Placed: count it on its host now. Its event may come after this answer, and
+            // until then the job would look pending and free to place again.
+            if let (false, Some(host)) = (refused.contains(id), decided) {
+                self.view.placed_now(*id, host);
+            }
         }
         for refusal in &published.refused {
             // The world changed under the decision: read the job (and the hosts) again.
@@ -543,6 +550,70 @@ mod tests {
         let expected: Vec<JobId> = (0..sent * 10).collect();
         assert_eq!(answered, expected);
         assert_eq!(*s.published.lock().unwrap(), expected);
+    }
+
+    /// Regression: the publisher's answer came before the job's "dispatched" event, the job
+    /// looked pending again, and the next round placed it a second time (refused at apply as
+    /// a conflict, but a wasted decision).
+    #[test]
+    fn a_placed_job_is_not_decided_again_before_its_event_arrives() {
+        use crate::view::{HostView, PendingJob, QueueView};
+        let mut me = Picker::default();
+        me.view.hosts.insert(
+            "w1".into(),
+            HostView {
+                capacity: Resources { cpus: 4, mem_mb: 0 },
+                state: xce_client::types::HostState::Ok,
+            },
+        );
+        me.view.queues.insert(
+            "normal".into(),
+            QueueView {
+                priority: 30,
+                active: true,
+            },
+        );
+        me.view.pending.insert(
+            7,
+            PendingJob {
+                queue: "normal".into(),
+                priority: 0,
+                need: Resources { cpus: 1, mem_mb: 0 },
+                pend_reason: None,
+            },
+        );
+        me.dirty = true;
+        let first = me.decide(1).unwrap();
+        assert_eq!(first.placements.len(), 1);
+        me.answered(Published {
+            jobs: vec![7],
+            refused: Vec::new(),
+        });
+        assert_eq!(me.decide(1), None);
+        assert_eq!(me.view.placed.get(&7).map(|p| p.host.as_str()), Some("w1"));
+        // A refused placement, by contrast, leaves the job to be decided again.
+        me.view.pending.insert(
+            8,
+            PendingJob {
+                queue: "normal".into(),
+                priority: 0,
+                need: Resources { cpus: 1, mem_mb: 0 },
+                pend_reason: None,
+            },
+        );
+        me.dirty = true;
+        let round = me.decide(1).unwrap();
+        assert_eq!(round.placements[0].id, 8);
+        me.answered(Published {
+            jobs: vec![8],
+            refused: vec![Refusal {
+                id: 8,
+                status: Status::Conflict,
+                message: "host w1 is closed".into(),
+            }],
+        });
+        assert!(me.view.pending.contains_key(&8));
+        assert!(me.unknown.contains(&8), "a refused job is read again");
     }
 
     #[tokio::test]

@@ -90,6 +90,19 @@ impl View {
         }
     }
 
+    /// Records that this scheduler's placement of pending job `id` on `host` was made.
+    pub fn placed_now(&mut self, id: JobId, host: String) {
+        if let Some(job) = self.pending.remove(&id) {
+            self.placed.insert(
+                id,
+                PlacedJob {
+                    host,
+                    need: job.need,
+                },
+            );
+        }
+    }
+
     /// What each host's placed jobs use.
     pub fn loads(&self) -> HashMap<&str, Resources> {
         let mut loads: HashMap<&str, Resources> = HashMap::new();

@@ -360,7 +360,8 @@ impl<T: Transport> Client<T> {
                         .inner
                         .transport
                         .call(&conn, op.clone(), self.inner.config.call_timeout)
-                        .await;
+                        .await
+                        .map(|reply| self.localize(reply));
                     sends += 1;
                     self.inner.stats.sends.fetch_add(1, Ordering::Relaxed);
                     (Some(conn), out)
@@ -427,7 +428,8 @@ impl<T: Transport> Client<T> {
             .inner
             .transport
             .call(&conn, op, self.inner.config.call_timeout)
-            .await;
+            .await
+            .map(|reply| self.localize(reply));
         self.inner.stats.sends.fetch_add(1, Ordering::Relaxed);
         match sent {
             Ok(reply) if reply.header.status == Status::Ok => Ok(()),
@@ -557,6 +559,21 @@ impl<T: Transport> Client<T> {
     fn current(&self) -> Option<T::Conn> {
         let route = lock(&self.inner.route);
         route.conn.as_ref().filter(|c| !T::is_closed(c)).cloned()
+    }
+
+    /// A redirect to a primary this client has a candidate for (by name) goes to this
+    /// client's address for it, not the answering node's: the two may reach the primary by
+    /// different ways (a proxy, NAT, another interface).
+    fn localize<V>(&self, mut reply: crate::ops::Reply<V>) -> crate::ops::Reply<V> {
+        let own = reply
+            .header
+            .redirect_name
+            .as_ref()
+            .and_then(|name| self.inner.candidates.iter().find(|c| &c.name == name));
+        if let (Some(c), Some(_)) = (own, &reply.header.redirect) {
+            reply.header.redirect = Some((c.host.clone(), c.port));
+        }
+        reply
     }
 
     /// Gives up on `failed` (unless another call already replaced it): the next attempt goes

@@ -19,6 +19,9 @@ pub struct ReplyHeader {
     pub message: String,
     /// The primary's client address, when the answering node knows it.
     pub redirect: Option<(String, u16)>,
+    /// The primary's name, with `redirect` (see [`crate::Client`]: a client uses its own
+    /// address for a candidate of that name).
+    pub redirect_name: Option<String>,
 }
 
 impl ReplyHeader {
@@ -33,6 +36,7 @@ impl ReplyHeader {
             status,
             message: message.into(),
             redirect: None,
+            redirect_name: None,
         }
     }
 }
@@ -88,6 +92,9 @@ pub fn write_header(mut b: w::reply_header::Builder<'_>, h: &ReplyHeader) {
         b.set_redirect_host(host.as_str());
         b.set_redirect_port(*port);
     }
+    if let Some(name) = &h.redirect_name {
+        b.set_redirect_name(name.as_str());
+    }
 }
 
 /// Reads a reply header; an unknown status from a newer peer reads as `internal`.
@@ -99,6 +106,7 @@ pub fn read_header(r: w::reply_header::Reader<'_>) -> Result<ReplyHeader, Error>
         status,
         message: text(r.get_message()?)?,
         redirect: (!host.is_empty() && port != 0).then_some((host, port)),
+        redirect_name: opt_text(text(r.get_redirect_name()?)?),
     })
 }
 
@@ -566,6 +574,7 @@ mod tests {
     fn header_round_trips_and_keeps_the_redirect() {
         let mut h = ReplyHeader::status(Status::Redirect, "standby");
         h.redirect = Some(("127.0.0.1".into(), 7102));
+        h.redirect_name = Some("c2".into());
         let mut msg = capnp::message::Builder::new_default();
         write_header(msg.init_root(), &h);
         assert_eq!(read_header(msg.get_root_as_reader().unwrap()).unwrap(), h);

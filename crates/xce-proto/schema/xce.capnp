@@ -28,6 +28,10 @@ struct ReplyHeader {
   # The primary's client address, set with `redirect` (and whenever the answering node knows it).
   redirectHost @2 :Text;
   redirectPort @3 :UInt16;
+  # The primary's name, with `redirect`. A client that has a candidate of that name connects
+  # to its own address for it: the answering node's view of the network (its `--peers`) need
+  # not be the client's (a proxy, NAT, another interface).
+  redirectName @4 :Text;
 }
 
 # Client-generated 128-bit request token that makes every write idempotent.

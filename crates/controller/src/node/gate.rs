@@ -105,6 +105,7 @@ impl Node {
                     status: Status::Redirect,
                     message: format!("{} is a standby; the primary is {}", self.name, p.name),
                     redirect: Some((p.host.clone(), p.port)),
+                    redirect_name: Some(p.name.clone()),
                 },
                 None => ReplyHeader::status(
                     Status::Standby,

@@ -21,6 +21,8 @@ use crate::wire::ReplyHeader;
 enum Answer {
     Reply(Status, Option<u64>),
     Redirect(&'static str, u16),
+    /// A redirect naming the primary, at the answering node's address for it.
+    RedirectNamed(&'static str, &'static str, u16),
     /// The connection breaks before a reply arrives.
     Broken,
     /// The reply comes only after this long (a hung node).
@@ -144,6 +146,16 @@ impl Transport for Arc<Fake> {
                     status: Status::Redirect,
                     message: "standby".into(),
                     redirect: Some((host.into(), port)),
+                    redirect_name: None,
+                },
+                value: None,
+            }),
+            Answer::RedirectNamed(name, host, port) => Ok(Reply {
+                header: ReplyHeader {
+                    status: Status::Redirect,
+                    message: "standby".into(),
+                    redirect: Some((host.into(), port)),
+                    redirect_name: Some(name.into()),
                 },
                 value: None,
             }),
@@ -219,6 +231,18 @@ async fn the_redirect_hint_goes_first_and_the_primary_stays_sticky() {
     assert_eq!(client.call(Read).await, Ok(7));
     assert_eq!(fake.calls(), ["a:1", "c:3", "c:3"]);
     assert_eq!(client.stats().backoffs, 0, "a redirect never backs off");
+}
+
+/// The answering node knows the primary by an address this client cannot use (behind a proxy,
+/// another interface): the client goes to its own address for the candidate of that name.
+#[tokio::test(start_paused = true)]
+async fn a_named_redirect_goes_to_this_client_s_address_for_that_candidate() {
+    let (client, fake) = fresh();
+    fake.always("a:1", Answer::RedirectNamed("c", "10.9.9.9", 9));
+    fake.always("c:3", ok(5));
+    assert_eq!(client.call(submit()).await, Ok(5));
+    assert_eq!(fake.connects("10.9.9.9:9"), 0);
+    assert_eq!(fake.calls(), ["a:1", "c:3"]);
 }
 
 #[tokio::test(start_paused = true)]
