@@ -524,7 +524,11 @@ async fn assert_requeued_only_after_the_first_copy_stopped(
 /// Two workers with fencing on, and a ticker running on w1: the cluster, the job's working
 /// dir (reaped when dropped), the job and the pid of its first copy.
 async fn ticker_on_w1() -> (Cluster, PathBuf, JobReaper, u64, i32) {
-    let cluster = Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS);
+    ticker_on_w1_of(Cluster::start_full(3, Some(FENCING), 2, WORKER_ARGS)).await
+}
+
+/// The same, on a cluster of the caller's.
+async fn ticker_on_w1_of(cluster: Cluster) -> (Cluster, PathBuf, JobReaper, u64, i32) {
     cluster.wait_primary().await;
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;
@@ -544,6 +548,28 @@ async fn a_killed_worker_s_jobs_are_stopped_by_their_shims_before_the_cluster_de
     cluster.local.kill9_worker(0).unwrap();
     assert!(alive(first), "the job died with its worker");
     assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+}
+
+#[tokio::test]
+async fn a_worker_cut_off_from_every_controller_has_its_jobs_stopped_before_they_are_lost() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .config(FENCING)
+        .workers(2, WORKER_ARGS)
+        .daemon_links()
+        .start();
+    let (cluster, work, _reaper, id, first) = ticker_on_w1_of(cluster).await;
+    cluster.isolate_daemon("w1");
+    assert!(alive(first), "the job died with its worker's links");
+    assert_requeued_only_after_the_first_copy_stopped(&cluster, &work, id, first).await;
+    // Back in touch, w1 joins again; the attempt it no longer holds is not started again.
+    cluster.heal();
+    cluster.wait_host("w1", HostState::Ok).await;
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!((job.attempt, job.host.as_deref()), (2, Some("w2")));
+    assert!(!alive(first));
     cluster.xce_ok(&["kill", &id.to_string()]);
     cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
 }
