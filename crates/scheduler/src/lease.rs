@@ -14,6 +14,23 @@ use xce_client::ops::AcquireScheduler;
 use xce_client::types::RequestToken;
 use xce_client::{Client, ClientError, Status};
 
+/// Who asks for the lease: the scheduler's name and this process's random instance number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub name: String,
+    pub instance: u64,
+}
+
+impl Holder {
+    /// This process, under `name`.
+    pub fn new(name: &str) -> Holder {
+        Holder {
+            name: name.to_string(),
+            instance: rand::random(),
+        }
+    }
+}
+
 /// The lease as held here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Held {
@@ -34,18 +51,20 @@ impl Held {
 /// Keeps asking for the lease until `stop`, publishing what is held on `held`.
 pub async fn run_lease(
     client: Client,
-    name: String,
+    holder: Holder,
     ttl: Duration,
     held: watch::Sender<Option<Held>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let every = ttl / 3;
     let ttl_ms = u32::try_from(ttl.as_millis()).unwrap_or(u32::MAX);
+    let name = holder.name.clone();
     loop {
         let sent = Instant::now();
         let ask = AcquireScheduler {
             token: RequestToken::random(),
             name: name.clone(),
+            instance: holder.instance,
             ttl_ms,
         };
         // No timeout of our own: the client bounds the call, and a call may carry the
@@ -63,6 +82,8 @@ pub async fn run_lease(
                 };
                 if Held::epoch_now(&was) != Some(epoch) {
                     info!(scheduler = %name, epoch, "holding the scheduler lease: this scheduler is active");
+                } else {
+                    debug!(scheduler = %name, epoch, "renewed the scheduler lease");
                 }
                 held.send_replace(Some(now));
             }

@@ -17,9 +17,10 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
 use xce_client::events::{EventStream, StreamItem};
-use xce_client::ops::Join;
+use xce_client::ops::{claim_role, Join};
 use xce_client::types::{EventFilter, HostAttributes, RequestToken, Role};
 use xce_client::{Client, ClientConfig};
 
@@ -42,67 +43,113 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     }
     let client = Client::new(config.peers.clone(), client_config);
     let (views_tx, views) = watch::channel(None);
-    client.set_rejoin(rejoin_action(views_tx));
+    let events_seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    client.set_rejoin(rejoin_action(views_tx, events_seen.clone()));
+    // The lease has a client of its own: its renewals never wait behind a full re-read
+    // (which runs inside the main client's rejoin, and may take seconds on a big cluster).
+    let lease_client = Client::new(config.peers.clone(), client_config);
+    claim_role(&lease_client, Role::Scheduler);
     let (lease_tx, lease) = watch::channel(None);
     let (events_tx, events) = mpsc::channel(EVENTS_BUFFERED);
     let (rounds_tx, rounds) = mpsc::channel(pipeline::ROUNDS_BUFFERED);
     let (requests_tx, requests) = mpsc::channel(pipeline::REQUESTS_BUFFERED);
     let (feedback_tx, feedback) = mpsc::unbounded_channel();
     info!(scheduler = %config.name, "scheduler starting");
-    let tasks = vec![
-        tokio::spawn(lease::run_lease(
-            client.clone(),
-            config.name.clone(),
-            config.lease_ttl,
-            lease_tx,
-            stop.clone(),
-        )),
-        tokio::spawn(forward_events(
-            config.peers.clone(),
-            events_tx,
-            stop.clone(),
-        )),
-        tokio::spawn(pipeline::picker(
-            client.clone(),
-            pipeline::PickerInputs {
-                views,
-                events,
-                feedback,
-                lease: lease.clone(),
-                stop: stop.clone(),
-            },
-            rounds_tx,
-            config.reread,
-        )),
-        tokio::spawn(pipeline::allocator(rounds, requests_tx)),
-        tokio::spawn(pipeline::publisher(
-            client.clone(),
-            requests,
-            lease,
-            feedback_tx,
-            stop.clone(),
-        )),
+    let mut tasks: Vec<(&str, JoinHandle<()>)> = vec![
+        (
+            "lease",
+            tokio::spawn(lease::run_lease(
+                lease_client,
+                lease::Holder::new(&config.name),
+                config.lease_ttl,
+                lease_tx,
+                stop.clone(),
+            )),
+        ),
+        (
+            "events",
+            tokio::spawn(forward_events(
+                config.peers.clone(),
+                client_config,
+                events_tx,
+                stop.clone(),
+            )),
+        ),
+        (
+            "picker",
+            tokio::spawn(pipeline::picker(
+                client.clone(),
+                pipeline::PickerInputs {
+                    views,
+                    events,
+                    feedback,
+                    lease: lease.clone(),
+                    stop: stop.clone(),
+                    events_seen,
+                },
+                rounds_tx,
+                config.reread,
+            )),
+        ),
+        (
+            "allocator",
+            tokio::spawn(pipeline::allocator(rounds, requests_tx)),
+        ),
+        (
+            "publisher",
+            tokio::spawn(pipeline::publisher(
+                client.clone(),
+                requests,
+                lease,
+                feedback_tx,
+                stop.clone(),
+            )),
+        ),
     ];
-    shutdown.await;
-    info!(scheduler = %config.name, "stopping");
+    // Every task runs until shutdown: one that ends before it (or panics) would leave a
+    // scheduler that holds the lease and places nothing, locking its standby out. Exit
+    // instead, so that the standby (or the service manager) takes over.
+    let ended = tokio::select! {
+        () = shutdown => None,
+        (which, _) = first_to_end(&mut tasks) => Some(which),
+    };
     stop_tx.send_replace(true);
-    for task in tasks {
-        // The allocator ends when the picker's channel closes; give it no say in shutdown.
+    match ended {
+        None => info!(scheduler = %config.name, "stopping"),
+        Some(which) => {
+            error!(scheduler = %config.name, task = which, "a scheduler task ended on its own; stopping")
+        }
+    }
+    for (_, task) in tasks {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
     }
-    info!(scheduler = %config.name, "scheduler stopped");
-    Ok(())
+    match ended {
+        None => {
+            info!(scheduler = %config.name, "scheduler stopped");
+            Ok(())
+        }
+        Some(which) => anyhow::bail!("the scheduler's {which} task ended unexpectedly"),
+    }
+}
+
+/// Waits for the first of `tasks` to end; returns its name and index.
+async fn first_to_end(tasks: &mut [(&'static str, JoinHandle<()>)]) -> (&'static str, usize) {
+    let handles = tasks.iter_mut().map(|(_, t)| t);
+    let (_, index, _) = futures::future::select_all(handles).await;
+    (tasks[index].0, index)
 }
 
 /// Joins as a scheduler, then reads the whole view and hands it to the picker: run on every
 /// new connection, so the needs-rejoin flag clears only once both succeeded.
 fn rejoin_action(
-    views: watch::Sender<Option<view::View>>,
+    views: watch::Sender<Option<view::Loaded>>,
+    events_seen: Arc<std::sync::atomic::AtomicU64>,
 ) -> xce_client::RejoinFn<xce_client::transport::CapnpTransport> {
     let views = Arc::new(views);
     Arc::new(move |client: Client| {
-        let views = views.clone();
+        let (views, events_seen) = (views.clone(), events_seen.clone());
         Box::pin(async move {
+            let events_before = events_seen.load(std::sync::atomic::Ordering::Acquire);
             let join = Join {
                 token: RequestToken::random(),
                 role: Role::Scheduler,
@@ -112,7 +159,10 @@ fn rejoin_action(
             };
             client.call(join).await?;
             let view = view::load(&client).await?;
-            views.send_replace(Some(view));
+            views.send_replace(Some(view::Loaded {
+                view,
+                events_before,
+            }));
             Ok(())
         })
     })
@@ -121,11 +171,12 @@ fn rejoin_action(
 /// Feeds the picker from an event subscription that survives failover.
 async fn forward_events(
     peers: Vec<xce_client::Candidate>,
+    config: ClientConfig,
     items: mpsc::Sender<StreamItem>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut stream = loop {
-        let client = Client::new(peers.clone(), ClientConfig::default());
+        let client = Client::new(peers.clone(), config);
         tokio::select! {
             opened = EventStream::open(client, EventFilter::default()) => match opened {
                 Ok(stream) => break stream,

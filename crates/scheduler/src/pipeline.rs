@@ -199,12 +199,25 @@ fn refuse_all(op: &DispatchBatch, status: Status, message: &str) -> Vec<Refusal>
 /// What the picker reads from: the view loaded at each (re)join, the event stream, the
 /// publisher's answers and the lease.
 pub struct PickerInputs {
-    pub views: watch::Receiver<Option<View>>,
+    pub views: watch::Receiver<Option<view::Loaded>>,
     pub events: mpsc::Receiver<StreamItem>,
     pub feedback: mpsc::UnboundedReceiver<Published>,
     pub lease: watch::Receiver<Option<Held>>,
     pub stop: watch::Receiver<bool>,
+    /// How many events the picker has applied (read by the rejoin's full re-read).
+    pub events_seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
+
+/// What an applied event touched, so that what changed during a full re-read is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Touched {
+    Job(JobId),
+    Host,
+    Queue,
+}
+
+/// Events remembered for that; a re-read that took longer than this many events is repeated.
+const RECENT_EVENTS: usize = 65_536;
 
 /// The picker's own state: the view and what is in flight.
 #[derive(Default)]
@@ -217,7 +230,11 @@ struct Picker {
     reasons_sent: HashMap<JobId, String>,
     unknown: HashSet<JobId>,
     hosts_stale: bool,
+    queues_stale: bool,
     dirty: bool,
+    /// Events applied so far, and what the latest of them touched.
+    seen: u64,
+    recent: std::collections::VecDeque<(u64, Touched)>,
 }
 
 impl Picker {
@@ -230,17 +247,46 @@ impl Picker {
     }
 
     /// Installs a freshly loaded view; in-flight decisions stay reserved until answered.
-    fn install(&mut self, view: View) {
-        self.view = view;
+    /// Events applied since the read began may or may not be in it: what they touched is
+    /// read again. Returns false when too many came to know (then read everything again).
+    fn install(&mut self, loaded: view::Loaded) -> bool {
+        self.view = loaded.view;
         self.reasons_sent.clear();
         self.unknown.clear();
         self.hosts_stale = false;
+        self.queues_stale = false;
         self.dirty = true;
+        let oldest = self.recent.front().map_or(self.seen + 1, |(seq, _)| *seq);
+        for (_, touched) in self
+            .recent
+            .iter()
+            .filter(|(seq, _)| *seq > loaded.events_before)
+        {
+            match touched {
+                Touched::Job(id) => {
+                    self.unknown.insert(*id);
+                }
+                Touched::Host => self.hosts_stale = true,
+                Touched::Queue => self.queues_stale = true,
+            }
+        }
+        oldest <= loaded.events_before + 1
     }
 
     fn apply(&mut self, event: &xce_client::types::ClusterEvent) {
-        if let xce_client::types::ClusterEvent::Job { id, .. } = event {
-            self.reasons_sent.remove(id);
+        use xce_client::types::ClusterEvent;
+        self.seen += 1;
+        let touched = match event {
+            ClusterEvent::Job { id, .. } => {
+                self.reasons_sent.remove(id);
+                Touched::Job(*id)
+            }
+            ClusterEvent::Host { .. } => Touched::Host,
+            ClusterEvent::Queue { .. } => Touched::Queue,
+        };
+        self.recent.push_back((self.seen, touched));
+        if self.recent.len() > RECENT_EVENTS {
+            self.recent.pop_front();
         }
         match self.view.apply(event) {
             Followup::Nothing => {}
@@ -280,6 +326,10 @@ impl Picker {
             view::load_hosts(client, &mut self.view).await?;
             self.hosts_stale = false;
         }
+        if self.queues_stale {
+            view::load_queues(client, &mut self.view).await?;
+            self.queues_stale = false;
+        }
         if self.unknown.is_empty() {
             return Ok(());
         }
@@ -307,6 +357,11 @@ impl Picker {
                 ],
                 ..JobFilter::default()
             };
+            // Jobs the read does not return have ended (or are gone): out of the view.
+            for id in &ids {
+                self.view.pending.remove(id);
+                self.view.placed.remove(id);
+            }
             let mut page_view = std::mem::take(&mut self.view);
             let read = read_from(client, filter, from.saturating_sub(1), &mut page_view).await;
             self.view = page_view;
@@ -319,7 +374,7 @@ impl Picker {
     /// Decides one round when there is something new, the lease is held, and nothing
     /// unknown is left to read.
     fn decide(&mut self, epoch: u64) -> Option<Round> {
-        if !self.dirty || !self.unknown.is_empty() || self.hosts_stale {
+        if !self.dirty || !self.unknown.is_empty() || self.hosts_stale || self.queues_stale {
             return None;
         }
         let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
@@ -378,6 +433,20 @@ async fn read_from(
     }
 }
 
+/// Asks for a full re-read (the client's rejoin, whose view reaches the picker through its
+/// channel) and makes it happen now: the picker or publisher may have no call to make for a
+/// long while, and the rejoin runs only before a call. The call runs beside the picker, so
+/// events keep being taken while the cluster is read.
+fn reread_now(client: &Client) {
+    client.request_rejoin();
+    let client = client.clone();
+    tokio::spawn(async move {
+        if let Err(e) = client.call(xce_client::ops::GetCluster).await {
+            debug!(error = %e, "the re-read did not run yet; the next call retries it");
+        }
+    });
+}
+
 /// The picker; `resync` asks for a full re-read (the client's rejoin) when the event stream
 /// lost events.
 pub async fn picker(
@@ -398,30 +467,43 @@ pub async fn picker(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let epoch = Held::epoch_now(&inputs.lease.borrow());
-        let ready = epoch.is_some() && me.dirty && me.unknown.is_empty() && !me.hosts_stale;
+        let ready = epoch.is_some()
+            && me.dirty
+            && me.unknown.is_empty()
+            && !me.hosts_stale
+            && !me.queues_stale;
         tokio::select! {
             biased;
             () = stopped(&mut inputs.stop) => return,
             Ok(()) = inputs.views.changed() => {
-                if let Some(view) = inputs.views.borrow_and_update().clone() {
+                let loaded = inputs.views.borrow_and_update().clone();
+                if let Some(loaded) = loaded {
+                    let view = &loaded.view;
                     info!(pending = view.pending.len(), placed = view.placed.len(), hosts = view.hosts.len(), "read the cluster");
-                    me.install(view);
+                    if !me.install(loaded) {
+                        info!("more events came during the read than are remembered; reading again");
+                        reread_now(&client);
+                    }
                 }
             }
             Some(answer) = inputs.feedback.recv() => me.answered(answer),
             item = inputs.events.recv() => match item {
-                Some(StreamItem::Event(e)) => me.apply(&e),
+                Some(StreamItem::Event(e)) => {
+                    me.apply(&e);
+                    inputs.events_seen.store(me.seen, std::sync::atomic::Ordering::Release);
+                }
                 Some(StreamItem::Resync { reason }) => {
                     info!(%reason, "events were lost: reading the cluster again");
-                    client.request_rejoin();
+                    reread_now(&client);
                 }
                 None => return,
             },
-            _ = inputs.lease.changed() => me.dirty = true,
-            _ = reread.tick() => client.request_rejoin(),
+            Ok(()) = inputs.lease.changed() => me.dirty = true,
+            _ = reread.tick() => reread_now(&client),
             permit = rounds.reserve(), if ready => {
                 let Ok(permit) = permit else { return };
                 if let Some(round) = epoch.and_then(|e| me.decide(e)) {
+                    debug!(epoch = round.epoch, placements = round.placements.len(), reasons = round.reasons.len(), "decided a round");
                     permit.send(round);
                 }
             }
@@ -614,6 +696,50 @@ mod tests {
         });
         assert!(me.view.pending.contains_key(&8));
         assert!(me.unknown.contains(&8), "a refused job is read again");
+    }
+
+    fn job_event(id: JobId, state: JobState) -> xce_client::types::ClusterEvent {
+        xce_client::types::ClusterEvent::Job {
+            index: 0,
+            id,
+            state,
+            host: None,
+            attempt: 0,
+            queue: "normal".into(),
+            pend_reason: None,
+            reason: None,
+        }
+    }
+
+    /// A full re-read began before some events the picker applied: the view it brings may
+    /// predate them, so what they touched is read again, and nothing is decided until then.
+    #[test]
+    fn events_that_came_during_a_re_read_are_read_again() {
+        let mut me = Picker::default();
+        me.apply(&job_event(1, JobState::Done));
+        let before = me.seen;
+        me.apply(&job_event(2, JobState::Done));
+        me.apply(&xce_client::types::ClusterEvent::Host {
+            index: 0,
+            name: "w1".into(),
+            state: xce_client::types::HostState::Ok,
+        });
+        let fresh = view::Loaded {
+            view: View::default(),
+            events_before: before,
+        };
+        assert!(me.install(fresh));
+        assert_eq!(me.unknown, [2].into());
+        assert!(me.hosts_stale && !me.queues_stale);
+        assert_eq!(me.decide(1), None);
+        // A read that began before the oldest event remembered must be repeated.
+        me.recent.pop_front();
+        me.recent.pop_front();
+        let stale = view::Loaded {
+            view: View::default(),
+            events_before: before - 1,
+        };
+        assert!(!me.install(stale));
     }
 
     #[tokio::test]

@@ -124,22 +124,35 @@ impl FreeHosts {
     }
 
     /// Why a job needing `need` fits no host here even when it is empty, if it does not.
+    /// Judged host by host: the most cpus and the most memory may be on different hosts.
     fn never_fits(&self, need: Resources) -> Option<String> {
         if self.hosts.is_empty() {
-            Some("no host is open and available".into())
-        } else if need.cpus > self.largest.cpus {
-            Some(format!(
+            return Some("no host is open and available".into());
+        }
+        let empty = Resources::default();
+        if self
+            .hosts
+            .values()
+            .any(|(cap, _)| fits(*cap, empty, need).is_ok())
+        {
+            return None;
+        }
+        Some(if need.cpus > self.largest.cpus {
+            format!(
                 "no host with {} cpus (largest has {})",
                 need.cpus, self.largest.cpus
-            ))
-        } else if need.mem_mb > 0 && need.mem_mb > self.largest.mem_mb {
-            Some(format!(
+            )
+        } else if need.mem_mb > self.largest.mem_mb {
+            format!(
                 "no host with {} MiB of memory (largest has {})",
                 need.mem_mb, self.largest.mem_mb
-            ))
+            )
         } else {
-            None
-        }
+            format!(
+                "no host with both {} cpus and {} MiB of memory",
+                need.cpus, need.mem_mb
+            )
+        })
     }
 
     /// Places `need` on the host with the most free cpus that fits it.
@@ -286,6 +299,23 @@ mod tests {
                     "no host with 4096 MiB of memory (largest has 1024)".into()
                 )
             ]
+        );
+    }
+
+    /// Regression: the most cpus and the most memory were taken from different hosts, so a
+    /// job that fits neither host counted as "waits for room" and blocked everything behind
+    /// it for good.
+    #[test]
+    fn a_job_no_single_host_can_take_blocks_nothing() {
+        let mut v = view(&[("w1", 4, 1024), ("w2", 2, 8192)], &[("normal", 30, true)]);
+        pend(&mut v, 1, "normal", 0, r(4, 4096));
+        pend(&mut v, 2, "normal", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![2]);
+        assert_eq!(
+            p.reasons,
+            vec![(1, "no host with both 4 cpus and 4096 MiB of memory".into())]
         );
     }
 
@@ -439,10 +469,20 @@ mod tests {
                 (std::cmp::Reverse(v.queues[&j.queue].priority), std::cmp::Reverse(j.priority), id)
             };
             for (id, reason) in &p.reasons {
+                let need = v.pending[id].need;
+                let fits_some_empty_host = v.hosts.values().any(|h| {
+                    h.state == HostState::Ok && fits(h.capacity, Resources::default(), need).is_ok()
+                });
                 if reason.contains("free") {
+                    // Only a job that some empty host could take holds the others back...
+                    prop_assert!(fits_some_empty_host, "job {} blocks but can never run: {}", id, reason);
                     for pl in &p.placements {
                         prop_assert!(key(pl.id) < key(*id), "job {} overtook blocked job {}", pl.id, id);
                     }
+                }
+                // ...and a job that no host could ever take is told so.
+                if !fits_some_empty_host && v.queues[&v.pending[id].queue].active {
+                    prop_assert!(reason.starts_with("no host"), "job {}: {}", id, reason);
                 }
             }
             // Every pending job is either placed, given a reason, or left for the next round

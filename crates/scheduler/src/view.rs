@@ -200,6 +200,31 @@ impl View {
     }
 }
 
+/// Reads the queues into `view`, replacing what it had.
+pub async fn load_queues(client: &Client, view: &mut View) -> Result<(), ClientError> {
+    view.queues = client
+        .call(ListQueues)
+        .await?
+        .into_iter()
+        .map(|q| {
+            let queue = QueueView {
+                priority: q.priority,
+                active: q.active,
+            };
+            (q.name, queue)
+        })
+        .collect();
+    Ok(())
+}
+
+/// A view read in full, and how many events the picker had applied when the read began:
+/// those after it may or may not be in the view, so the picker reads again what they touched.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub view: View,
+    pub events_before: u64,
+}
+
 /// Reads the hosts into `view`, replacing what it had.
 pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientError> {
     view.hosts = client
@@ -222,22 +247,8 @@ pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientEr
 
 /// Reads the whole view: queues, hosts, and every pending and placed job, in pages.
 pub async fn load(client: &Client) -> Result<View, ClientError> {
-    let queues = client
-        .call(ListQueues)
-        .await?
-        .into_iter()
-        .map(|q| {
-            let queue = QueueView {
-                priority: q.priority,
-                active: q.active,
-            };
-            (q.name, queue)
-        })
-        .collect();
-    let mut view = View {
-        queues,
-        ..View::default()
-    };
+    let mut view = View::default();
+    load_queues(client, &mut view).await?;
     load_hosts(client, &mut view).await?;
     let filter = JobFilter {
         states: vec![

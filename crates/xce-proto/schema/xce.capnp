@@ -191,9 +191,10 @@ interface Controller {
 
   # ---- The scheduler (only a connection joined as a scheduler) ----
   # Asks for, or renews, the one scheduler lease for `name`, lasting `ttlMs` from when the
-  # primary applies it. Granted when no one holds it, `name` holds it, or the holder's ran
-  # out; a new holder gets the next `epoch`. Refused with `conflict` naming the holder.
-  acquireScheduler @17 (token :Token, name :Text, ttlMs :UInt32)
+  # primary applies it. Granted when no one holds it, this scheduler (`name` and `instance`, a
+  # number each scheduler process picks at random when it starts) holds it, or the holder's
+  # ran out; a new holder gets the next `epoch`. Refused with `conflict` naming the holder.
+  acquireScheduler @17 (token :Token, name :Text, ttlMs :UInt32, instance :UInt64)
       -> (header :ReplyHeader, epoch :UInt64);
   # Many placements in one replicated request, each validated at apply on its own; refused
   # as a whole (`conflict`) when `epoch` is not the current, unexpired lease's. `refused`

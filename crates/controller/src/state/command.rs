@@ -112,6 +112,7 @@ pub enum Command {
     AcquireScheduler {
         token: RequestToken,
         name: String,
+        instance: u64,
         ttl_ms: u32,
     },
     /// The lease holder's placements; each validated on its own, like a `Dispatch`.

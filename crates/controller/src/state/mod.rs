@@ -198,9 +198,12 @@ impl State {
                 self.set_host_available(&name, available)
             }
             Command::Dispatch { id, host, .. } => self.dispatch(id, host),
-            Command::AcquireScheduler { name, ttl_ms, .. } => {
-                self.acquire_scheduler(at_ms, name, ttl_ms)
-            }
+            Command::AcquireScheduler {
+                name,
+                instance,
+                ttl_ms,
+                ..
+            } => self.acquire_scheduler(at_ms, name, instance, ttl_ms),
             Command::DispatchBatch {
                 epoch, placements, ..
             } => self.dispatch_batch(at_ms, epoch, placements),

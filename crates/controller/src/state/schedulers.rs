@@ -12,6 +12,8 @@ use super::{Outcome, State};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerLease {
     pub name: String,
+    /// The holding process (two schedulers given one name are still told apart).
+    pub instance: u64,
     /// Raised whenever the lease passes to a new holder (or back after it ran out).
     pub epoch: u64,
     /// The primary's time at which the lease runs out unless renewed.
@@ -24,26 +26,38 @@ impl State {
         self.scheduler.as_ref().filter(|l| now_ms <= l.expires_ms)
     }
 
-    pub(super) fn acquire_scheduler(&mut self, at_ms: u64, name: String, ttl_ms: u32) -> Outcome {
+    pub(super) fn acquire_scheduler(
+        &mut self,
+        at_ms: u64,
+        name: String,
+        instance: u64,
+        ttl_ms: u32,
+    ) -> Outcome {
         let expires_ms = at_ms.saturating_add(u64::from(ttl_ms));
         let epoch = match &self.scheduler {
             // A renewal keeps the epoch: the holder's decisions in flight stay valid.
-            Some(l) if l.name == name && at_ms <= l.expires_ms => l.epoch,
+            Some(l) if l.name == name && l.instance == instance && at_ms <= l.expires_ms => l.epoch,
             Some(l) if at_ms <= l.expires_ms => {
+                let twin = if l.name == name {
+                    " (another process under the same name: give each scheduler its own --name)"
+                } else {
+                    ""
+                };
                 return Outcome::rejected(
                     Status::Conflict,
                     format!(
-                        "scheduler {:?} holds the lease for another {} ms",
+                        "scheduler {:?} holds the lease for another {} ms{twin}",
                         l.name,
                         l.expires_ms - at_ms
                     ),
-                )
+                );
             }
             Some(l) => l.epoch + 1,
             None => 1,
         };
         self.scheduler = Some(SchedulerLease {
             name,
+            instance,
             epoch,
             expires_ms,
         });
@@ -79,6 +93,16 @@ impl State {
         }
         let mut refused = Vec::new();
         for Placement { id, host } in placements {
+            // A scheduler places only from active queues (an operator's dispatch may not).
+            let queue = self.jobs.get(&id).map(|j| j.spec.queue.clone());
+            if let Some(queue) = queue.filter(|q| self.queues.get(q).is_some_and(|q| !q.active)) {
+                refused.push(Refusal {
+                    id,
+                    status: Status::Conflict,
+                    message: format!("queue {queue} is inactive"),
+                });
+                continue;
+            }
             if let Outcome::Rejected { status, message } = self.dispatch(id, host) {
                 refused.push(Refusal {
                     id,
@@ -140,11 +164,16 @@ mod tests {
     }
 
     fn acquire(s: &mut State, at: u64, name: &str) -> Outcome {
+        acquire_as(s, at, name, 1)
+    }
+
+    fn acquire_as(s: &mut State, at: u64, name: &str, instance: u64) -> Outcome {
         s.apply(
             at,
             Command::AcquireScheduler {
                 token: RequestToken::random(),
                 name: name.into(),
+                instance,
                 ttl_ms: 1000,
             },
         )
@@ -184,6 +213,22 @@ mod tests {
         assert_eq!(s.scheduler_lease(2502), None);
         // Even its old holder coming back starts a new epoch.
         assert_eq!(acquire(&mut s, 2600, "s1"), Outcome::Leased { epoch: 3 });
+    }
+
+    /// Two scheduler processes started under one name are not both active.
+    #[test]
+    fn two_schedulers_of_one_name_are_told_apart() {
+        let mut s = State::default();
+        assert_eq!(acquire_as(&mut s, 0, "s1", 7), Outcome::Leased { epoch: 1 });
+        let Outcome::Rejected { status, message } = acquire_as(&mut s, 10, "s1", 8) else {
+            panic!("a second process under the same name took the lease");
+        };
+        assert_eq!(status, Status::Conflict);
+        assert!(message.contains("same name"), "{message}");
+        assert_eq!(
+            acquire_as(&mut s, 20, "s1", 7),
+            Outcome::Leased { epoch: 1 }
+        );
     }
 
     #[test]

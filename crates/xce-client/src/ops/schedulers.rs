@@ -14,6 +14,8 @@ use crate::wire;
 pub struct AcquireScheduler {
     pub token: RequestToken,
     pub name: String,
+    /// This scheduler process, so that two started under one name are never both active.
+    pub instance: u64,
     pub ttl_ms: u32,
 }
 
@@ -27,6 +29,7 @@ impl Op for AcquireScheduler {
             wire::write_token(req.get().init_token(), self.token);
             req.get().set_name(self.name.as_str());
             req.get().set_ttl_ms(self.ttl_ms);
+            req.get().set_instance(self.instance);
             let resp = req.send().promise.await?;
             let r = resp.get()?;
             reply(r.get_header()?, || Ok(r.get_epoch()))

@@ -20,6 +20,7 @@ pub(super) async fn acquire(
     let cmd = Command::AcquireScheduler {
         token: wire::read_token(p.get_token()?),
         name: name.clone(),
+        instance: p.get_instance(),
         ttl_ms: p.get_ttl_ms(),
     };
     if this.node.gate().is_ok() {
