@@ -63,6 +63,8 @@ pub struct Published {
     pub jobs: Vec<JobId>,
     /// Those not placed, and why; empty when all were.
     pub refused: Vec<Refusal>,
+    /// Jobs whose pending reason was not published (to be decided again).
+    pub unsent_reasons: Vec<JobId>,
 }
 
 /// The allocator: cuts each round into fenced, tokened requests, in order.
@@ -167,18 +169,38 @@ pub async fn publisher<P: Publish>(
                         }
                     }
                 };
-                if feedback.send(Published { jobs, refused }).is_err() {
+                let answer = Published {
+                    jobs,
+                    refused,
+                    unsent_reasons: Vec::new(),
+                };
+                if feedback.send(answer).is_err() {
                     return;
                 }
             }
             Request::Reasons(op) => {
-                if held != Some(op.epoch) {
-                    continue;
-                }
-                match target.reasons(op, &mut stop).await {
-                    Ok(()) => {}
-                    Err(ClientError::Shutdown) => return,
-                    Err(e) => debug!(error = %e, "pending reasons not published"),
+                let ids: Vec<JobId> = op.reasons.iter().map(|(id, _)| *id).collect();
+                let sent = if held != Some(op.epoch) {
+                    false
+                } else {
+                    match target.reasons(op, &mut stop).await {
+                        Ok(()) => true,
+                        Err(ClientError::Shutdown) => return,
+                        Err(e) => {
+                            debug!(error = %e, "pending reasons not published");
+                            false
+                        }
+                    }
+                };
+                if !sent {
+                    let answer = Published {
+                        jobs: Vec::new(),
+                        refused: Vec::new(),
+                        unsent_reasons: ids,
+                    };
+                    if feedback.send(answer).is_err() {
+                        return;
+                    }
                 }
             }
         }
@@ -299,6 +321,9 @@ impl Picker {
     }
 
     fn answered(&mut self, published: Published) {
+        for id in &published.unsent_reasons {
+            self.reasons_sent.remove(id);
+        }
         let refused: HashSet<JobId> = published.refused.iter().map(|r| r.id).collect();
         for id in &published.jobs {
             let decided = self.in_flight.get(id).map(|(host, _)| host.clone());
@@ -670,6 +695,7 @@ mod tests {
         me.answered(Published {
             jobs: vec![7],
             refused: Vec::new(),
+            unsent_reasons: Vec::new(),
         });
         assert_eq!(me.decide(1), None);
         assert_eq!(me.view.placed.get(&7).map(|p| p.host.as_str()), Some("w1"));
@@ -693,6 +719,7 @@ mod tests {
                 status: Status::Conflict,
                 message: "host w1 is closed".into(),
             }],
+            unsent_reasons: Vec::new(),
         });
         assert!(me.view.pending.contains_key(&8));
         assert!(me.unknown.contains(&8), "a refused job is read again");
@@ -755,6 +782,16 @@ mod tests {
         assert_eq!(p.jobs, vec![1, 2, 3]);
         assert_eq!(p.refused.len(), 3);
         assert!(s.published.lock().unwrap().is_empty());
+        // Reasons of a lost lease are not sent either, and the picker hears of it (so it
+        // decides them again instead of believing them published).
+        let reasons = Round {
+            epoch: 3,
+            placements: Vec::new(),
+            reasons: vec![(9, "queue normal is inactive".into())],
+        };
+        s.rounds.send(reasons).await.unwrap();
+        let p = s.feedback.recv().await.unwrap();
+        assert_eq!(p.unsent_reasons, vec![9]);
         // And a round of an older epoch than the one held now is not published either.
         let held = Held {
             epoch: 4,
