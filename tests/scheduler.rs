@@ -67,6 +67,29 @@ async fn wait_all_done(cluster: &Cluster, ids: &[u64], within: Duration) {
     }
 }
 
+/// Waits until the (first) scheduler's log says a retry budget ran out.
+async fn wait_out_of_budget(cluster: &Cluster) {
+    let log = cluster.schedulers()[0].log.clone();
+    wait_for(
+        "the scheduler to run out of a budget",
+        Duration::from_secs(30),
+        || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            async move { text.contains("cluster not ready").then_some(()) }
+        },
+    )
+    .await;
+}
+
+/// Submits `n` jobs of `script` in `dir` to the default queue; returns their ids.
+async fn submit_n(client: &Client, dir: &Path, n: usize, script: &str) -> Vec<u64> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(submit(client, dir, "", 1, script).await);
+    }
+    ids
+}
+
 /// How many times each job wrote its mark into `<dir>/<id>.runs`.
 fn runs(dir: &Path, id: u64) -> usize {
     std::fs::read_to_string(dir.join(format!("{id}.runs")))
@@ -86,10 +109,7 @@ async fn two_hundred_jobs_on_four_cpus_never_run_more_than_four_at_once() {
     let client = cluster.client();
     // Each job records when it ran (ns) in a file of its own.
     let script = "echo \"$(date +%s%N) $(sleep 0.05; date +%s%N)\" >> $XCE_JOB_ID.runs";
-    let mut ids = Vec::new();
-    for _ in 0..200 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    let ids = submit_n(&client, work.path(), 200, script).await;
     wait_all_done(&cluster, &ids, Duration::from_secs(120)).await;
     let mut edges = Vec::new();
     for id in &ids {
@@ -247,19 +267,14 @@ async fn a_standby_scheduler_takes_over_and_every_job_runs_once() {
     let work = tempfile::tempdir().unwrap();
     let client = cluster.client();
     let script = "echo ran >> $XCE_JOB_ID.runs";
-    let mut ids = Vec::new();
-    for _ in 0..20 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    let mut ids = submit_n(&client, work.path(), 20, script).await;
     let i = cluster
         .schedulers()
         .iter()
         .position(|s| s.name == active)
         .unwrap();
     cluster.kill9_scheduler(i);
-    for _ in 0..40 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    ids.extend(submit_n(&client, work.path(), 40, script).await);
     let standby = wait_for("the standby to take over", Duration::from_secs(15), || {
         let client = client.clone();
         let active = active.clone();
@@ -354,31 +369,17 @@ async fn an_outage_longer_than_the_retry_budget_loses_no_decision() {
     let work = tempfile::tempdir().unwrap();
     let client = cluster.client_with_default_budget();
     let script = "echo ran >> $XCE_JOB_ID.runs";
-    let mut ids = Vec::new();
-    for _ in 0..30 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    let mut ids = submit_n(&client, work.path(), 30, script).await;
     // Every controller goes away for longer than the scheduler's budget (two attempts, a
     // few hundred milliseconds), while it still has jobs to place.
     for i in 0..3 {
         cluster.kill9(i);
     }
-    let log = cluster.schedulers()[0].log.clone();
-    wait_for(
-        "the scheduler to run out of a budget",
-        Duration::from_secs(30),
-        || {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            async move { text.contains("cluster not ready").then_some(()) }
-        },
-    )
-    .await;
+    wait_out_of_budget(&cluster).await;
     for i in 0..3 {
         cluster.restart(i);
     }
-    for _ in 0..10 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    ids.extend(submit_n(&client, work.path(), 10, script).await);
     wait_all_done(&cluster, &ids, Duration::from_secs(90)).await;
     for id in &ids {
         assert_eq!(runs(work.path(), *id), 1, "job {id}");
@@ -399,21 +400,9 @@ async fn a_scheduler_cut_off_longer_than_its_budget_resumes_by_itself_and_loses_
     let work = tempfile::tempdir().unwrap();
     let client = cluster.client_with_default_budget();
     let script = "sleep 0.05; echo ran >> $XCE_JOB_ID.runs";
-    let mut ids = Vec::new();
-    for _ in 0..20 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    let mut ids = submit_n(&client, work.path(), 20, script).await;
     cluster.isolate_daemon("s1");
-    let log = cluster.schedulers()[0].log.clone();
-    wait_for(
-        "the scheduler to run out of a budget",
-        Duration::from_secs(30),
-        || {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            async move { text.contains("cluster not ready").then_some(()) }
-        },
-    )
-    .await;
+    wait_out_of_budget(&cluster).await;
     // Cut off, it no longer holds the lease: jobs submitted meanwhile say so.
     let late = submit(&client, work.path(), "", 1, script).await;
     ids.push(late);
@@ -423,9 +412,7 @@ async fn a_scheduler_cut_off_longer_than_its_budget_resumes_by_itself_and_loses_
         })
         .await;
     cluster.heal();
-    for _ in 0..10 {
-        ids.push(submit(&client, work.path(), "", 1, script).await);
-    }
+    ids.extend(submit_n(&client, work.path(), 10, script).await);
     wait_all_done(&cluster, &ids, Duration::from_secs(90)).await;
     for id in &ids {
         assert_eq!(runs(work.path(), *id), 1, "job {id}");

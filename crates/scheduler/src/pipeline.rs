@@ -25,7 +25,7 @@ use xce_client::events::StreamItem;
 use xce_client::fit::Resources;
 use xce_client::ops::{DispatchBatch, GetJob, SetPendReasons};
 use xce_client::publish::publish_until_done;
-use xce_client::types::{JobFilter, JobId, JobState, Placement, Refusal, RequestToken};
+use xce_client::types::{JobId, Placement, Refusal, RequestToken};
 use xce_client::{Client, ClientError, Status};
 
 use crate::lease::Held;
@@ -373,22 +373,13 @@ impl Picker {
             }
         } else {
             let from = ids.iter().min().copied().unwrap_or(1);
-            let filter = JobFilter {
-                states: vec![
-                    JobState::Pending,
-                    JobState::Dispatched,
-                    JobState::Running,
-                    JobState::Suspended,
-                ],
-                ..JobFilter::default()
-            };
             // Jobs the read does not return have ended (or are gone): out of the view.
             for id in &ids {
                 self.view.pending.remove(id);
                 self.view.placed.remove(id);
             }
             let mut page_view = std::mem::take(&mut self.view);
-            let read = read_from(client, filter, from.saturating_sub(1), &mut page_view).await;
+            let read = view::read_live_jobs(client, from.saturating_sub(1), &mut page_view).await;
             self.view = page_view;
             read?;
             self.unknown.clear();
@@ -429,32 +420,6 @@ impl Picker {
             placements: planned.placements,
             reasons: planned.reasons,
         })
-    }
-}
-
-/// Reads the jobs of `filter` with ids above `after` into `view`.
-async fn read_from(
-    client: &Client,
-    filter: JobFilter,
-    after: JobId,
-    view: &mut View,
-) -> Result<(), ClientError> {
-    let mut after = after;
-    loop {
-        let page = client
-            .call(xce_client::ops::ListJobs {
-                filter: filter.clone(),
-                after,
-                limit: 0,
-            })
-            .await?;
-        for job in &page.jobs {
-            view.put_job(job);
-        }
-        match page.next {
-            Some(next) => after = next,
-            None => return Ok(()),
-        }
     }
 }
 
@@ -539,6 +504,8 @@ pub async fn picker(
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
+
+    use xce_client::types::JobState;
 
     use super::*;
 

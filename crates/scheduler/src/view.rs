@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use xce_client::fit::Resources;
-use xce_client::ops::{list_jobs, ListHosts, ListQueues};
+use xce_client::ops::{ListHosts, ListJobs, ListQueues};
 use xce_client::types::{ClusterEvent, HostState, Job, JobFilter, JobId, JobState};
 use xce_client::{Client, ClientError};
 
@@ -250,7 +250,13 @@ pub async fn load(client: &Client) -> Result<View, ClientError> {
     let mut view = View::default();
     load_queues(client, &mut view).await?;
     load_hosts(client, &mut view).await?;
-    let filter = JobFilter {
+    read_live_jobs(client, 0, &mut view).await?;
+    Ok(view)
+}
+
+/// The jobs the view holds: pending and placed.
+fn live_jobs() -> JobFilter {
+    JobFilter {
         states: vec![
             JobState::Pending,
             JobState::Dispatched,
@@ -258,22 +264,30 @@ pub async fn load(client: &Client) -> Result<View, ClientError> {
             JobState::Suspended,
         ],
         ..JobFilter::default()
-    };
-    all_jobs_into(client, filter, &mut view).await?;
-    Ok(view)
+    }
 }
 
-/// Reads every job passing `filter` into `view`.
-pub async fn all_jobs_into(
+/// Reads every pending and placed job with an id above `after` into `view`, page by page.
+pub async fn read_live_jobs(
     client: &Client,
-    filter: JobFilter,
+    after: JobId,
     view: &mut View,
 ) -> Result<(), ClientError> {
-    list_jobs(client, filter, None, |page| {
-        for job in page {
+    let mut after = after;
+    loop {
+        let page = client
+            .call(ListJobs {
+                filter: live_jobs(),
+                after,
+                limit: 0,
+            })
+            .await?;
+        for job in &page.jobs {
             view.put_job(job);
         }
-    })
-    .await
-    .map(|_| ())
+        match page.next {
+            Some(next) => after = next,
+            None => return Ok(()),
+        }
+    }
 }
