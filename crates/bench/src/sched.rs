@@ -37,6 +37,10 @@ pub struct SchedArgs {
     /// Jobs for the drain run.
     #[arg(long, default_value_t = 10_000)]
     drain: usize,
+    /// Cpus each of the two workers offers in the drain run (one-cpu jobs: how many run at
+    /// once on each); 0 for room for every job at once.
+    #[arg(long, default_value_t = 0)]
+    slots: usize,
 }
 
 /// Simulated hosts never heartbeat: keep them available for the whole run.
@@ -140,7 +144,11 @@ async fn queue_counts(client: &Client) -> anyhow::Result<(usize, usize)> {
 }
 
 async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
-    let slots = args.drain.max(1).to_string();
+    let slots = match args.slots {
+        0 => args.drain.max(1),
+        n => n,
+    }
+    .to_string();
     let worker_args = [
         "--cpus",
         &slots,
