@@ -422,3 +422,50 @@ async fn a_scheduler_cut_off_longer_than_its_budget_resumes_by_itself_and_loses_
         "the scheduler exited"
     );
 }
+
+#[tokio::test]
+async fn a_cleanly_stopped_scheduler_hands_its_lease_over_at_once() {
+    // A lease far longer than the takeover may take: only a release explains a fast one.
+    let ttl = Duration::from_secs(20);
+    let ttl_ms = ttl.as_millis().to_string();
+    let mut cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, WORKER_ARGS)
+        .schedulers(2, &["--lease-ttl-ms", &ttl_ms])
+        .start();
+    let active = cluster.wait_active_scheduler().await;
+    let i = cluster
+        .schedulers()
+        .iter()
+        .position(|s| s.name == active)
+        .unwrap();
+    let stopped_at = std::time::Instant::now();
+    let status = cluster
+        .local
+        .stop_scheduler(i, Duration::from_secs(10))
+        .unwrap();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let client = cluster.client();
+    let standby = wait_for("the standby to take over", ttl / 2, || {
+        let (client, active) = (client.clone(), active.clone());
+        async move {
+            let info = client.call(xce_client::ops::GetCluster).await.ok()?;
+            info.schedulers
+                .into_iter()
+                .find(|s| s.active && s.name != active)
+                .map(|s| s.name)
+        }
+    })
+    .await;
+    // A standby asks every second; the lease would have lasted 20 s.
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(5),
+        "{standby} took {:?}: it waited for the lease to run out",
+        stopped_at.elapsed()
+    );
+    let log = std::fs::read_to_string(&cluster.schedulers()[i].log).unwrap();
+    assert!(log.contains("released the scheduler lease"), "{log}");
+    let work = tempfile::tempdir().unwrap();
+    let ids = submit_n(&client, work.path(), 3, "echo ran >> $XCE_JOB_ID.runs").await;
+    wait_all_done(&cluster, &ids, Duration::from_secs(30)).await;
+}

@@ -281,6 +281,15 @@ impl DevCluster {
         self.schedulers[i].process.start(&self.spec.log_filter)
     }
 
+    /// Stops scheduler `i` cleanly (SIGTERM, then SIGKILL after `grace`).
+    pub fn stop_scheduler(
+        &mut self,
+        i: usize,
+        grace: Duration,
+    ) -> Result<Option<ExitStatus>, LaunchError> {
+        self.schedulers[i].process.stop(grace)
+    }
+
     /// Crashes scheduler `i` (SIGKILL) and reaps it.
     pub fn kill9_scheduler(&mut self, i: usize) -> Result<(), LaunchError> {
         self.schedulers[i].process.kill9()

@@ -1,6 +1,6 @@
-//! The scheduler lease, as this scheduler holds it: asked for (or renewed) every third of its
-//! time to live. The active scheduler renews; a standby asks and is refused until the holder
-//! stops renewing, then takes over at the next epoch. Locally the lease counts as held only
+//! The scheduler lease, as this scheduler holds it: renewed every third of its time to live.
+//! A standby asks at least every second and is refused until the holder stops renewing (or
+//! hands the lease back at a clean stop), then takes over at the next epoch. Locally the lease counts as held only
 //! until `ttl × 4/5` after the request that granted it was *sent*, so this scheduler stops
 //! deciding before the controller could grant the lease to another.
 
@@ -71,7 +71,7 @@ pub async fn run_lease(
         // rejoin's full re-read, which must not be cut short.
         let answer = tokio::select! {
             r = client.call(ask) => r,
-            () = stopped(&mut stop) => return,
+            () = stopped(&mut stop) => return release(&client, &holder, &held).await,
         };
         let was = *held.borrow();
         match answer {
@@ -106,10 +106,45 @@ pub async fn run_lease(
             // Ran out here without a renewal: decisions stop now (the publisher checks too).
             held.send_replace(None);
         }
-        let next = (sent + every).max(Instant::now());
+        // A standby asks at least every second, so a released lease passes at once even
+        // when leases are long.
+        let wait = match Held::epoch_now(&held.borrow()) {
+            Some(_) => every,
+            None => every.min(STANDBY_ASK),
+        };
+        let next = (sent + wait).max(Instant::now());
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
-            () = stopped(&mut stop) => return,
+            () = stopped(&mut stop) => return release(&client, &holder, &held).await,
+        }
+    }
+}
+
+/// How often a standby asks for the lease, at most.
+const STANDBY_ASK: Duration = Duration::from_secs(1);
+
+/// How long a stopping scheduler tries to hand its lease back.
+const RELEASE_WITHIN: Duration = Duration::from_secs(1);
+
+/// Hands the lease back at a clean stop, so a standby takes over at once rather than after
+/// the lease runs out. Decisions stop first: the lease counts as gone here from now on.
+async fn release(client: &Client, holder: &Holder, held: &watch::Sender<Option<Held>>) {
+    if held.send_replace(None).is_none() {
+        return;
+    }
+    let op = AcquireScheduler {
+        token: RequestToken::random(),
+        name: holder.name.clone(),
+        instance: holder.instance,
+        ttl_ms: 0,
+    };
+    match tokio::time::timeout(RELEASE_WITHIN, client.call(op)).await {
+        Ok(Ok(_)) => info!(scheduler = %holder.name, "released the scheduler lease"),
+        Ok(Err(e)) => {
+            warn!(scheduler = %holder.name, error = %e, "could not release the scheduler lease; it runs out by itself")
+        }
+        Err(_) => {
+            warn!(scheduler = %holder.name, "releasing the scheduler lease timed out; it runs out by itself")
         }
     }
 }

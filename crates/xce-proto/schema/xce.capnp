@@ -194,6 +194,8 @@ interface Controller {
   # primary applies it. Granted when no one holds it, this scheduler (`name` and `instance`, a
   # number each scheduler process picks at random when it starts) holds it, or the holder's
   # ran out; a new holder gets the next `epoch`. Refused with `conflict` naming the holder.
+  # `ttlMs` 0 releases the lease if this scheduler holds it (a clean stop), so a standby
+  # takes over at once instead of waiting for it to run out; `epoch` is then 0.
   acquireScheduler @17 (token :Token, name :Text, ttlMs :UInt32, instance :UInt64)
       -> (header :ReplyHeader, epoch :UInt64);
   # Many placements in one replicated request, each validated at apply on its own; refused

@@ -33,6 +33,9 @@ impl State {
         instance: u64,
         ttl_ms: u32,
     ) -> Outcome {
+        if ttl_ms == 0 {
+            return self.release_scheduler(at_ms, &name, instance);
+        }
         let expires_ms = at_ms.saturating_add(u64::from(ttl_ms));
         let epoch = match &self.scheduler {
             // A renewal keeps the epoch: the holder's decisions in flight stay valid.
@@ -62,6 +65,17 @@ impl State {
             expires_ms,
         });
         Outcome::Leased { epoch }
+    }
+
+    /// Ends the lease now if `name`/`instance` holds it (a clean stop); the next holder gets
+    /// the next epoch, like after an expiry. Releasing a lease one does not hold does nothing.
+    fn release_scheduler(&mut self, at_ms: u64, name: &str, instance: u64) -> Outcome {
+        if let Some(l) = self.scheduler.as_mut() {
+            if l.name == name && l.instance == instance && at_ms <= l.expires_ms {
+                l.expires_ms = at_ms.saturating_sub(1);
+            }
+        }
+        Outcome::Done
     }
 
     /// Refuses a decision made under any lease but the current, unexpired one.
@@ -228,6 +242,33 @@ mod tests {
         assert_eq!(
             acquire_as(&mut s, 20, "s1", 7),
             Outcome::Leased { epoch: 1 }
+        );
+    }
+
+    #[test]
+    fn a_released_lease_passes_at_once_and_only_its_holder_releases_it() {
+        let mut s = State::default();
+        acquire_as(&mut s, 0, "s1", 7);
+        let release = |s: &mut State, at: u64, name: &str, instance: u64| {
+            s.apply(
+                at,
+                Command::AcquireScheduler {
+                    token: RequestToken::random(),
+                    name: name.into(),
+                    instance,
+                    ttl_ms: 0,
+                },
+            )
+        };
+        // Not the holder: nothing happens.
+        assert_eq!(release(&mut s, 10, "s2", 1), Outcome::Done);
+        assert_eq!(release(&mut s, 10, "s1", 8), Outcome::Done);
+        assert!(s.scheduler_lease(10).is_some());
+        assert_eq!(release(&mut s, 20, "s1", 7), Outcome::Done);
+        assert_eq!(s.scheduler_lease(20), None);
+        assert_eq!(
+            acquire_as(&mut s, 20, "s2", 1),
+            Outcome::Leased { epoch: 2 }
         );
     }
 

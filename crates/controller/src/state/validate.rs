@@ -144,9 +144,9 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
         Command::ControlJob { .. } => Ok(()),
         Command::AcquireScheduler { name, ttl_ms, .. } => {
             validate_host_name(name).map_err(|e| e.replacen("host.name", "name", 1))?;
-            if !SCHEDULER_TTL_MS.contains(ttl_ms) {
+            if *ttl_ms != 0 && !SCHEDULER_TTL_MS.contains(ttl_ms) {
                 return Err(format!(
-                    "ttl_ms: {ttl_ms} is outside {}..={}",
+                    "ttl_ms: {ttl_ms} is outside {}..={} (0 releases the lease)",
                     SCHEDULER_TTL_MS.start(),
                     SCHEDULER_TTL_MS.end()
                 ));
