@@ -69,9 +69,16 @@ pub async fn run_lease(
         };
         // No timeout of our own: the client bounds the call, and a call may carry the
         // rejoin's full re-read, which must not be cut short.
+        let call = client.call(ask);
+        tokio::pin!(call);
         let answer = tokio::select! {
-            r = client.call(ask) => r,
-            () = stopped(&mut stop) => return release(&client, &holder, &held).await,
+            r = &mut call => r,
+            () = stopped(&mut stop) => {
+                // Let an ask in flight land first: applied after the release, it would grant
+                // a stopping scheduler the lease again and lock its standby out.
+                let _ = tokio::time::timeout(RELEASE_WITHIN, &mut call).await;
+                return release(&client, &holder, &held).await;
+            }
         };
         let was = *held.borrow();
         match answer {
@@ -129,9 +136,10 @@ const RELEASE_WITHIN: Duration = Duration::from_secs(1);
 /// Hands the lease back at a clean stop, so a standby takes over at once rather than after
 /// the lease runs out. Decisions stop first: the lease counts as gone here from now on.
 async fn release(client: &Client, holder: &Holder, held: &watch::Sender<Option<Held>>) {
-    if held.send_replace(None).is_none() {
-        return;
-    }
+    // Sent whatever this process believes it holds (a first grant may be in the log, or
+    // the lease may have lapsed here but not yet on the controllers): releasing a lease one
+    // does not hold does nothing.
+    held.send_replace(None);
     let op = AcquireScheduler {
         token: RequestToken::random(),
         name: holder.name.clone(),

@@ -111,7 +111,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     // instead, so that the standby (or the service manager) takes over.
     let ended = tokio::select! {
         () = shutdown => None,
-        (which, _) = first_to_end(&mut tasks) => Some(which),
+        (which, index) = first_to_end(&mut tasks) => {
+            // Its handle is spent: awaiting it again would panic.
+            drop(tasks.swap_remove(index));
+            Some(which)
+        }
     };
     stop_tx.send_replace(true);
     match ended {

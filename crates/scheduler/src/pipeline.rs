@@ -253,6 +253,11 @@ struct Picker {
     unknown: HashSet<JobId>,
     hosts_stale: bool,
     queues_stale: bool,
+    /// The installed view missed events it cannot name; a full re-read is on its way.
+    view_stale: bool,
+    /// Placements the publisher confirmed whose event has not come yet: a view read before
+    /// they applied must not make them look pending again.
+    confirmed_unseen: HashMap<JobId, String>,
     dirty: bool,
     /// Events applied so far, and what the latest of them touched.
     seen: u64,
@@ -273,6 +278,9 @@ impl Picker {
     /// read again. Returns false when too many came to know (then read everything again).
     fn install(&mut self, loaded: view::Loaded) -> bool {
         self.view = loaded.view;
+        for (id, host) in &self.confirmed_unseen {
+            self.view.placed_now(*id, host.clone());
+        }
         self.reasons_sent.clear();
         self.unknown.clear();
         self.hosts_stale = false;
@@ -292,7 +300,9 @@ impl Picker {
                 Touched::Queue => self.queues_stale = true,
             }
         }
-        oldest <= loaded.events_before + 1
+        let complete = oldest <= loaded.events_before + 1;
+        self.view_stale = !complete;
+        complete
     }
 
     fn apply(&mut self, event: &xce_client::types::ClusterEvent) {
@@ -301,6 +311,7 @@ impl Picker {
         let touched = match event {
             ClusterEvent::Job { id, .. } => {
                 self.reasons_sent.remove(id);
+                self.confirmed_unseen.remove(id);
                 Touched::Job(*id)
             }
             ClusterEvent::Host { .. } => Touched::Host,
@@ -321,8 +332,13 @@ impl Picker {
     }
 
     fn answered(&mut self, published: Published) {
+        // Reasons not published are decided again at the next change (not at once: a
+        // refusal that repeats would turn into a loop of requests).
         for id in &published.unsent_reasons {
             self.reasons_sent.remove(id);
+        }
+        if published.jobs.is_empty() {
+            return;
         }
         let refused: HashSet<JobId> = published.refused.iter().map(|r| r.id).collect();
         for id in &published.jobs {
@@ -331,7 +347,8 @@ impl Picker {
             // Placed: count it on its host now. Its event may come after this answer, and
             // until then the job would look pending and free to place again.
             if let (false, Some(host)) = (refused.contains(id), decided) {
-                self.view.placed_now(*id, host);
+                self.view.placed_now(*id, host.clone());
+                self.confirmed_unseen.insert(*id, host);
             }
         }
         for refusal in &published.refused {
@@ -390,7 +407,12 @@ impl Picker {
     /// Decides one round when there is something new, the lease is held, and nothing
     /// unknown is left to read.
     fn decide(&mut self, epoch: u64) -> Option<Round> {
-        if !self.dirty || !self.unknown.is_empty() || self.hosts_stale || self.queues_stale {
+        if !self.dirty
+            || !self.unknown.is_empty()
+            || self.hosts_stale
+            || self.queues_stale
+            || self.view_stale
+        {
             return None;
         }
         let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
@@ -454,14 +476,10 @@ pub async fn picker(
         }
         if let Err(e) = me.catch_up(&client).await {
             debug!(error = %e, "could not read what the events left out; retrying");
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let epoch = Held::epoch_now(&inputs.lease.borrow());
-        let ready = epoch.is_some()
-            && me.dirty
-            && me.unknown.is_empty()
-            && !me.hosts_stale
-            && !me.queues_stale;
+        let behind = !me.unknown.is_empty() || me.hosts_stale || me.queues_stale;
+        let ready = epoch.is_some() && me.dirty && !behind && !me.view_stale;
         tokio::select! {
             biased;
             () = stopped(&mut inputs.stop) => return,
@@ -490,6 +508,8 @@ pub async fn picker(
             },
             Ok(()) = inputs.lease.changed() => me.dirty = true,
             _ = reread.tick() => reread_now(&client),
+            // A catch-up that failed is tried again soon, not at the next event.
+            () = tokio::time::sleep(Duration::from_millis(100)), if behind => {}
             permit = rounds.reserve(), if ready => {
                 let Ok(permit) = permit else { return };
                 if let Some(round) = epoch.and_then(|e| me.decide(e)) {
@@ -666,6 +686,25 @@ mod tests {
         });
         assert_eq!(me.decide(1), None);
         assert_eq!(me.view.placed.get(&7).map(|p| p.host.as_str()), Some("w1"));
+        // A full read that began before the placement applied still shows the job pending:
+        // installing it must not bring the job back to be placed again.
+        let mut before = me.view.clone();
+        let placed = before.placed.remove(&7).unwrap();
+        before.pending.insert(
+            7,
+            PendingJob {
+                queue: "normal".into(),
+                priority: 0,
+                need: placed.need,
+                pend_reason: None,
+            },
+        );
+        assert!(me.install(view::Loaded {
+            view: before,
+            events_before: me.seen,
+        }));
+        assert_eq!(me.decide(1), None);
+        assert!(me.view.placed.contains_key(&7));
         // A refused placement, by contrast, leaves the job to be decided again.
         me.view.pending.insert(
             8,

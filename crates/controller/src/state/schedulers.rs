@@ -137,6 +137,8 @@ impl State {
         if let Err(stale) = self.check_epoch(at_ms, epoch) {
             return stale;
         }
+        // One change per job (the last reason given wins), so one event per job.
+        let reasons: std::collections::BTreeMap<JobId, String> = reasons.into_iter().collect();
         for (id, reason) in reasons {
             let pending = self
                 .jobs
