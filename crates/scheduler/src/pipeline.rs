@@ -646,6 +646,16 @@ mod tests {
         assert_eq!(*s.published.lock().unwrap(), expected);
     }
 
+    /// A pending one-cpu job of queue `normal`.
+    fn one_cpu_job() -> crate::view::PendingJob {
+        crate::view::PendingJob {
+            queue: "normal".into(),
+            priority: 0,
+            need: Resources { cpus: 1, mem_mb: 0 },
+            pend_reason: None,
+        }
+    }
+
     /// Regression: the publisher's answer came before the job's "dispatched" event, the job
     /// looked pending again, and the next round placed it a second time (refused at apply as
     /// a conflict, but a wasted decision).
@@ -667,15 +677,7 @@ mod tests {
                 active: true,
             },
         );
-        me.view.pending.insert(
-            7,
-            PendingJob {
-                queue: "normal".into(),
-                priority: 0,
-                need: Resources { cpus: 1, mem_mb: 0 },
-                pend_reason: None,
-            },
-        );
+        me.view.pending.insert(7, one_cpu_job());
         me.dirty = true;
         let first = me.decide(1).unwrap();
         assert_eq!(first.placements.len(), 1);
@@ -693,10 +695,8 @@ mod tests {
         before.pending.insert(
             7,
             PendingJob {
-                queue: "normal".into(),
-                priority: 0,
                 need: placed.need,
-                pend_reason: None,
+                ..one_cpu_job()
             },
         );
         assert!(me.install(view::Loaded {
@@ -706,15 +706,7 @@ mod tests {
         assert_eq!(me.decide(1), None);
         assert!(me.view.placed.contains_key(&7));
         // A refused placement, by contrast, leaves the job to be decided again.
-        me.view.pending.insert(
-            8,
-            PendingJob {
-                queue: "normal".into(),
-                priority: 0,
-                need: Resources { cpus: 1, mem_mb: 0 },
-                pend_reason: None,
-            },
-        );
+        me.view.pending.insert(8, one_cpu_job());
         me.dirty = true;
         let round = me.decide(1).unwrap();
         assert_eq!(round.placements[0].id, 8);
