@@ -355,7 +355,7 @@ async fn submit_wait_exits_with_the_job_s_exit_code() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("exited"),
+        String::from_utf8_lossy(&out.stderr).contains("exited: exit code 7"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

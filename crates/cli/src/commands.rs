@@ -302,10 +302,13 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
             } else if code == 0 {
                 println!("Job <{id}> is done.");
             } else {
-                eprintln!(
-                    "Job <{id}> exited: {}",
-                    job.reason.as_deref().unwrap_or("no reason recorded")
-                );
+                let how = match (job.exit_code, job.signal, job.reason.as_deref()) {
+                    (_, _, Some(reason)) => reason.to_string(),
+                    (Some(code), _, None) => format!("exit code {code}"),
+                    (None, Some(signal), None) => format!("killed by signal {signal}"),
+                    (None, None, None) => "no reason recorded".to_string(),
+                };
+                eprintln!("Job <{id}> exited: {how}");
             }
             return code;
         }
