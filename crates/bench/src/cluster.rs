@@ -26,7 +26,7 @@ impl BenchCluster {
         workers: usize,
         worker_args: &[&str],
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_with(n, workers, worker_args, None, "warn", false).await
+        Self::start_spec(n, workers, worker_args, None, "warn", false, 0).await
     }
 
     /// Starts `n` controllers (given `config`), `workers` workers and `schedulers`
@@ -45,7 +45,7 @@ impl BenchCluster {
     /// Starts `n` controllers whose traffic to each other goes through fault links
     /// (partition, delay), and waits until a primary serves.
     pub async fn start_with_links(n: usize) -> anyhow::Result<BenchCluster> {
-        Self::start_with(n, 0, &[], None, "warn", true).await
+        Self::start_spec(n, 0, &[], None, "warn", true, 0).await
     }
 
     /// Starts `n` controllers given the controller YAML `config` and the `RUST_LOG` filter
@@ -55,18 +55,7 @@ impl BenchCluster {
         config: &str,
         log_filter: &str,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_with(n, 0, &[], Some(config), log_filter, false).await
-    }
-
-    async fn start_with(
-        n: usize,
-        workers: usize,
-        worker_args: &[&str],
-        config: Option<&str>,
-        log_filter: &str,
-        links: bool,
-    ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, workers, worker_args, config, log_filter, links, 0).await
+        Self::start_spec(n, 0, &[], Some(config), log_filter, false, 0).await
     }
 
     async fn start_spec(

@@ -247,7 +247,6 @@ struct Picker {
     view: View,
     /// Decided and not yet answered: the host and what the job reserves there.
     in_flight: HashMap<JobId, (String, Resources)>,
-    reserved: HashMap<String, Resources>,
     /// Reasons sent and not yet seen back in an event, so they are not sent twice.
     reasons_sent: HashMap<JobId, String>,
     unknown: HashSet<JobId>,
@@ -265,12 +264,14 @@ struct Picker {
 }
 
 impl Picker {
-    fn release(&mut self, id: JobId) {
-        if let Some((host, need)) = self.in_flight.remove(&id) {
-            if let Some(r) = self.reserved.get_mut(&host) {
-                *r = r.minus(need);
-            }
+    /// What the in-flight placements will use on each host.
+    fn reserved(&self) -> HashMap<String, Resources> {
+        let mut reserved: HashMap<String, Resources> = HashMap::new();
+        for (host, need) in self.in_flight.values() {
+            let r = reserved.entry(host.clone()).or_default();
+            *r = r.plus(*need);
         }
+        reserved
     }
 
     /// Installs a freshly loaded view; in-flight decisions stay reserved until answered.
@@ -342,8 +343,7 @@ impl Picker {
         }
         let refused: HashSet<JobId> = published.refused.iter().map(|r| r.id).collect();
         for id in &published.jobs {
-            let decided = self.in_flight.get(id).map(|(host, _)| host.clone());
-            self.release(*id);
+            let decided = self.in_flight.remove(id).map(|(host, _)| host);
             // Placed: count it on its host now. Its event may come after this answer, and
             // until then the job would look pending and free to place again.
             if let (false, Some(host)) = (refused.contains(id), decided) {
@@ -416,7 +416,7 @@ impl Picker {
             return None;
         }
         let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
-        let mut planned = plan(&self.view, &in_flight, &self.reserved, MAX_BATCH);
+        let mut planned = plan(&self.view, &in_flight, &self.reserved(), MAX_BATCH);
         self.dirty = planned.placements.len() >= MAX_BATCH;
         planned
             .reasons
@@ -430,8 +430,6 @@ impl Picker {
                 .pending
                 .get(&p.id)
                 .map_or_else(Resources::default, |j| j.need);
-            let r = self.reserved.entry(p.host.clone()).or_default();
-            *r = r.plus(need);
             self.in_flight.insert(p.id, (p.host.clone(), need));
         }
         if planned.placements.is_empty() && planned.reasons.is_empty() {

@@ -12,6 +12,7 @@
 //! that fits no host even when empty can never run here; it does not block the others (they
 //! cannot delay it), and its reason says so. Backfill comes later.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use xce_client::fit::{fits, Resources};
@@ -63,36 +64,34 @@ pub fn plan(
         let Some(job) = view.pending.get(&id) else {
             continue;
         };
-        let reason = match view.queues.get(&job.queue) {
-            None => Some(format!("queue {} does not exist", job.queue)),
-            Some(q) if !q.active => Some(format!("queue {} is inactive", job.queue)),
-            Some(_) if free.never_fits(job.need).is_some() => free.never_fits(job.need),
-            Some(_) if blocked => Some(BEHIND.to_string()),
-            Some(_) if out.placements.len() >= max => None,
-            Some(_) => match free.take(job.need) {
-                Ok(host) => {
-                    out.placements.push(Placement { id, host });
-                    None
-                }
-                Err(why) => {
-                    blocked |= why.blocks;
-                    Some(why.reason)
-                }
+        // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
+        // allocation per round.
+        let reason: Option<Cow<'static, str>> = match view.queues.get(&job.queue) {
+            None => Some(format!("queue {} does not exist", job.queue).into()),
+            Some(q) if !q.active => Some(format!("queue {} is inactive", job.queue).into()),
+            Some(_) => match free.never_fits(job.need) {
+                Some(never) => Some(never.into()),
+                None if blocked => Some(BEHIND.into()),
+                None if out.placements.len() >= max => None,
+                None => match free.take(job.need) {
+                    Ok(host) => {
+                        out.placements.push(Placement { id, host });
+                        None
+                    }
+                    Err(short) => {
+                        blocked = true;
+                        Some(short.into())
+                    }
+                },
             },
         };
         if let Some(reason) = reason {
-            if job.pend_reason.as_deref() != Some(reason.as_str()) {
-                out.reasons.push((id, reason));
+            if job.pend_reason.as_deref() != Some(&*reason) {
+                out.reasons.push((id, reason.into_owned()));
             }
         }
     }
     out
-}
-
-/// Why a job was not placed, and whether it holds back the jobs after it.
-struct NoRoom {
-    reason: String,
-    blocks: bool,
 }
 
 /// The `ok` hosts ordered by free cpus, updated as jobs are placed.
@@ -155,14 +154,9 @@ impl FreeHosts {
         })
     }
 
-    /// Places `need` on the host with the most free cpus that fits it.
-    fn take(&mut self, need: Resources) -> Result<String, NoRoom> {
-        if let Some(reason) = self.never_fits(need) {
-            return Err(NoRoom {
-                reason,
-                blocks: false,
-            });
-        }
+    /// Places `need`, which fits some host when it is empty ([`FreeHosts::never_fits`]),
+    /// on the host with the most free cpus that fits it now; else says what it is short of.
+    fn take(&mut self, need: Resources) -> Result<String, String> {
         let found = self
             .by_free
             .iter()
@@ -185,9 +179,9 @@ impl FreeHosts {
     }
 
     /// The reason for a job that would fit some host when it is empty, but fits none now.
-    fn short_of(&self, need: Resources) -> NoRoom {
+    fn short_of(&self, need: Resources) -> String {
         let most_cpus = self.by_free.last().map_or(0, |(f, _)| *f);
-        let reason = if need.cpus > most_cpus {
+        if need.cpus > most_cpus {
             format!(
                 "no host with {} free cpus (most free: {most_cpus})",
                 need.cpus
@@ -203,10 +197,6 @@ impl FreeHosts {
                 "no host with {} free cpus and {} MiB of free memory (most free memory: {most_mem} MiB)",
                 need.cpus, need.mem_mb
             )
-        };
-        NoRoom {
-            reason,
-            blocks: true,
         }
     }
 }

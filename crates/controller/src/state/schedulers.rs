@@ -184,13 +184,18 @@ mod tests {
     }
 
     fn acquire_as(s: &mut State, at: u64, name: &str, instance: u64) -> Outcome {
+        ask(s, at, name, instance, 1000)
+    }
+
+    /// An `acquireScheduler` of `ttl_ms` (0: a release).
+    fn ask(s: &mut State, at: u64, name: &str, instance: u64, ttl_ms: u32) -> Outcome {
         s.apply(
             at,
             Command::AcquireScheduler {
                 token: RequestToken::random(),
                 name: name.into(),
                 instance,
-                ttl_ms: 1000,
+                ttl_ms,
             },
         )
     }
@@ -251,17 +256,8 @@ mod tests {
     fn a_released_lease_passes_at_once_and_only_its_holder_releases_it() {
         let mut s = State::default();
         acquire_as(&mut s, 0, "s1", 7);
-        let release = |s: &mut State, at: u64, name: &str, instance: u64| {
-            s.apply(
-                at,
-                Command::AcquireScheduler {
-                    token: RequestToken::random(),
-                    name: name.into(),
-                    instance,
-                    ttl_ms: 0,
-                },
-            )
-        };
+        let release =
+            |s: &mut State, at: u64, name: &str, instance: u64| ask(s, at, name, instance, 0);
         // Not the holder: nothing happens.
         assert_eq!(release(&mut s, 10, "s2", 1), Outcome::Done);
         assert_eq!(release(&mut s, 10, "s1", 8), Outcome::Done);
