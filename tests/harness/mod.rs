@@ -89,9 +89,17 @@ pub struct ClusterBuilder {
     scheduler_args: Vec<String>,
     links: bool,
     daemon_links: bool,
+    tls: bool,
 }
 
 impl ClusterBuilder {
+    /// Mutual TLS everywhere; the cluster's clients use the admin's certificate unless given
+    /// another ([`Cluster::tls_of`]).
+    pub fn tls(mut self) -> Self {
+        self.tls = true;
+        self
+    }
+
     /// `n` controllers (`c1`..).
     pub fn controllers(mut self, n: usize) -> Self {
         self.controllers = n;
@@ -168,6 +176,7 @@ impl ClusterBuilder {
             scheduler_args: self.scheduler_args,
             links: self.links,
             daemon_links: self.daemon_links,
+            tls: self.tls,
         })
         .unwrap();
         Cluster {
@@ -300,9 +309,15 @@ impl Cluster {
         self.client_with(ClientConfig::default())
     }
 
-    /// A failover client over every controller with the given settings.
+    /// A failover client over every controller with the given settings (and, in a TLS
+    /// cluster, the admin's certificate unless the settings have one).
     pub fn client_with(&self, config: ClientConfig) -> Client {
-        Client::new(parse_candidates(&self.peers).unwrap(), config)
+        self.client_with_peers(&self.peers, config)
+    }
+
+    /// In a TLS cluster, the TLS setup of certificate holder `name` (`admin`, `w1`, ...).
+    pub fn tls_of(&self, name: &str) -> Option<std::sync::Arc<xce_client::tls::Tls>> {
+        self.local.tls_of(name).unwrap()
     }
 
     /// A failover client whose every connection joins as worker `host` holding `held` (as the
@@ -330,7 +345,10 @@ impl Cluster {
     }
 
     /// A failover client over the given candidate list, with the given settings.
-    pub fn client_with_peers(&self, peers: &str, config: ClientConfig) -> Client {
+    pub fn client_with_peers(&self, peers: &str, mut config: ClientConfig) -> Client {
+        if config.connect.tls.is_none() {
+            config.connect.tls = self.tls_of(xce_devcluster::ADMIN);
+        }
         Client::new(parse_candidates(peers).unwrap(), config)
     }
 
@@ -343,7 +361,11 @@ impl Cluster {
 
     /// Sends one op to controller `i` only, without failover: what that node itself answers.
     pub async fn ask<O: Op>(&self, i: usize, op: O) -> Reply<O::Output> {
-        let conn = Connection::connect(&self.controllers()[i].addr(), ConnectOptions::default())
+        let opts = ConnectOptions {
+            tls: self.tls_of(xce_devcluster::ADMIN),
+            ..ConnectOptions::default()
+        };
+        let conn = Connection::connect(&self.controllers()[i].addr(), opts)
             .await
             .unwrap();
         conn.call(Duration::from_secs(10), move |client| op.send(client))

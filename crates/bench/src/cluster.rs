@@ -99,6 +99,7 @@ impl BenchCluster {
             scheduler_args: Vec::new(),
             links,
             daemon_links: false,
+            tls: false,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };
         cluster.local.wait_ready(Duration::from_secs(30)).await?;

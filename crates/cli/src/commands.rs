@@ -97,9 +97,10 @@ fn client(cli: &Cli) -> (Client, Hint) {
     };
     match parse_candidates(peers) {
         Ok(list) => {
-            let config = cli_client_config();
+            let mut config = cli_client_config();
+            config.connect.tls = tls_of(cli);
             let transport = CapnpTransport {
-                connect: config.connect,
+                connect: config.connect.clone(),
                 on_caller_thread: true,
             };
             let client = Client::with_transport(list, config, transport);
@@ -111,6 +112,16 @@ fn client(cli: &Cli) -> (Client, Hint) {
         }
         Err(e) => fail(cli.output, "invalid", &format!("--peers: {e}")),
     }
+}
+
+/// The CLI's TLS setup from `--tls-*` / `XCE_TLS_*`; a bad setting ends the command with a
+/// message naming the file.
+fn tls_of(cli: &Cli) -> Option<std::sync::Arc<xce_client::tls::Tls>> {
+    let loaded = cli
+        .tls
+        .resolve(&xce_client::tls::TlsFile::default())
+        .and_then(|paths| paths.map(xce_client::tls::Tls::load).transpose());
+    loaded.unwrap_or_else(|e| fail(cli.output, "invalid", &e.to_string()))
 }
 
 /// Remembers which candidate answered, for the next command.
@@ -132,6 +143,7 @@ pub async fn run(cli: Cli) -> i32 {
     let f = cli.output;
     match &cli.command {
         Command::Dev(args) => return crate::dev::run(args, f).await,
+        Command::Tls(TlsCommand::Init(args)) => return tls_init(args, f),
         Command::Submit(args) => return submit(&cli, args).await,
         Command::Events(args) => return events(&cli, args).await,
         _ => {}
@@ -141,9 +153,11 @@ pub async fn run(cli: Cli) -> i32 {
         cli.command,
         Command::Dispatch { .. } | Command::Queue { .. } | Command::Host { .. }
     ) {
-        // Placement and queue/host administration are for operators. Until certificates make
-        // roles provable (security issue) the CLI claims the role when it connects.
-        claim_role(&c, Role::Operator);
+        // Placement and queue/host administration are for operators. With TLS the
+        // certificate says who this is; without, the CLI claims the role when it connects.
+        if cli.tls.cert.is_none() {
+            claim_role(&c, Role::Operator);
+        }
     }
     match cli.command {
         Command::Jobs(args) => {
@@ -201,7 +215,7 @@ pub async fn run(cli: Cli) -> i32 {
             output::done(f, &format!("Host <{name}> is {verb}."));
         }
         Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
-        Command::Submit(_) | Command::Dev(_) | Command::Events(_) => {}
+        Command::Submit(_) | Command::Dev(_) | Command::Events(_) | Command::Tls(_) => {}
     }
     remember(&c, &hint);
     0
@@ -363,4 +377,80 @@ mod tests {
         assert!(parse_env("=1").unwrap_err().contains("\"=1\""));
         assert!(parse_env("A").is_err());
     }
+}
+
+/// `xce tls ...`.
+#[derive(Debug, clap::Subcommand)]
+pub enum TlsCommand {
+    /// Make a CA and a certificate for every name given, in DIR: ca.pem, and NAME.pem and
+    /// NAME-key.pem for each (keys readable by their owner only; ca-key.pem too).
+    Init(TlsInitArgs),
+}
+
+/// `xce tls init DIR --controllers c1,c2,c3 --workers w1,w2 --schedulers s1 --admins NAME`.
+#[derive(Debug, clap::Args)]
+pub struct TlsInitArgs {
+    /// Where the files go (created if needed).
+    pub dir: std::path::PathBuf,
+    #[arg(long, value_delimiter = ',')]
+    pub controllers: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub workers: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub schedulers: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub apiservers: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub operators: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub admins: Vec<String>,
+    #[arg(long, value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// More host names or IP addresses every certificate is valid for, beside its name,
+    /// localhost, 127.0.0.1 and ::1 (where clients dial the controllers).
+    #[arg(long = "host", value_delimiter = ',')]
+    pub hosts: Vec<String>,
+}
+
+fn tls_init(args: &TlsInitArgs, f: Format) -> i32 {
+    use xce_devcluster::certs::{init, Holder};
+    let groups = [
+        (Role::Controller, &args.controllers),
+        (Role::Worker, &args.workers),
+        (Role::Scheduler, &args.schedulers),
+        (Role::Apiserver, &args.apiservers),
+        (Role::Operator, &args.operators),
+        (Role::Admin, &args.admins),
+        (Role::User, &args.users),
+    ];
+    let holders: Vec<Holder> = groups
+        .iter()
+        .flat_map(|(role, names)| names.iter().map(|n| Holder::new(*role, n)))
+        .collect();
+    if holders.is_empty() {
+        fail(
+            f,
+            "invalid",
+            "name at least one holder (--controllers, --workers, --admins, ...)",
+        );
+    }
+    if let Err(e) = init(&args.dir, &holders, &args.hosts) {
+        fail(f, "invalid", &e.to_string());
+    }
+    match f {
+        Format::Json => println!(
+            "{}",
+            serde_json::json!({
+                "dir": args.dir.display().to_string(),
+                "names": holders.iter().map(|h| h.name.as_str()).collect::<Vec<_>>(),
+            })
+        ),
+        Format::Text => println!(
+            "wrote {} and {} certificates to {}",
+            xce_devcluster::certs::ca_of(&args.dir).display(),
+            holders.len(),
+            args.dir.display()
+        ),
+    }
+    0
 }

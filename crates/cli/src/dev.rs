@@ -83,6 +83,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         scheduler_args: Vec::new(),
         links: false,
         daemon_links: false,
+        tls: false,
     })?;
     if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {
         cluster.stop_all(STOP_GRACE);

@@ -32,6 +32,8 @@ pub struct Cli {
         global = true
     )]
     pub output: Format,
+    #[command(flatten)]
+    pub tls: xce_client::tls::TlsArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -77,6 +79,9 @@ pub enum Command {
     Events(commands::EventsArgs),
     /// Run a local HA cluster in the foreground until Ctrl-C.
     Dev(dev::DevArgs),
+    /// TLS certificates for a test or a small cluster.
+    #[command(subcommand)]
+    Tls(commands::TlsCommand),
 }
 
 fn main() {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use xce_client::tls::{TlsArgs, TlsError, TlsFile, TlsPaths};
 use xce_client::{parse_candidates, Candidate, CandidateError};
 
 use crate::node::node_id_of;
@@ -90,6 +91,8 @@ pub struct FileConfig {
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
+    /// TLS files (`ca`, `cert`, `key`); the `--tls-*` flags win over them.
+    pub tls: TlsFile,
 }
 
 /// Why a configuration was rejected.
@@ -112,6 +115,8 @@ pub enum ConfigError {
     Invalid(String),
     #[error("--raft-addrs: {0}")]
     RaftAddrs(String),
+    #[error("{0}")]
+    Tls(#[from] TlsError),
 }
 
 /// A validated controller configuration.
@@ -132,6 +137,9 @@ pub struct Config {
     /// Where this controller reaches a peer for Raft when that differs from the peer's
     /// `--peers` address (a separate peer network, NAT, or a test's fault link).
     pub raft_addrs: BTreeMap<NodeId, String>,
+    /// TLS for every connection, in and out: flags over the file's `tls:` keys.
+    pub tls: Option<TlsPaths>,
+    tls_file: TlsFile,
 }
 
 impl Config {
@@ -163,6 +171,7 @@ impl Config {
             None => FileConfig::default(),
         };
         validate_file(&file)?;
+        let tls = TlsArgs::default().resolve(&file.tls)?;
         Ok(Config {
             name: name.to_string(),
             node_id: node_id_of(index),
@@ -177,6 +186,8 @@ impl Config {
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.
             hold: Duration::from_millis(2 * file.raft.election_timeout_max_ms + 200),
             raft_addrs: BTreeMap::new(),
+            tls,
+            tls_file: file.tls,
         })
     }
 
@@ -227,6 +238,12 @@ impl Config {
             }
             self.raft_addrs.insert(node_id_of(index), route.addr());
         }
+        Ok(self)
+    }
+
+    /// Applies the `--tls-*` flags (or `XCE_TLS_*`) over the file's `tls:` keys.
+    pub fn with_tls(mut self, flags: &TlsArgs) -> Result<Config, ConfigError> {
+        self.tls = flags.resolve(&self.tls_file)?;
         Ok(self)
     }
 

@@ -34,6 +34,15 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let tls = match &config.tls {
+        Some(paths) => {
+            let tls = xce_client::tls::Tls::load(paths.clone())?;
+            info!(node = %config.name, identity = %tls.identity(), "TLS on: peers must present a certificate of the cluster's CA");
+            tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
+            Some(tls)
+        }
+        None => None,
+    };
     let store = store::open(&config.data_dir, &config.identity()).await?;
     let state = store.state_machine.shared();
     let reach = Arc::new(Reachability::default());
@@ -44,6 +53,7 @@ pub async fn run(
         routes: Arc::new(config.raft_addrs.clone()),
         budget: config.peer_budget(),
         lease,
+        tls: tls.clone(),
     };
     let raft = Raft::new(
         config.node_id,
@@ -79,7 +89,7 @@ pub async fn run(
         "controller started"
     );
     tokio::select! {
-        () = network::serve(listener, node, config.limits) => {}
+        () = network::serve(listener, node, config.limits, tls) => {}
         () = shutdown => {}
     }
     info!(node = %config.name, "controller shutting down");

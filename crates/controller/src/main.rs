@@ -30,6 +30,8 @@ struct Args {
     /// name=host:port,... (a separate peer network, NAT, or a test's fault links).
     #[arg(long, env = "XCE_RAFT_ADDRS")]
     raft_addrs: Option<String>,
+    #[command(flatten)]
+    tls: xce_client::tls::TlsArgs,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -61,6 +63,10 @@ fn real_main() -> anyhow::Result<()> {
     )?;
     if let Some(spec) = &args.raft_addrs {
         config = config.with_raft_addrs(spec)?;
+    }
+    config = config.with_tls(&args.tls)?;
+    if let Some(paths) = &config.tls {
+        xce_client::tls::Tls::load(paths.clone())?;
     }
     config.openraft()?;
     if args.check_config {

@@ -6,13 +6,19 @@
 //!   name).
 //! - [`controller`], [`worker`]: each daemon kind's command line and readiness probe.
 //! - [`ready`]: the one wait-for-ready loop, which also notices a daemon that died.
+//! - [`certs`]: a CA and certificates for every daemon (`xce tls init`, `xce dev --tls`).
 //! - [`link`]: network faults (a partition, a slow link) as proxies between controllers.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+
 use std::process::ExitStatus;
 use std::time::Duration;
+use xce_client::tls::{Tls, TlsPaths};
+use xce_client::ClientConfig;
 
+pub mod certs;
 pub mod controller;
 pub mod link;
 pub mod process;
@@ -50,6 +56,29 @@ pub enum LaunchError {
     NotReady { what: String, after: Duration },
     #[error("peers: {0}")]
     Peers(#[from] xce_client::CandidateError),
+    #[error("certificates: {0}")]
+    Certs(#[from] certs::CertError),
+    #[error("{0}")]
+    Tls(#[from] xce_client::tls::TlsError),
+}
+
+/// A CA and certificates for controllers `names`, workers `w1..`, schedulers `s1..` and
+/// [`ADMIN`], in `dir`.
+fn make_certs(
+    dir: &std::path::Path,
+    names: &[String],
+    workers: usize,
+    schedulers: usize,
+) -> Result<(), LaunchError> {
+    use xce_client::types::Role;
+    let mut holders: Vec<certs::Holder> = names
+        .iter()
+        .map(|n| certs::Holder::new(Role::Controller, n))
+        .collect();
+    holders.extend((1..=workers).map(|i| certs::Holder::new(Role::Worker, &format!("w{i}"))));
+    holders.extend((1..=schedulers).map(|i| certs::Holder::new(Role::Scheduler, &format!("s{i}"))));
+    holders.push(certs::Holder::new(Role::Admin, ADMIN));
+    Ok(certs::init(dir, &holders, &[])?)
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
@@ -106,7 +135,14 @@ pub struct ClusterSpec {
     /// own too ([`DevCluster::isolate`] then cuts a worker or a scheduler off). Redirects
     /// name the primary, so a daemon follows one through its own link.
     pub daemon_links: bool,
+    /// Mutual TLS everywhere: a CA and a certificate per daemon, plus [`ADMIN`]'s for the
+    /// cluster's own clients, made in `data_dir/tls` ([`DevCluster::tls_dir`]).
+    pub tls: bool,
 }
+
+/// The admin certificate's name in a TLS cluster: the one its readiness probe, `xce dev`'s
+/// printed environment and the tests' clients use.
+pub const ADMIN: &str = "admin";
 
 /// Which daemon a [`Daemon`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,14 +215,33 @@ impl DevCluster {
         } else {
             Vec::new()
         };
+        let tls_dir = spec.data_dir.join("tls");
+        if spec.tls {
+            make_certs(&tls_dir, &names, spec.workers, spec.schedulers)?;
+        }
+        let tls_args = |name: &str| -> Vec<String> {
+            if !spec.tls {
+                return Vec::new();
+            }
+            let files = certs::files_of(&tls_dir, name);
+            [
+                ("--tls-ca", certs::ca_of(&tls_dir)),
+                ("--tls-cert", files.cert),
+                ("--tls-key", files.key),
+            ]
+            .into_iter()
+            .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+            .collect()
+        };
         let controllers = names
             .iter()
             .zip(&spec.ports)
             .map(|(name, port)| {
                 let data_dir = spec.data_dir.join(name);
                 let raft_addrs = raft_addrs(&links, name);
-                let args =
+                let mut args =
                     controller::args(name, &peers, &data_dir, spec.config.as_deref(), raft_addrs);
+                args.extend(tls_args(name));
                 daemon(&spec, name, Kind::Controller, *port, data_dir, args)
             })
             .collect();
@@ -209,14 +264,16 @@ impl DevCluster {
         for i in 1..=spec.workers {
             let name = format!("w{i}");
             let data_dir = spec.data_dir.join(&name);
-            let args = worker::args(&name, &peers_of(&name)?, &data_dir, &spec.worker_args);
+            let mut args = worker::args(&name, &peers_of(&name)?, &data_dir, &spec.worker_args);
+            args.extend(tls_args(&name));
             workers.push(daemon(&spec, &name, Kind::Worker, 0, data_dir, args));
         }
         let mut schedulers = Vec::new();
         for i in 1..=spec.schedulers {
             let name = format!("s{i}");
             let data_dir = spec.data_dir.join(&name);
-            let args = scheduler::args(&name, &peers_of(&name)?, &spec.scheduler_args);
+            let mut args = scheduler::args(&name, &peers_of(&name)?, &spec.scheduler_args);
+            args.extend(tls_args(&name));
             schedulers.push(daemon(&spec, &name, Kind::Scheduler, 0, data_dir, args));
         }
         let mut cluster = DevCluster {
@@ -242,6 +299,33 @@ impl DevCluster {
     /// The `XCE_PEERS` value of this cluster (the controllers' client addresses).
     pub fn peers(&self) -> &str {
         &self.peers
+    }
+
+    /// Where a TLS cluster's CA and certificates are (see [`certs`]); `None` without TLS.
+    pub fn tls_dir(&self) -> Option<PathBuf> {
+        self.spec.tls.then(|| self.spec.data_dir.join("tls"))
+    }
+
+    /// The TLS setup of holder `name` of this cluster's CA (a daemon's, or [`ADMIN`]'s);
+    /// `None` without TLS.
+    pub fn tls_of(&self, name: &str) -> Result<Option<Arc<Tls>>, LaunchError> {
+        let Some(dir) = self.tls_dir() else {
+            return Ok(None);
+        };
+        let files = certs::files_of(&dir, name);
+        let paths = TlsPaths {
+            ca: certs::ca_of(&dir),
+            cert: files.cert,
+            key: files.key,
+        };
+        Ok(Some(Tls::load(paths)?))
+    }
+
+    /// A client configuration for this cluster: the admin's certificate with TLS.
+    pub fn client_config(&self) -> Result<ClientConfig, LaunchError> {
+        let mut config = ClientConfig::default();
+        config.connect.tls = self.tls_of(ADMIN)?;
+        Ok(config)
     }
 
     /// Every daemon, controllers first.

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use xce_client::{parse_candidates, Client, ClientConfig};
+use xce_client::{parse_candidates, Client};
 
 use crate::{controller, scheduler, worker, DevCluster, LaunchError};
 
@@ -56,7 +56,7 @@ impl DevCluster {
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Option<T>>,
     {
-        let client = Client::new(parse_candidates(self.peers())?, ClientConfig::default());
+        let client = Client::new(parse_candidates(self.peers())?, self.client_config()?);
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive(what)?;

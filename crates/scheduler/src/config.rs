@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
+use xce_client::tls::{TlsArgs, TlsError, TlsFile, TlsPaths};
 use xce_client::{parse_candidates, Candidate, CandidateError};
 
 /// The YAML file (`--config`); every key optional.
@@ -24,6 +25,8 @@ pub struct FileConfig {
     /// Attempts in one retry budget of the client (a decision is retried with a fresh
     /// budget after each one runs out, so this only decides how soon an outage is logged).
     pub retry_attempts: Option<u32>,
+    /// TLS files (`ca`, `cert`, `key`), as `--tls-ca`, `--tls-cert`, `--tls-key`.
+    pub tls: TlsFile,
 }
 
 /// What flags and environment gave (`None`: not given).
@@ -34,6 +37,7 @@ pub struct Overrides {
     pub lease_ttl_ms: Option<u64>,
     pub reread_ms: Option<u64>,
     pub retry_attempts: Option<u32>,
+    pub tls: TlsArgs,
 }
 
 /// A validated configuration.
@@ -45,6 +49,7 @@ pub struct Config {
     pub reread: Duration,
     /// `None`: the client library's default budget.
     pub retry_attempts: Option<u32>,
+    pub tls: Option<TlsPaths>,
 }
 
 /// Why a configuration was rejected.
@@ -65,6 +70,8 @@ pub enum ConfigError {
     Parse { path: PathBuf, detail: String },
     #[error("{0}")]
     Invalid(String),
+    #[error("{0}")]
+    Tls(#[from] TlsError),
 }
 
 /// The default name: one scheduler per host is the common case.
@@ -134,9 +141,11 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
             "retry_attempts: must be at least 1".into(),
         ));
     }
+    let tls = over.tls.resolve(&file.tls)?;
     Ok(Config {
         name,
         peers,
+        tls,
         lease_ttl: Duration::from_millis(ttl),
         reread: Duration::from_millis(reread),
         retry_attempts,

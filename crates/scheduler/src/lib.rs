@@ -41,13 +41,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     if let Some(attempts) = config.retry_attempts {
         client_config.retry.max_attempts = attempts;
     }
-    let client = Client::new(config.peers.clone(), client_config);
+    if let Some(paths) = &config.tls {
+        let tls = xce_client::tls::Tls::load(paths.clone())?;
+        tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
+        client_config.connect.tls = Some(tls);
+    }
+    let client = Client::new(config.peers.clone(), client_config.clone());
     let (views_tx, views) = watch::channel(None);
     let events_seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     client.set_rejoin(rejoin_action(views_tx, events_seen.clone()));
     // The lease has a client of its own: its renewals never wait behind a full re-read
     // (which runs inside the main client's rejoin, and may take seconds on a big cluster).
-    let lease_client = Client::new(config.peers.clone(), client_config);
+    let lease_client = Client::new(config.peers.clone(), client_config.clone());
     claim_role(&lease_client, Role::Scheduler);
     let (lease_tx, lease) = watch::channel(None);
     let (events_tx, events) = mpsc::channel(EVENTS_BUFFERED);
@@ -180,7 +185,7 @@ async fn forward_events(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut stream = loop {
-        let client = Client::new(peers.clone(), config);
+        let client = Client::new(peers.clone(), config.clone());
         tokio::select! {
             opened = EventStream::open(client, EventFilter::default()) => match opened {
                 Ok(stream) => break stream,

@@ -28,6 +28,8 @@ struct Args {
     /// Attempts in one retry budget (decisions are retried with fresh budgets regardless).
     #[arg(long, env = "XCE_RETRY_ATTEMPTS")]
     retry_attempts: Option<u32>,
+    #[command(flatten)]
+    tls: xce_client::tls::TlsArgs,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -59,8 +61,12 @@ fn real_main() -> anyhow::Result<()> {
         lease_ttl_ms: args.lease_ttl_ms,
         reread_ms: args.reread_ms,
         retry_attempts: args.retry_attempts,
+        tls: args.tls,
     };
     let config = config::resolve(over, file)?;
+    if let Some(paths) = &config.tls {
+        xce_client::tls::Tls::load(paths.clone())?;
+    }
     if args.check_config {
         println!("configuration ok: scheduler {}", config.name);
         return Ok(());

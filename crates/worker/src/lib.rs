@@ -43,6 +43,8 @@ pub struct Config {
     pub shim_exe: PathBuf,
     /// Whether to run jobs in cgroups where the host has them.
     pub cgroups: bool,
+    /// TLS to the controllers; with it, the certificate must name this host (`name`).
+    pub tls: Option<xce_client::tls::TlsPaths>,
 }
 
 /// Why the worker refused to start.
@@ -103,7 +105,21 @@ pub fn prepare_spool(dir: &Path) -> Result<(), StartError> {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     prepare_spool(&config.spool_dir)?;
     let _lock = lock_spool(&config.spool_dir)?;
-    let client = Client::new(config.peers.clone(), ClientConfig::default());
+    let mut client_config = ClientConfig::default();
+    if let Some(paths) = &config.tls {
+        let tls = xce_client::tls::Tls::load(paths.clone())?;
+        let identity = tls.identity();
+        if identity.role != Role::Worker || identity.name != config.name {
+            anyhow::bail!(
+                "{}: the certificate is {identity}'s, not worker {}'s",
+                paths.cert.display(),
+                config.name
+            );
+        }
+        tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
+        client_config.connect.tls = Some(tls);
+    }
+    let client = Client::new(config.peers.clone(), client_config);
     let (agent, mut agent_requests) = AgentHandle::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let lease = fence::Lease::new(

@@ -40,6 +40,8 @@ struct Args {
     /// (`off`: process groups only, no cpu or memory limits, and no cgroup setup per job).
     #[arg(long, env = "XCE_CGROUPS", value_enum, default_value_t = CgroupMode::Auto)]
     cgroups: CgroupMode,
+    #[command(flatten)]
+    tls: xce_client::tls::TlsArgs,
 }
 
 /// Whether jobs get cgroups.
@@ -86,7 +88,12 @@ fn real_main() -> anyhow::Result<()> {
         Some(m) => m,
         None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
     };
+    let tls = args.tls.resolve(&xce_client::tls::TlsFile::default())?;
+    if let Some(paths) = &tls {
+        xce_client::tls::Tls::load(paths.clone())?;
+    }
     let config = Config {
+        tls,
         name: args.name,
         peers,
         spool_dir: args.spool_dir,

@@ -282,8 +282,9 @@ async fn drain<W: tokio::io::AsyncWrite + Unpin>(
                 Err(_) => break,
             }
         }
+        // Flushed too: a TLS stream holds records back until then.
         let written = tokio::select! {
-            r = socket.write_all(&batch) => r.is_ok(),
+            r = async { socket.write_all(&batch).await?; socket.flush().await } => r.is_ok(),
             _ = &mut stop => break,
         };
         if !written {

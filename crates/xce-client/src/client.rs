@@ -26,7 +26,7 @@ use crate::ops::Op;
 use crate::transport::{CapnpTransport, Transport};
 
 /// Client settings. A daemon, the CLI and the apiserver want different budgets.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ClientConfig {
     pub connect: ConnectOptions,
     /// Upper bound on one request/reply round trip; a hung primary costs at most this.
@@ -191,7 +191,7 @@ impl Client<CapnpTransport> {
     /// A capnp client over a validated, non-empty candidate list. Connects lazily.
     pub fn new(candidates: Vec<Candidate>, config: ClientConfig) -> Client {
         let transport = CapnpTransport {
-            connect: config.connect,
+            connect: config.connect.clone(),
             on_caller_thread: false,
         };
         Client::with_transport(candidates, config, transport)

@@ -20,6 +20,8 @@ use futures::FutureExt;
 use tokio::sync::{mpsc, oneshot};
 use xce_proto::xce_capnp::controller;
 
+use crate::tls::Tls;
+
 /// A future that runs on a connection's own thread.
 pub type LocalFuture<T> = Pin<Box<dyn Future<Output = T> + 'static>>;
 
@@ -41,11 +43,15 @@ pub enum TransportError {
 }
 
 /// Connection settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// Upper bound on a TCP connect, and on how long an unanswered call waits before the
-    /// connection must prove it is alive (half of it of silence, half of it for a ping).
+    /// Upper bound on a TCP connect (with its TLS handshake), and on how long an unanswered
+    /// call waits before the connection must prove it is alive (half of it of silence, half
+    /// of it for a ping).
     pub connect_timeout: Duration,
+    /// TLS for every connection, when the process has it: the server's certificate is
+    /// checked against the CA and the dialled host, and this process's is presented.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Default for ConnectOptions {
@@ -54,6 +60,7 @@ impl Default for ConnectOptions {
     fn default() -> Self {
         ConnectOptions {
             connect_timeout: Duration::from_millis(500),
+            tls: None,
         }
     }
 }
@@ -73,6 +80,9 @@ pub struct Connection {
     probe_after: Duration,
     /// How long that ping may take before the controller counts as frozen.
     ping_within: Duration,
+    /// Whether it runs over TLS; a plaintext one that reads garbage was likely refused by a
+    /// controller that requires TLS, and says so.
+    tls: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -89,6 +99,7 @@ impl Connection {
         let closed = Arc::new(AtomicBool::new(false));
         let thread_addr = addr.to_string();
         let thread_closed = closed.clone();
+        let (connect_timeout, tls) = (opts.connect_timeout, opts.tls.is_some());
         std::thread::Builder::new()
             .name(format!("capnp {addr}"))
             .spawn(move || connection_thread(thread_addr, opts, task_rx, ready_tx, thread_closed))
@@ -96,7 +107,7 @@ impl Connection {
                 addr: addr.to_string(),
                 reason: format!("spawn connection thread: {e}"),
             })?;
-        Self::when_ready(addr, opts, tasks, closed, ready_rx).await
+        Self::when_ready(addr, (connect_timeout, tls), tasks, closed, ready_rx).await
     }
 
     /// Connects like [`Connection::connect`], but runs the RPC system on the caller's
@@ -112,6 +123,7 @@ impl Connection {
         let (tasks, task_rx) = mpsc::unbounded_channel::<Task>();
         let (ready_tx, ready_rx) = oneshot::channel();
         let closed = Arc::new(AtomicBool::new(false));
+        let (connect_timeout, tls) = (opts.connect_timeout, opts.tls.is_some());
         tokio::task::spawn_local(drive(
             addr.to_string(),
             opts,
@@ -119,12 +131,12 @@ impl Connection {
             ready_tx,
             closed.clone(),
         ));
-        Self::when_ready(addr, opts, tasks, closed, ready_rx).await
+        Self::when_ready(addr, (connect_timeout, tls), tasks, closed, ready_rx).await
     }
 
     async fn when_ready(
         addr: &str,
-        opts: ConnectOptions,
+        (connect_timeout, tls): (Duration, bool),
         tasks: mpsc::UnboundedSender<Task>,
         closed: Arc<AtomicBool>,
         ready: oneshot::Receiver<Result<(), TransportError>>,
@@ -144,8 +156,9 @@ impl Connection {
             // Half the connect timeout of silence, then a whole one for the ping: a frozen
             // controller is left within 1.5 connect timeouts, while a busy one (a runtime
             // stalled for a few hundred milliseconds under load) is not mistaken for it.
-            probe_after: opts.connect_timeout / 2,
-            ping_within: opts.connect_timeout,
+            probe_after: connect_timeout / 2,
+            ping_within: connect_timeout,
+            tls,
         })
     }
 
@@ -248,6 +261,13 @@ impl Connection {
                 self.disconnected(&e.extra)
             }
             capnp::ErrorKind::Overloaded => self.disconnected(&e.to_string()),
+            // What a TLS server's alert looks like to a plaintext capnp reader.
+            capnp::ErrorKind::PrematureEndOfFile if !self.tls => {
+                self.closed.store(true, Ordering::Release);
+                self.disconnected(
+                    "the controller closed the connection mid-message; if it requires TLS, give --tls-ca, --tls-cert and --tls-key",
+                )
+            }
             _ => TransportError::Rpc {
                 addr: self.addr.to_string(),
                 reason: e.to_string(),
@@ -290,7 +310,7 @@ async fn drive(
     ready: oneshot::Sender<Result<(), TransportError>>,
     closed: Arc<AtomicBool>,
 ) {
-    let (client, rpc) = match open(&addr, opts, closed.clone()).await {
+    let (client, rpc) = match open(&addr, &opts, closed.clone()).await {
         Ok(opened) => opened,
         Err(e) => {
             closed.store(true, Ordering::Release);
@@ -314,10 +334,10 @@ async fn drive(
 /// [`Connection::call`]) within one connect timeout.
 async fn open(
     addr: &str,
-    opts: ConnectOptions,
+    opts: &ConnectOptions,
     closed: Arc<AtomicBool>,
 ) -> Result<(controller::Client, tokio::task::JoinHandle<()>), TransportError> {
-    let stream = crate::socket::connect(addr, opts.connect_timeout).await?;
+    let stream = crate::socket::connect(addr, opts.connect_timeout, opts.tls.as_ref()).await?;
     let network = crate::socket::network(stream, rpc_twoparty_capnp::Side::Client);
     let mut rpc = RpcSystem::new(Box::new(network), None);
     let client: controller::Client = rpc.bootstrap(rpc_twoparty_capnp::Side::Server);

@@ -16,6 +16,7 @@ pub mod ops;
 pub mod publish;
 pub mod shutdown;
 pub mod socket;
+pub mod tls;
 pub mod transport;
 pub mod types;
 pub mod wire;

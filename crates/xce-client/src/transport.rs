@@ -38,7 +38,7 @@ pub trait Transport: Send + Sync + 'static {
 }
 
 /// capnp-rpc over TCP.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct CapnpTransport {
     pub connect: ConnectOptions,
     /// Run each connection on the caller's `LocalSet` ([`Connection::connect_here`]) instead
@@ -52,9 +52,9 @@ impl Transport for CapnpTransport {
 
     async fn connect(&self, addr: &str) -> Result<Connection, TransportError> {
         if self.on_caller_thread {
-            Connection::connect_here(addr, self.connect).await
+            Connection::connect_here(addr, self.connect.clone()).await
         } else {
-            Connection::connect(addr, self.connect).await
+            Connection::connect(addr, self.connect.clone()).await
         }
     }
 

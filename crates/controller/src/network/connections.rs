@@ -143,7 +143,10 @@ mod tests {
     use super::*;
 
     fn session(role: Role) -> Rc<RefCell<Session>> {
-        Rc::new(RefCell::new(Session { role, host: None }))
+        Rc::new(RefCell::new(Session {
+            role,
+            ..Session::default()
+        }))
     }
 
     #[tokio::test(start_paused = true)]

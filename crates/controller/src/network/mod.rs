@@ -19,6 +19,7 @@ use std::sync::Arc;
 use capnp_rpc::RpcSystem;
 use tokio::net::TcpListener;
 use tracing::{debug, warn};
+use xce_client::tls::Tls;
 use xce_proto::xce_capnp::controller;
 
 use crate::config::LimitsConfig;
@@ -29,9 +30,15 @@ use push::Agents;
 use std::time::Duration;
 
 /// Accepts connections until the future is dropped; each connection gets the `Controller`
-/// bootstrap capability with a fresh session (a plain user until it joins), within the
+/// bootstrap capability with a fresh session (a plain user until it joins, or with `tls` the
+/// role its certificate names; without a valid certificate it is refused), within the
 /// limits of `connections`. Runs on a `LocalSet`: capnp-rpc is `!Send`.
-pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig) {
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<Node>,
+    limits: LimitsConfig,
+    tls: Option<Arc<Tls>>,
+) {
     let agents = Agents::default();
     tokio::task::spawn_local(push::run(node.clone(), agents.clone()));
     let max = limits.max_connections.min(fd_room());
@@ -53,25 +60,32 @@ pub async fn serve(listener: TcpListener, node: Arc<Node>, limits: LimitsConfig)
         if !connections.make_room() {
             continue;
         }
-        if let Err(e) = xce_client::socket::accepted(&stream) {
-            debug!(%peer, error = %e, "set TCP_NODELAY failed");
-        }
-        let (network, backlog) = xce_client::socket::server_network(stream);
         let session = Rc::new(RefCell::new(session::Session::default()));
         let last_call = Rc::new(Cell::new(tokio::time::Instant::now()));
-        let service: controller::Client = capnp_rpc::new_client(ControllerService {
-            node: node.clone(),
-            agents: agents.clone(),
-            session: session.clone(),
-            last_call: last_call.clone(),
-            backlog,
-        });
-        let rpc = RpcSystem::new(Box::new(network), Some(service.client));
         let (id_tx, id_rx) = tokio::sync::oneshot::channel::<u64>();
         let registry = connections.clone();
+        let (node, agents, tls) = (node.clone(), agents.clone(), tls.clone());
+        let (conn_session, conn_last_call) = (session.clone(), last_call.clone());
+        // The handshake runs in the connection's own task, so a slow or silent peer holds up
+        // no other; until it is done the connection counts as a plain user's (evictable).
         let task = tokio::task::spawn_local(async move {
-            if let Err(e) = rpc.await {
-                debug!(%peer, error = %e, "connection closed");
+            match xce_client::socket::accept(stream, tls.as_ref()).await {
+                Ok((stream, identity)) => {
+                    *conn_session.borrow_mut() = session::Session::new(identity);
+                    let (network, backlog) = xce_client::socket::server_network(stream);
+                    let service: controller::Client = capnp_rpc::new_client(ControllerService {
+                        node,
+                        agents,
+                        session: conn_session,
+                        last_call: conn_last_call,
+                        backlog,
+                    });
+                    let rpc = RpcSystem::new(Box::new(network), Some(service.client));
+                    if let Err(e) = rpc.await {
+                        debug!(%peer, error = %e, "connection closed");
+                    }
+                }
+                Err(reason) => warn!(%peer, %reason, "refused a connection"),
             }
             if let Ok(id) = id_rx.await {
                 registry.closed(id);

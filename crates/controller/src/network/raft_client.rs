@@ -19,6 +19,7 @@ use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use xce_client::connection::LocalFuture;
 use xce_client::ops::{Join, Op};
+use xce_client::tls::Tls;
 use xce_client::types::{RequestToken, Role};
 use xce_client::{ConnectOptions, Connection, TransportError};
 use xce_proto::xce_capnp::controller;
@@ -67,6 +68,8 @@ pub struct Network {
     pub budget: Duration,
     /// This node's primary lease: a primary whose lease ran out stops replicating.
     pub lease: Arc<Lease>,
+    /// TLS to the other controllers, when the cluster has it.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -85,6 +88,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
             budget: self.budget,
             reach: self.reach.clone(),
             lease: self.lease.clone(),
+            tls: self.tls.clone(),
         }
     }
 }
@@ -112,6 +116,7 @@ pub struct PeerClient {
     budget: Duration,
     reach: Arc<Reachability>,
     lease: Arc<Lease>,
+    tls: Option<Arc<Tls>>,
 }
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
@@ -128,7 +133,9 @@ impl PeerClient {
         self.conn = None;
         let connecting = self
             .connecting
-            .get_or_insert_with(|| connect_in_background(self.addr.clone(), self.budget))
+            .get_or_insert_with(|| {
+                connect_in_background(self.addr.clone(), self.budget, self.tls.clone())
+            })
             .clone();
         let unreachable = |e: String| {
             RPCError::Unreachable(Unreachable::new(&TransportError::Connect {
@@ -232,11 +239,12 @@ impl PeerClient {
 }
 
 /// Connects, pings and joins as a controller within `budget`, as a task of its own.
-fn connect_in_background(addr: String, budget: Duration) -> Connecting {
+fn connect_in_background(addr: String, budget: Duration, tls: Option<Arc<Tls>>) -> Connecting {
     let task = tokio::spawn(async move {
         let opened = tokio::time::timeout(budget, async {
             let opts = ConnectOptions {
                 connect_timeout: budget,
+                tls,
             };
             let conn = Connection::connect(&addr, opts).await?;
             join_as_controller(&conn, budget).await?;

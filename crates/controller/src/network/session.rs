@@ -3,9 +3,11 @@
 //! the `Controller` interface passes [`authorize`] before its handler runs, and handlers take
 //! a worker's host from the session, never from the request.
 //!
-//! Until certificates make roles provable (security issue), a role is claimed at join; the
-//! table, the session and the checks are already the ones the certificates will feed.
+//! With TLS, the session starts with the role its certificate names and a join can neither
+//! claim another role nor, for a worker, another host than the certificate's name. Without
+//! TLS (loopback only, and with a warning) a role is claimed at join.
 
+use xce_client::tls::Identity;
 use xce_client::types::Role;
 use xce_client::wire::ReplyHeader;
 use xce_proto::Status;
@@ -16,6 +18,8 @@ pub struct Session {
     pub role: Role,
     /// The host a worker joined as: its reports and heartbeats speak for this host only.
     pub host: Option<String>,
+    /// Who the connection's certificate proves the caller is, with TLS.
+    pub certified: Option<Identity>,
 }
 
 impl Default for Session {
@@ -23,7 +27,40 @@ impl Default for Session {
         Session {
             role: Role::User,
             host: None,
+            certified: None,
         }
+    }
+}
+
+impl Session {
+    /// A new connection's session: a plain user, or with a certificate the role it names.
+    pub fn new(certified: Option<Identity>) -> Session {
+        Session {
+            role: certified.as_ref().map_or(Role::User, |id| id.role),
+            host: None,
+            certified,
+        }
+    }
+
+    /// Whether this connection may join as `role` (and, for a worker, as host `host`):
+    /// always without a certificate; with one, only as what it names.
+    pub fn may_join(&self, role: Role, host: &str) -> Result<(), ReplyHeader> {
+        let Some(id) = &self.certified else {
+            return Ok(());
+        };
+        let refuse = |what: String| {
+            Err(ReplyHeader::status(
+                Status::Perm,
+                format!("join as {what}: this connection's certificate is {id}'s"),
+            ))
+        };
+        if role != id.role {
+            return refuse(format!("a {role}"));
+        }
+        if role == Role::Worker && host != id.name {
+            return refuse(format!("host {host:?}"));
+        }
+        Ok(())
     }
 }
 
@@ -191,7 +228,7 @@ mod tests {
             for role in Role::ALL {
                 let session = Session {
                     role: *role,
-                    host: None,
+                    ..Session::default()
                 };
                 let got = authorize(method, &session);
                 assert_eq!(

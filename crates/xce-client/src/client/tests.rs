@@ -521,7 +521,7 @@ async fn the_degraded_breaker_fails_fast_until_its_ttl_or_a_rejoin() {
         ..ClientConfig::default()
     };
     config.retry.max_attempts = 1;
-    let (client, fake) = client_with(config);
+    let (client, fake) = client_with(config.clone());
     for addr in ["a:1", "b:2", "c:3"] {
         fake.script(addr, &[no_master(), no_master()]);
     }

@@ -10,7 +10,6 @@ use xce_proto::xce_capnp::{agent, controller};
 use xce_proto::Status;
 
 use super::ControllerService;
-use crate::network::session::Session;
 use crate::node::outcome_reply;
 use crate::state::{Command, Outcome};
 
@@ -24,35 +23,44 @@ pub(super) async fn join(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let role = Role::from(p.get_role()?);
-    let (header, orders) = match role {
-        Role::Worker => {
-            this.backlog.set_peer();
-            let held = p.get_held()?;
-            if held.len() as usize > MAX_HELD {
-                let message = format!("held: {} attempts, at most {MAX_HELD}", held.len());
-                (ReplyHeader::status(Status::Invalid, message), Vec::new())
-            } else {
-                let held = held.iter().map(wire::read_held).collect::<Result<_, _>>()?;
-                let token = wire::read_token(p.get_token()?);
-                let host = wire::read_attributes(p.get_host()?)?;
-                join_worker(this, token, host, held, p.get_agent().ok()).await
-            }
-        }
-        // A standby must take Raft messages from its leader: no primary check here.
-        Role::Controller => {
-            this.set_session(role, None);
-            this.backlog.set_peer();
-            (ReplyHeader::ok(), Vec::new())
-        }
-        Role::User | Role::Scheduler | Role::Apiserver | Role::Operator | Role::Admin => {
-            match this.node.admit().await {
-                Ok(()) => {
-                    this.set_session(role, None);
-                    (ReplyHeader::ok(), Vec::new())
+    let host_name = match role {
+        Role::Worker => wire::read_attributes(p.get_host()?)?.name,
+        _ => String::new(),
+    };
+    // Bound first: no borrow of the session may live across the awaits below.
+    let allowed = this.session.borrow().may_join(role, &host_name);
+    let (header, orders) = match allowed {
+        Err(refused) => (refused, Vec::new()),
+        Ok(()) => match role {
+            Role::Worker => {
+                this.backlog.set_peer();
+                let held = p.get_held()?;
+                if held.len() as usize > MAX_HELD {
+                    let message = format!("held: {} attempts, at most {MAX_HELD}", held.len());
+                    (ReplyHeader::status(Status::Invalid, message), Vec::new())
+                } else {
+                    let held = held.iter().map(wire::read_held).collect::<Result<_, _>>()?;
+                    let token = wire::read_token(p.get_token()?);
+                    let host = wire::read_attributes(p.get_host()?)?;
+                    join_worker(this, token, host, held, p.get_agent().ok()).await
                 }
-                Err(h) => (h, Vec::new()),
             }
-        }
+            // A standby must take Raft messages from its leader: no primary check here.
+            Role::Controller => {
+                this.set_session(role, None);
+                this.backlog.set_peer();
+                (ReplyHeader::ok(), Vec::new())
+            }
+            Role::User | Role::Scheduler | Role::Apiserver | Role::Operator | Role::Admin => {
+                match this.node.admit().await {
+                    Ok(()) => {
+                        this.set_session(role, None);
+                        (ReplyHeader::ok(), Vec::new())
+                    }
+                    Err(h) => (h, Vec::new()),
+                }
+            }
+        },
     };
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header);
@@ -65,8 +73,11 @@ pub(super) async fn join(
 }
 
 impl ControllerService {
+    /// The role (and worker host) a join established; a certificate, if any, stays.
     fn set_session(&self, role: Role, host: Option<String>) {
-        *self.session.borrow_mut() = Session { role, host };
+        let mut session = self.session.borrow_mut();
+        session.role = role;
+        session.host = host;
     }
 }
 

@@ -1,0 +1,228 @@
+//! Mutual TLS through the real binaries: a cluster whose every daemon holds a certificate of
+//! its CA runs jobs as usual; a client without a certificate, with another CA's, or in
+//! plaintext gets nowhere; and a certificate proves its holder's role and name, so a
+//! worker's cannot place jobs, reach Raft, join as a controller or speak for another host.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use xce_client::ops::{Dispatch, Join, Op, Reply, Submit};
+use xce_client::tls::Tls;
+use xce_client::types::{HostAttributes, JobSpec, JobState, RequestToken, Role};
+use xce_client::{ClientConfig, ClientError, ConnectOptions, Connection, Status};
+use xce_tests::Cluster;
+
+fn sleeper() -> JobSpec {
+    JobSpec {
+        command: vec!["true".into()],
+        ..JobSpec::default()
+    }
+}
+
+/// One op on one new connection to controller `i` made with `tls`; the connection's
+/// failure when there is no reply.
+async fn ask_as<O: Op>(
+    cluster: &Cluster,
+    i: usize,
+    tls: Option<Arc<Tls>>,
+    ops: Vec<O>,
+) -> Result<Vec<Reply<O::Output>>, String> {
+    let opts = ConnectOptions {
+        tls,
+        ..ConnectOptions::default()
+    };
+    let addr = cluster.controllers()[i].addr();
+    let conn = Connection::connect(&addr, opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut replies = Vec::new();
+    for op in ops {
+        let reply = conn
+            .call(Duration::from_secs(5), move |client| op.send(client))
+            .await
+            .map_err(|e| e.to_string())?;
+        replies.push(reply);
+    }
+    Ok(replies)
+}
+
+fn join(role: Role, host: &str) -> Join {
+    Join {
+        token: RequestToken::random(),
+        role,
+        host: HostAttributes {
+            name: host.into(),
+            cpus: 1,
+            mem_mb: 1024,
+            spool_dir: String::new(),
+        },
+        agent: None,
+        held: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_tls_cluster_runs_jobs_and_lets_in_only_certificates_of_its_ca() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .tls()
+        .start();
+    cluster.wait_primary().await;
+    let admin = cluster.client();
+    let id = admin
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: sleeper(),
+        })
+        .await
+        .unwrap();
+    let done = cluster
+        .wait_job(id, "the job done", |j| j.state.is_final())
+        .await;
+    assert_eq!(done.state, JobState::Done, "{done:?}");
+    let before = cluster.job(id).await.unwrap();
+
+    // Plaintext: the controllers close the connection; the client says TLS may be why.
+    let mut plain = ClientConfig::default();
+    plain.retry.max_attempts = 3;
+    let plain =
+        xce_client::Client::new(xce_client::parse_candidates(&cluster.peers).unwrap(), plain);
+    let refused = plain
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: sleeper(),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            ClientError::Unreachable(_) | ClientError::ClusterNotReady { .. }
+        ),
+        "{refused:?}"
+    );
+    assert!(refused.to_string().contains("TLS"), "{refused}");
+
+    // A certificate of another CA, for an admin of the same name.
+    let other = tempfile::tempdir().unwrap();
+    let admin_cert = xce_devcluster::certs::Holder::new(Role::Admin, xce_devcluster::ADMIN);
+    xce_devcluster::certs::init(other.path(), &[admin_cert], &[]).unwrap();
+    let files = xce_devcluster::certs::files_of(other.path(), xce_devcluster::ADMIN);
+    let stranger = Tls::load(xce_client::tls::TlsPaths {
+        ca: xce_devcluster::certs::ca_of(other.path()),
+        cert: files.cert,
+        key: files.key,
+    })
+    .unwrap();
+    for i in 0..3 {
+        let e = ask_as(
+            &cluster,
+            i,
+            Some(stranger.clone()),
+            vec![join(Role::Admin, "")],
+        )
+        .await
+        .unwrap_err();
+        assert!(e.contains("TLS"), "c{}: {e}", i + 1);
+    }
+    assert_eq!(cluster.job(id).await.unwrap(), before);
+    cluster.assert_no_errors();
+}
+
+#[tokio::test]
+async fn a_certificate_proves_its_role_and_name() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(2, &["--heartbeat-ms", "200"])
+        .tls()
+        .start();
+    let (primary, info) = cluster.wait_all_standbys().await;
+    let id = cluster
+        .client()
+        .call(Submit {
+            token: RequestToken::random(),
+            spec: sleeper(),
+        })
+        .await
+        .unwrap();
+    let before = cluster.job(id).await.unwrap();
+    let w1 = cluster.tls_of("w1");
+
+    // A worker's certificate joins as its own host only, and never as another role.
+    let joins = ask_as(
+        &cluster,
+        primary,
+        w1.clone(),
+        vec![
+            join(Role::Worker, "w2"),
+            join(Role::Controller, ""),
+            join(Role::Scheduler, ""),
+            join(Role::Operator, ""),
+        ],
+    )
+    .await
+    .unwrap();
+    for reply in joins {
+        assert_eq!(reply.header.status, Status::Perm, "{:?}", reply.header);
+        assert!(
+            reply.header.message.contains("certificate is worker w1's"),
+            "{}",
+            reply.header.message
+        );
+    }
+    // Nor may it place a job, even after joining as itself.
+    let dispatch = Dispatch {
+        token: RequestToken::random(),
+        id,
+        host: "w1".into(),
+    };
+    let replies = ask_as(&cluster, primary, w1.clone(), vec![dispatch])
+        .await
+        .unwrap();
+    assert_eq!(
+        replies[0].header.status,
+        Status::Perm,
+        "{:?}",
+        replies[0].header
+    );
+
+    // The Raft interface stays closed to it on every controller.
+    for (i, c) in cluster.controllers().iter().enumerate() {
+        let opts = ConnectOptions {
+            tls: w1.clone(),
+            ..ConnectOptions::default()
+        };
+        let conn = Connection::connect(&c.addr(), opts).await.unwrap();
+        let header = conn
+            .call(Duration::from_secs(5), |client| {
+                Box::pin(async move {
+                    let resp = client.raft_request().send().promise.await?;
+                    xce_client::wire::read_header(resp.get()?.get_header()?)
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(header.status, Status::Perm, "c{}: {header:?}", i + 1);
+    }
+
+    // Nothing changed: the job, the hosts (w2's real worker is still up), the term.
+    assert_eq!(cluster.job(id).await.unwrap(), before);
+    let (_, after) = cluster.wait_primary().await;
+    assert_eq!((after.term, after.primary), (info.term, info.primary));
+    let hosts = cluster
+        .client()
+        .call(xce_client::ops::ListHosts)
+        .await
+        .unwrap();
+    assert!(
+        hosts
+            .iter()
+            .all(|h| h.state == xce_client::types::HostState::Ok),
+        "{hosts:?}"
+    );
+    cluster.assert_no_errors();
+}
