@@ -138,6 +138,7 @@ async fn a_certificate_proves_its_role_and_name() {
     let cluster = Cluster::builder()
         .controllers(3)
         .workers(2, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
         .tls()
         .start();
     let (primary, info) = cluster.wait_all_standbys().await;
@@ -209,8 +210,31 @@ async fn a_certificate_proves_its_role_and_name() {
         assert_eq!(header.status, Status::Perm, "c{}: {header:?}", i + 1);
     }
 
-    // Nothing changed: the job, the hosts (w2's real worker is still up), the term.
-    assert_eq!(cluster.job(id).await.unwrap(), before);
+    // A scheduler's certificate holds the lease under its own name only.
+    let acquire = xce_client::ops::AcquireScheduler {
+        token: RequestToken::random(),
+        name: "s2".into(),
+        instance: 7,
+        ttl_ms: 60_000,
+    };
+    let replies = ask_as(&cluster, primary, cluster.tls_of("s1"), vec![acquire])
+        .await
+        .unwrap();
+    assert_eq!(
+        replies[0].header.status,
+        Status::Perm,
+        "{:?}",
+        replies[0].header
+    );
+    assert!(
+        replies[0].header.message.contains("scheduler s1's"),
+        "{}",
+        replies[0].header.message
+    );
+
+    // Nothing changed: the job (placed by s1 meanwhile, or not), the hosts (w2's real worker is still up), the term.
+    let after_job = cluster.job(id).await.unwrap();
+    assert_eq!((after_job.id, &after_job.spec), (before.id, &before.spec));
     let (_, after) = cluster.wait_primary().await;
     assert_eq!((after.term, after.primary), (info.term, info.primary));
     let hosts = cluster
@@ -224,5 +248,113 @@ async fn a_certificate_proves_its_role_and_name() {
             .all(|h| h.state == xce_client::types::HostState::Ok),
         "{hosts:?}"
     );
+    let active = cluster
+        .client()
+        .call(xce_client::ops::GetCluster)
+        .await
+        .unwrap();
+    assert!(
+        active.schedulers.iter().all(|s| s.name == "s1"),
+        "{:?}",
+        active.schedulers
+    );
+
+    // SIGHUP reloads the certificates; the controller stays up and keeps serving.
+    let c1 = &cluster.controllers()[0];
+    let pid = nix::unistd::Pid::from_raw(c1.pid().unwrap() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    xce_tests::wait_for(
+        "c1 to reload its certificates",
+        Duration::from_secs(10),
+        || {
+            let log = std::fs::read_to_string(&c1.log).unwrap_or_default();
+            async move { log.contains("TLS certificates reloaded").then_some(()) }
+        },
+    )
+    .await;
+    assert!(ask_as(
+        &cluster,
+        0,
+        cluster.tls_of("admin"),
+        vec![xce_client::ops::GetCluster]
+    )
+    .await
+    .is_ok());
+    cluster.assert_no_errors();
+}
+
+#[tokio::test]
+async fn the_cli_speaks_tls_with_its_certificate_and_tls_init_writes_the_contract_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = xce_tests::xce(
+        "c1=127.0.0.1:1",
+        &[
+            "tls",
+            "init",
+            &dir.path().display().to_string(),
+            "--controllers",
+            "c1,c2",
+            "--workers",
+            "w1",
+            "--schedulers",
+            "s1",
+            "--admins",
+            "root1",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let expected = [
+        "c1-key.pem",
+        "c1.pem",
+        "c2-key.pem",
+        "c2.pem",
+        "ca-key.pem",
+        "ca.pem",
+        "root1-key.pem",
+        "root1.pem",
+        "s1-key.pem",
+        "s1.pem",
+        "w1-key.pem",
+        "w1.pem",
+    ];
+    assert_eq!(files, expected);
+
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .tls()
+        .start();
+    cluster.wait_primary().await;
+    let out = cluster.xce(&["submit", "--wait", "--", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Operator commands go by the certificate: the admin's may, a worker's may not.
+    let out = cluster.xce(&["queue", "close", "normal"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cluster.xce_as("w1", &["-o", "json", "queue", "open", "normal"]);
+    assert!(!out.status.success());
+    assert_eq!(xce_tests::json_of(&out)["error"]["code"], "perm");
+    // Without TLS settings the CLI cannot get in, and says what may be missing.
+    let out = xce_tests::xce(&cluster.peers, &["jobs"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--tls-ca"), "{stderr}");
     cluster.assert_no_errors();
 }

@@ -421,7 +421,20 @@ impl Cluster {
 
     /// Runs the `xce` CLI with `XCE_PEERS` set to this cluster.
     pub fn xce(&self, args: &[&str]) -> Output {
-        xce_with_cache(&self.peers, args, &self.dir.path().join("cache"))
+        self.xce_as(xce_devcluster::ADMIN, args)
+    }
+
+    /// Runs the `xce` CLI against this cluster, in a TLS cluster with certificate holder
+    /// `name`'s files (`XCE_TLS_*`).
+    pub fn xce_as(&self, name: &str, args: &[&str]) -> Output {
+        let mut cmd = xce_command(&self.peers, args, &self.dir.path().join("cache"));
+        if let Some(dir) = self.local.tls_dir() {
+            let files = xce_devcluster::certs::files_of(&dir, name);
+            cmd.env("XCE_TLS_CA", xce_devcluster::certs::ca_of(&dir))
+                .env("XCE_TLS_CERT", files.cert)
+                .env("XCE_TLS_KEY", files.key);
+        }
+        cmd.output().unwrap()
     }
 
     /// Runs the `xce` CLI and panics (with its stderr) unless it succeeds.
@@ -539,14 +552,20 @@ pub fn xce(peers: &str, args: &[&str]) -> Output {
 /// Runs the `xce` CLI with the given peers and `XDG_CACHE_HOME` (where it keeps its primary
 /// hint).
 fn xce_with_cache(peers: &str, args: &[&str], cache: &Path) -> Output {
-    Command::new(bin("xce"))
-        .args(args)
+    xce_command(peers, args, cache).output().unwrap()
+}
+
+fn xce_command(peers: &str, args: &[&str], cache: &Path) -> Command {
+    let mut cmd = Command::new(bin("xce"));
+    cmd.args(args)
         .env("XCE_PEERS", peers)
         .env("XDG_CACHE_HOME", cache)
         .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+        .env_remove("XCE_TLS_CA")
+        .env_remove("XCE_TLS_CERT")
+        .env_remove("XCE_TLS_KEY")
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// Parses a command's stdout as JSON, with the output in the panic message when it is not.

@@ -30,6 +30,10 @@ pub struct DevArgs {
     /// First client port; controllers take consecutive ports (default: any free ports).
     #[arg(long)]
     base_port: Option<u16>,
+    /// Mutual TLS everywhere: a CA and a certificate per daemon (and an admin's for you) are
+    /// made in the data dir's `tls/`; the printed environment uses the admin's.
+    #[arg(long)]
+    tls: bool,
 }
 
 /// How long daemons get to stop after SIGTERM before they are killed: longer than a worker's
@@ -83,7 +87,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         scheduler_args: Vec::new(),
         links: false,
         daemon_links: false,
-        tls: false,
+        tls: args.tls,
     })?;
     if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {
         cluster.stop_all(STOP_GRACE);
@@ -100,9 +104,26 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
 
 fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) {
     let peers = cluster.peers();
+    // With TLS, the environment a CLI needs: the CA and the admin's certificate.
+    let tls_env: Vec<(&str, String)> = cluster.tls_dir().map_or_else(Vec::new, |dir| {
+        let admin = xce_devcluster::certs::files_of(&dir, xce_devcluster::ADMIN);
+        vec![
+            (
+                "XCE_TLS_CA",
+                xce_devcluster::certs::ca_of(&dir).display().to_string(),
+            ),
+            ("XCE_TLS_CERT", admin.cert.display().to_string()),
+            ("XCE_TLS_KEY", admin.key.display().to_string()),
+        ]
+    });
     if format == Format::Json {
+        let env: serde_json::Map<String, serde_json::Value> = tls_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::from(v.as_str())))
+            .collect();
         let v = serde_json::json!({
             "peers": peers,
+            "env": env,
             "data_dir": data.display().to_string(),
             "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).chain(cluster.schedulers.iter()).map(|d| serde_json::json!({
                 "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
@@ -119,6 +140,9 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
     );
     println!();
     println!("    export XCE_PEERS={peers}");
+    for (name, value) in &tls_env {
+        println!("    export {name}={value}");
+    }
     println!();
     println!("Then try: xce cluster; xce hosts; xce submit --wait -- echo hello; xce jobs");
     println!(

@@ -32,6 +32,9 @@ struct Args {
     raft_addrs: Option<String>,
     #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
+    /// Run without TLS on addresses beyond loopback (no authentication at all).
+    #[arg(long, env = "XCE_INSECURE")]
+    insecure: bool,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -65,15 +68,27 @@ fn real_main() -> anyhow::Result<()> {
         config = config.with_raft_addrs(spec)?;
     }
     config = config.with_tls(&args.tls)?;
-    if let Some(paths) = &config.tls {
-        xce_client::tls::Tls::load(paths.clone())?;
+    let listen = args.listen.unwrap_or_else(|| config.me().addr());
+    match &config.tls {
+        Some(paths) => drop(xce_client::tls::Tls::load(paths.clone())?),
+        None => {
+            let peers: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
+            let addrs = peers
+                .iter()
+                .chain(config.raft_addrs.values())
+                .chain([&listen]);
+            xce_client::tls::allow_plaintext(
+                "xce-controller",
+                addrs.map(String::as_str),
+                args.insecure,
+            )?;
+        }
     }
     config.openraft()?;
     if args.check_config {
         println!("configuration is valid");
         return Ok(());
     }
-    let listen = args.listen.unwrap_or_else(|| config.me().addr());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -237,3 +237,68 @@ fn foreign_corrupt_and_unwritable_data_dirs_are_refused() {
         "a-file",
     );
 }
+
+/// Secure by default: plaintext beyond loopback needs `--insecure`; TLS half given, or given
+/// files that are not there, is an error naming what is wrong.
+#[test]
+fn plaintext_beyond_loopback_and_broken_tls_settings_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let wide = [
+        "--name",
+        "c1",
+        "--peers",
+        "c1=10.9.8.7:7101",
+        "--data-dir",
+        d,
+    ];
+    fails_with(
+        &[&wide[..], &["--check-config"]].concat(),
+        "10.9.8.7:7101 is not a loopback address",
+    );
+    let out = controller(&[&wide[..], &["--check-config", "--insecure"]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let local = [
+        "--name",
+        "c1",
+        "--peers",
+        "c1=127.0.0.1:7101",
+        "--data-dir",
+        d,
+    ];
+    fails_with(
+        &[&local[..], &["--check-config", "--tls-ca", "ca.pem"]].concat(),
+        "tls-cert, tls-key not given",
+    );
+    fails_with(
+        &[
+            &local[..],
+            &[
+                "--check-config",
+                "--tls-ca",
+                "/nonexistent/ca.pem",
+                "--tls-cert",
+                "c.pem",
+                "--tls-key",
+                "k.pem",
+            ],
+        ]
+        .concat(),
+        "/nonexistent/ca.pem",
+    );
+    // The YAML's `tls:` keys are checked like every other key.
+    let yaml = dir.path().join("c.yaml");
+    std::fs::write(&yaml, "tls:\n  ca: a.pem\n  certificate: c.pem\n").unwrap();
+    fails_with(
+        &[
+            &local[..],
+            &["--check-config", "--config", yaml.to_str().unwrap()],
+        ]
+        .concat(),
+        "certificate",
+    );
+}

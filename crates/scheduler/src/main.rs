@@ -30,6 +30,9 @@ struct Args {
     retry_attempts: Option<u32>,
     #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
+    /// Run without TLS to controllers beyond loopback (no authentication at all).
+    #[arg(long, env = "XCE_INSECURE")]
+    insecure: bool,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -64,8 +67,16 @@ fn real_main() -> anyhow::Result<()> {
         tls: args.tls,
     };
     let config = config::resolve(over, file)?;
-    if let Some(paths) = &config.tls {
-        xce_client::tls::Tls::load(paths.clone())?;
+    match &config.tls {
+        Some(paths) => drop(xce_client::tls::Tls::load(paths.clone())?),
+        None => {
+            let addrs: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
+            xce_client::tls::allow_plaintext(
+                "xce-scheduler",
+                addrs.iter().map(String::as_str),
+                args.insecure,
+            )?;
+        }
     }
     if args.check_config {
         println!("configuration ok: scheduler {}", config.name);

@@ -31,4 +31,19 @@ fn bad_flags_and_config_exit_non_zero_naming_the_problem() {
         .unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("scheduler s2"));
+    // Secure by default: plaintext to controllers beyond loopback needs --insecure.
+    let err = run(&["--peers", "c1=10.9.8.7:1", "--check-config"]);
+    assert!(
+        err.contains("10.9.8.7:1 is not a loopback address"),
+        "{err}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xce-scheduler"))
+        .args(["--peers", "c1=10.9.8.7:1", "--check-config", "--insecure"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -42,6 +42,9 @@ struct Args {
     cgroups: CgroupMode,
     #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
+    /// Run without TLS to controllers beyond loopback (no authentication at all).
+    #[arg(long, env = "XCE_INSECURE")]
+    insecure: bool,
 }
 
 /// Whether jobs get cgroups.
@@ -89,8 +92,16 @@ fn real_main() -> anyhow::Result<()> {
         None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
     };
     let tls = args.tls.resolve(&xce_client::tls::TlsFile::default())?;
-    if let Some(paths) = &tls {
-        xce_client::tls::Tls::load(paths.clone())?;
+    match &tls {
+        Some(paths) => drop(xce_client::tls::Tls::load(paths.clone())?),
+        None => {
+            let addrs: Vec<String> = peers.iter().map(|c| c.addr()).collect();
+            xce_client::tls::allow_plaintext(
+                "xce-worker",
+                addrs.iter().map(String::as_str),
+                args.insecure,
+            )?;
+        }
     }
     let config = Config {
         tls,

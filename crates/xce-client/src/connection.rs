@@ -80,9 +80,11 @@ pub struct Connection {
     probe_after: Duration,
     /// How long that ping may take before the controller counts as frozen.
     ping_within: Duration,
-    /// Whether it runs over TLS; a plaintext one that reads garbage was likely refused by a
-    /// controller that requires TLS, and says so.
+    /// Whether it runs over TLS, and whether any call has had a reply: a plaintext
+    /// connection lost before its first reply was likely refused by a controller that
+    /// requires TLS, and says so.
     tls: bool,
+    answered: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -159,6 +161,7 @@ impl Connection {
             probe_after: connect_timeout / 2,
             ping_within: connect_timeout,
             tls,
+            answered: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -208,7 +211,10 @@ impl Connection {
                     after: timeout,
                 }),
                 Ok(Err(_)) => Err(self.disconnected("connection thread ended")),
-                Ok(Ok(Ok(value))) => Ok(value),
+                Ok(Ok(Ok(value))) => {
+                    self.answered.store(true, Ordering::Relaxed);
+                    Ok(value)
+                }
                 Ok(Ok(Err(e))) => Err(self.rpc_error(e)),
             },
             () = self.unresponsive() => {
@@ -246,9 +252,14 @@ impl Connection {
     }
 
     fn disconnected(&self, reason: &str) -> TransportError {
+        let hint = if self.tls || self.answered.load(Ordering::Relaxed) {
+            ""
+        } else {
+            " (before any reply: if the controller requires TLS, give --tls-ca, --tls-cert and --tls-key)"
+        };
         TransportError::Disconnected {
             addr: self.addr.to_string(),
-            reason: reason.to_string(),
+            reason: format!("{reason}{hint}"),
         }
     }
 
@@ -264,9 +275,7 @@ impl Connection {
             // What a TLS server's alert looks like to a plaintext capnp reader.
             capnp::ErrorKind::PrematureEndOfFile if !self.tls => {
                 self.closed.store(true, Ordering::Release);
-                self.disconnected(
-                    "the controller closed the connection mid-message; if it requires TLS, give --tls-ca, --tls-cert and --tls-key",
-                )
+                self.disconnected("the controller closed the connection mid-message")
             }
             _ => TransportError::Rpc {
                 addr: self.addr.to_string(),

@@ -122,6 +122,8 @@ pub enum TlsError {
     Identity { path: PathBuf, reason: String },
     #[error("TLS setup: {0}")]
     Setup(String),
+    #[error("{addr} is not a loopback address, and without TLS anyone who reaches it is trusted with whatever role they claim: give --tls-ca, --tls-cert and --tls-key (xce tls init makes them), or --insecure to run without authentication")]
+    Insecure { addr: String },
 }
 
 /// What one load of the files gave.
@@ -198,6 +200,37 @@ impl Tls {
     pub fn acceptor(&self) -> TlsAcceptor {
         self.current().acceptor.clone()
     }
+}
+
+/// Whether `addr` (`host:port`, IPv6 in brackets) is on this host's loopback.
+pub fn is_loopback(addr: &str) -> bool {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Secure by default: a daemon without TLS may only listen on and connect to loopback
+/// addresses, unless `insecure`. Either way it warns, once, that authentication is off.
+pub fn allow_plaintext<'a>(
+    daemon: &str,
+    addrs: impl IntoIterator<Item = &'a str>,
+    insecure: bool,
+) -> Result<(), TlsError> {
+    if !insecure {
+        if let Some(addr) = addrs.into_iter().find(|a| !is_loopback(a)) {
+            return Err(TlsError::Insecure {
+                addr: addr.to_string(),
+            });
+        }
+    }
+    tracing::warn!(
+        daemon,
+        "TLS is off, so authentication is off: every connection is trusted with the role it claims"
+    );
+    Ok(())
 }
 
 /// Reloads `tls` on every SIGHUP until the future is dropped; a failed reload keeps the
@@ -335,6 +368,28 @@ mod tests {
         let err = TlsPaths::from_parts(Some("ca".into()), None, Some("k".into())).unwrap_err();
         assert_eq!(err, TlsError::Incomplete("tls-cert".into()));
         assert!(err.to_string().contains("tls-cert not given"), "{err}");
+    }
+
+    #[test]
+    fn plaintext_is_refused_beyond_loopback_unless_insecure() {
+        for addr in ["127.0.0.1:1", "127.3.4.5:1", "[::1]:7", "localhost:9"] {
+            assert!(is_loopback(addr), "{addr}");
+        }
+        for addr in ["0.0.0.0:1", "10.0.0.1:1", "[::]:7", "ctl.example:9"] {
+            assert!(!is_loopback(addr), "{addr}");
+        }
+        assert_eq!(
+            allow_plaintext("t", ["127.0.0.1:1", "[::1]:2"], false),
+            Ok(())
+        );
+        let refused = allow_plaintext("t", ["127.0.0.1:1", "10.1.1.1:7"], false).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("10.1.1.1:7 is not a loopback"),
+            "{refused}"
+        );
+        assert_eq!(allow_plaintext("t", ["10.1.1.1:7"], true), Ok(()));
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! carry requests in and replies out.
 
 use xce_client::types::{JobId, Placement};
-use xce_client::wire;
+use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
+use xce_proto::Status;
 
 use super::ControllerService;
 use crate::node::outcome_reply;
@@ -17,6 +18,18 @@ pub(super) async fn acquire(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let name = p.get_name()?.to_str()?.to_string();
+    // A scheduler's certificate names the one lease holder it may be.
+    let certified = this.session.borrow().certified.clone();
+    if let Some(id) = certified.filter(|id| id.name != name) {
+        let message =
+            format!("acquireScheduler as {name:?}: this connection's certificate is {id}'s");
+        let mut r = results.get();
+        wire::write_header(
+            r.reborrow().init_header(),
+            &ReplyHeader::status(Status::Perm, message),
+        );
+        return Ok(());
+    }
     let cmd = Command::AcquireScheduler {
         token: wire::read_token(p.get_token()?),
         name: name.clone(),
