@@ -10,6 +10,7 @@ pub mod connections;
 pub mod push;
 pub mod raft;
 pub mod raft_client;
+pub mod raft_input;
 pub mod session;
 
 use std::cell::{Cell, RefCell};
@@ -40,6 +41,7 @@ pub async fn serve(
     tls: Option<Arc<Tls>>,
 ) {
     let agents = Agents::default();
+    let snapshots = Rc::new(RefCell::new(raft_input::Assembly::default()));
     tokio::task::spawn_local(push::run(node.clone(), agents.clone()));
     let max = limits.max_connections.min(fd_room());
     let connections = Connections::new(max, Duration::from_millis(limits.idle_timeout_ms));
@@ -65,6 +67,7 @@ pub async fn serve(
         let (id_tx, id_rx) = tokio::sync::oneshot::channel::<u64>();
         let registry = connections.clone();
         let (node, agents, tls) = (node.clone(), agents.clone(), tls.clone());
+        let snapshots = snapshots.clone();
         let (conn_session, conn_last_call) = (session.clone(), last_call.clone());
         // The handshake runs in the connection's own task, so a slow or silent peer holds up
         // no other; until it is done the connection counts as a plain user's (evictable).
@@ -79,6 +82,7 @@ pub async fn serve(
                         session: conn_session,
                         last_call: conn_last_call,
                         backlog,
+                        snapshots,
                     });
                     let rpc = RpcSystem::new(Box::new(network), Some(service.client));
                     if let Err(e) = rpc.await {

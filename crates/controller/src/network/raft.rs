@@ -1,17 +1,22 @@
 //! The inbound side of the Raft transport: hands each message from a peer controller to the
-//! local openraft node. Reached only through `Controller.raft`, which the session table opens
-//! to controller sessions alone.
+//! local openraft node, once it has passed [`raft_input`]'s checks. Reached only through
+//! `Controller.raft`, which the session table opens to controller sessions alone.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use capnp::capability::Rc;
-use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::error::{InstallSnapshotError, RaftError, SnapshotMismatch};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, VoteRequest,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest,
 };
+use openraft::SnapshotSegmentId;
+use tracing::warn;
 use xce_proto::xce_capnp::raft;
 
 use super::codec;
+use super::raft_input::{self, Assembly, Chunk, Peer};
 use crate::node::election::{PreVote, PreVoteReply};
 use crate::node::Node;
 use crate::store::{NodeId, TypeConfig};
@@ -19,6 +24,18 @@ use crate::store::{NodeId, TypeConfig};
 /// The inbound side of the Raft transport: hands each message to the local openraft node.
 pub struct RaftService {
     pub node: Arc<Node>,
+    /// Who may be speaking on this connection.
+    pub peer: Peer,
+    /// The snapshot being received, shared by this controller's connections (a sender that
+    /// reconnects continues it).
+    pub snapshots: std::rc::Rc<RefCell<Assembly>>,
+}
+
+/// Refuses a message that failed its checks: the sender sees a failed call and retries, and
+/// nothing reached openraft.
+fn refuse(what: &str, reason: String) -> capnp::Error {
+    warn!(%reason, "refused a Raft {what} from a peer");
+    capnp::Error::failed(format!("{what} refused: {reason}"))
 }
 
 impl raft::Server for RaftService {
@@ -28,6 +45,7 @@ impl raft::Server for RaftService {
         mut results: raft::AppendEntriesResults,
     ) -> Result<(), capnp::Error> {
         let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
+        raft_input::append(&self.peer, &req).map_err(|e| refuse("append", e))?;
         let reply = self.node.raft.append_entries(req).await;
         // A conflict is still a current primary speaking (it is finding where our logs
         // agree); only a higher vote of ours means the sender is not our primary.
@@ -47,6 +65,7 @@ impl raft::Server for RaftService {
         mut results: raft::VoteResults,
     ) -> Result<(), capnp::Error> {
         let req: VoteRequest<NodeId> = codec::from_json(params.get()?.get_request()?)?;
+        raft_input::vote(&self.peer, &req).map_err(|e| refuse("vote", e))?;
         let candidate_log = req.last_log_id;
         let reply = self.node.raft.vote(req).await;
         if let Ok(resp) = &reply {
@@ -68,6 +87,7 @@ impl raft::Server for RaftService {
         mut results: raft::PreVoteResults,
     ) -> Result<(), capnp::Error> {
         let req: PreVote = codec::from_json(params.get()?.get_request()?)?;
+        raft_input::pre_vote(&self.peer, &req).map_err(|e| refuse("pre-vote", e))?;
         let reply: Result<PreVoteReply, RaftError<NodeId>> = Ok(self.node.answer_pre_vote(&req));
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
@@ -81,8 +101,35 @@ impl raft::Server for RaftService {
         let p = params.get()?;
         let mut req: InstallSnapshotRequest<TypeConfig> = codec::from_json(p.get_request()?)?;
         req.data = p.get_chunk()?.to_vec();
-        let reply: Result<_, RaftError<NodeId, InstallSnapshotError>> =
-            self.node.raft.install_snapshot(req).await;
+        raft_input::snapshot_meta(&self.peer, &req).map_err(|e| refuse("snapshot", e))?;
+        let added =
+            self.snapshots
+                .borrow_mut()
+                .add(&req.meta.snapshot_id, req.offset, &req.data, req.done);
+        let reply: Result<_, RaftError<NodeId, InstallSnapshotError>> = match added {
+            Chunk::More => Ok(InstallSnapshotResponse {
+                vote: self.node.raft.metrics().borrow().vote,
+            }),
+            Chunk::Mismatch { expect } => Err(RaftError::APIError(
+                InstallSnapshotError::SnapshotMismatch(SnapshotMismatch {
+                    expect: SnapshotSegmentId {
+                        id: req.meta.snapshot_id.clone(),
+                        offset: expect,
+                    },
+                    got: SnapshotSegmentId {
+                        id: req.meta.snapshot_id.clone(),
+                        offset: req.offset,
+                    },
+                }),
+            )),
+            Chunk::Done(whole) => {
+                // Whole and decodable, or it never reaches openraft and the store.
+                crate::store::check_snapshot(&whole).map_err(|e| refuse("snapshot", e))?;
+                req.offset = 0;
+                req.data = whole;
+                self.node.raft.install_snapshot(req).await
+            }
+        };
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }

@@ -282,6 +282,14 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, 
     })
 }
 
+/// Whether `bytes` decode as a snapshot of the state: what a received snapshot must pass
+/// before anything is replaced by it.
+pub fn check_snapshot(bytes: &[u8]) -> Result<(), String> {
+    decode::<crate::state::StateRecord>(bytes)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// Maps a storage failure into openraft's error for a read.
 pub(crate) fn read_err(e: redb::Error) -> StorageError<NodeId> {
     StorageIOError::read(AnyError::new(&e)).into()

@@ -40,6 +40,8 @@ pub struct ControllerService {
     pub last_call: StdRc<std::cell::Cell<tokio::time::Instant>>,
     /// What the connection owes its peer; every call counts in it while it is answered.
     pub backlog: StdRc<Backlog>,
+    /// The snapshot being received from a peer, shared by every connection of this node.
+    pub snapshots: StdRc<RefCell<crate::network::raft_input::Assembly>>,
 }
 
 /// How much a call of `method` counts towards its connection's calls in flight: a page of a
