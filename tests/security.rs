@@ -362,13 +362,11 @@ async fn the_cli_speaks_tls_with_its_certificate_and_tls_init_writes_the_contrac
 /// What the raft capability of controller `i` answers to `send`, on a connection that
 /// joined as a controller (claimed: there is no TLS here, so this is a peer as trusted as
 /// one can be). `Err` is a failed call.
-async fn raft_call(
-    cluster: &Cluster,
-    i: usize,
-    send: fn(
-        xce_proto::xce_capnp::raft::Client,
-    ) -> xce_client::connection::LocalFuture<Result<Vec<u8>, capnp::Error>>,
-) -> Result<Vec<u8>, String> {
+async fn raft_call<F, Fut>(cluster: &Cluster, i: usize, send: F) -> Result<Vec<u8>, String>
+where
+    F: FnOnce(xce_proto::xce_capnp::raft::Client) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<Vec<u8>, capnp::Error>> + 'static,
+{
     let addr = cluster.controllers()[i].addr();
     let conn = Connection::connect(&addr, ConnectOptions::default())
         .await
@@ -388,6 +386,29 @@ async fn raft_call(
     })
     .await
     .map_err(|e| e.to_string())
+}
+
+/// An install-snapshot chunk of snapshot `id` at `offset`, sent to controller `i`.
+async fn install_snapshot(
+    cluster: &Cluster,
+    i: usize,
+    id: &str,
+    offset: u64,
+    done: bool,
+    chunk: &'static [u8],
+) -> Result<Vec<u8>, String> {
+    let request = format!(
+        r#"{{"vote":{{"leader_id":{{"term":1,"node_id":1}},"committed":true}},"meta":{{"last_log_id":null,"last_membership":{{"log_id":null,"membership":{{"configs":[],"nodes":{{}}}}}},"snapshot_id":"{id}"}},"offset":{offset},"data":[],"done":{done}}}"#
+    );
+    raft_call(cluster, i, move |raft| {
+        Box::pin(async move {
+            let mut req = raft.install_snapshot_request();
+            req.get().set_request(request.as_bytes());
+            req.get().set_chunk(chunk);
+            Ok(req.send().promise.await?.get()?.get_reply()?.to_vec())
+        })
+    })
+    .await
 }
 
 /// The attacks of the security issue on the Raft interface, replayed by a peer that holds
@@ -431,27 +452,16 @@ async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
             })
         })
         .await;
-        let far_chunk = raft_call(&cluster, i, |raft| {
-            Box::pin(async move {
-                let mut req = raft.install_snapshot_request();
-                req.get().set_request(
-                    br#"{"vote":{"leader_id":{"term":1,"node_id":1},"committed":true},"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"x"},"offset":1099511627776,"data":[],"done":false}"#,
-                );
-                req.get().set_chunk(b"x");
-                Ok(req.send().promise.await?.get()?.get_reply()?.to_vec())
-            })
-        })
-        .await;
-        let garbage = raft_call(&cluster, i, |raft| {
-            Box::pin(async move {
-                let mut req = raft.install_snapshot_request();
-                req.get().set_request(
-                    br#"{"vote":{"leader_id":{"term":1,"node_id":1},"committed":true},"meta":{"last_log_id":null,"last_membership":{"log_id":null,"membership":{"configs":[],"nodes":{}}},"snapshot_id":"g"},"offset":0,"data":[],"done":true}"#,
-                );
-                req.get().set_chunk(b"\xde\xad\xbe\xef not a snapshot");
-                Ok(req.send().promise.await?.get()?.get_reply()?.to_vec())
-            })
-        })
+        // A chunk at 1 TiB, and a whole snapshot of garbage.
+        let far_chunk = install_snapshot(&cluster, i, "x", 1 << 40, false, b"x").await;
+        let garbage = install_snapshot(
+            &cluster,
+            i,
+            "g",
+            0,
+            true,
+            b"\xde\xad\xbe\xef not a snapshot",
+        )
         .await;
         for (what, outcome) in [
             ("append", append),

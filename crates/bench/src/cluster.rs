@@ -19,6 +19,12 @@ impl BenchCluster {
         Self::start_with_workers(n, 0, &[]).await
     }
 
+    /// Starts `n` controllers, with mutual TLS when `tls` (and fault links when `links`),
+    /// and waits until a primary serves; its clients then use the admin's certificate.
+    pub async fn start_tls(n: usize, links: bool, tls: bool) -> anyhow::Result<BenchCluster> {
+        Self::start_spec_tls(n, 0, &[], None, "warn", links, 0, tls).await
+    }
+
     /// Starts `n` controllers and `workers` workers (`w1`, ...) given `worker_args`, and
     /// waits until a primary serves.
     pub async fn start_with_workers(
@@ -42,12 +48,6 @@ impl BenchCluster {
         Self::start_spec(n, workers, worker_args, config, "warn", false, schedulers).await
     }
 
-    /// Starts `n` controllers whose traffic to each other goes through fault links
-    /// (partition, delay), and waits until a primary serves.
-    pub async fn start_with_links(n: usize) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, 0, &[], None, "warn", true, 0).await
-    }
-
     /// Starts `n` controllers given the controller YAML `config` and the `RUST_LOG` filter
     /// `log_filter`, and waits until a primary serves.
     pub async fn start_configured(
@@ -66,6 +66,30 @@ impl BenchCluster {
         log_filter: &str,
         links: bool,
         schedulers: usize,
+    ) -> anyhow::Result<BenchCluster> {
+        Self::start_spec_tls(
+            n,
+            workers,
+            worker_args,
+            config,
+            log_filter,
+            links,
+            schedulers,
+            false,
+        )
+        .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_spec_tls(
+        n: usize,
+        workers: usize,
+        worker_args: &[&str],
+        config: Option<&str>,
+        log_filter: &str,
+        links: bool,
+        schedulers: usize,
+        tls: bool,
     ) -> anyhow::Result<BenchCluster> {
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
@@ -99,7 +123,7 @@ impl BenchCluster {
             scheduler_args: Vec::new(),
             links,
             daemon_links: false,
-            tls: false,
+            tls,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };
         cluster.local.wait_ready(Duration::from_secs(30)).await?;
@@ -107,7 +131,10 @@ impl BenchCluster {
     }
 
     /// A client over every controller.
-    pub fn client(&self, config: ClientConfig) -> anyhow::Result<Client> {
+    pub fn client(&self, mut config: ClientConfig) -> anyhow::Result<Client> {
+        if config.connect.tls.is_none() {
+            config.connect.tls = self.local.client_config()?.connect.tls;
+        }
         Ok(Client::new(parse_candidates(self.local.peers())?, config))
     }
 }

@@ -50,6 +50,10 @@ pub struct FailoverArgs {
     /// Controllers in the cluster.
     #[arg(long, default_value_t = 3)]
     controllers: usize,
+    /// Mutual TLS on every connection: off, on, or both (one cluster of each in this run;
+    /// each metric line says which).
+    #[arg(long, value_enum, default_value_t = crate::TlsMode::Off)]
+    tls: crate::TlsMode,
     /// Concurrent submitters keeping the cluster busy.
     #[arg(long, default_value_t = 8)]
     clients: usize,
@@ -63,10 +67,16 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
         args.controllers >= 3,
         "failover needs at least 3 controllers"
     );
-    let mut cluster = match args.fault {
-        Fault::Partition | Fault::Delay => BenchCluster::start_with_links(args.controllers).await?,
-        Fault::Kill | Fault::Pause => BenchCluster::start(args.controllers).await?,
-    };
+    for tls in args.tls.runs() {
+        run_once(&args, tls).await?;
+    }
+    Ok(())
+}
+
+/// One cluster, `rounds` faults.
+async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
+    let links = matches!(args.fault, Fault::Partition | Fault::Delay);
+    let mut cluster = BenchCluster::start_tls(args.controllers, links, tls).await?;
     eprintln!(
         "xce-bench failover: {} controllers, {} submitters, {} rounds of {}",
         args.controllers,
@@ -154,7 +164,10 @@ pub async fn run(args: FailoverArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(errors == 0, "submitters saw {errors} errors");
     outages.sort_by(f64::total_cmp);
-    let fault = [("fault", args.fault.name())];
+    let fault = [
+        ("fault", args.fault.name()),
+        ("tls", if tls { "on" } else { "off" }),
+    ];
     metric_with(
         "failover_outage_p50_ms",
         quantile(&outages, 0.50),

@@ -44,6 +44,25 @@ pub fn metric(name: &str, value: f64, unit: &str) {
     metric_with(name, value, unit, &[]);
 }
 
+/// Whether a benchmark runs with TLS, without, or both in one run for comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TlsMode {
+    Off,
+    On,
+    Both,
+}
+
+impl TlsMode {
+    /// The runs it asks for, in order: `false` is without TLS.
+    pub fn runs(self) -> Vec<bool> {
+        match self {
+            TlsMode::Off => vec![false],
+            TlsMode::On => vec![true],
+            TlsMode::Both => vec![false, true],
+        }
+    }
+}
+
 /// [`metric`] with extra string fields on the line (e.g. `"fault": "partition"`).
 pub fn metric_with(name: &str, value: f64, unit: &str, extra: &[(&str, &str)]) {
     let mut line = serde_json::json!({"metric": name, "value": (value * 1000.0).round() / 1000.0, "unit": unit});

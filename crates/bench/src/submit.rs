@@ -9,7 +9,7 @@ use xce_client::types::{JobSpec, RequestToken};
 use xce_client::ClientConfig;
 
 use crate::cluster::BenchCluster;
-use crate::{metric, quantile};
+use crate::{metric, metric_with, quantile};
 
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
@@ -26,10 +26,27 @@ pub struct SubmitArgs {
     /// Total acknowledged submits to make.
     #[arg(long, default_value_t = 20_000)]
     jobs: usize,
+    /// Mutual TLS on every connection: off, on, or both (a cluster without, then one with,
+    /// in this run; each metric line says which, and `tls_throughput_ratio` compares them).
+    #[arg(long, value_enum, default_value_t = crate::TlsMode::Off)]
+    tls: crate::TlsMode,
 }
 
 pub async fn run(args: SubmitArgs) -> anyhow::Result<()> {
-    let cluster = BenchCluster::start(args.controllers).await?;
+    let mut throughput = Vec::new();
+    for tls in args.tls.runs() {
+        throughput.push(run_once(&args, tls).await?);
+    }
+    if let [off, on] = throughput[..] {
+        metric("tls_throughput_ratio", on / off, "ratio");
+    }
+    Ok(())
+}
+
+/// One cluster, one load; returns the throughput.
+async fn run_once(args: &SubmitArgs, tls: bool) -> anyhow::Result<f64> {
+    let cluster = BenchCluster::start_tls(args.controllers, false, tls).await?;
+    let tag = [("tls", if tls { "on" } else { "off" })];
     let workers = (args.clients * args.inflight).max(1);
     // Spread the jobs exactly: the first `jobs % workers` workers take one more.
     let share = |w: usize| args.jobs / workers + usize::from(w < args.jobs % workers);
@@ -87,12 +104,19 @@ pub async fn run(args: SubmitArgs) -> anyhow::Result<()> {
         jobs.len()
     );
     eprintln!("xce-bench submit: {acked} acknowledged in {elapsed:?}, all stored once");
-    metric(
-        "submit_throughput",
-        acked as f64 / elapsed.as_secs_f64(),
-        "submits/s",
+    let throughput = acked as f64 / elapsed.as_secs_f64();
+    metric_with("submit_throughput", throughput, "submits/s", &tag);
+    metric_with(
+        "submit_latency_p50_ms",
+        quantile(&latencies, 0.50),
+        "ms",
+        &tag,
     );
-    metric("submit_latency_p50_ms", quantile(&latencies, 0.50), "ms");
-    metric("submit_latency_p99_ms", quantile(&latencies, 0.99), "ms");
-    Ok(())
+    metric_with(
+        "submit_latency_p99_ms",
+        quantile(&latencies, 0.99),
+        "ms",
+        &tag,
+    );
+    Ok(throughput)
 }
