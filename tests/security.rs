@@ -490,3 +490,51 @@ async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
     cluster.wait_all_standbys().await;
     assert_eq!(cluster.job(id).await.unwrap(), job);
 }
+
+/// Over TLS a killed primary's connections end without a TLS goodbye; the client takes that
+/// for a lost connection like any other and fails over: every submit succeeds.
+#[tokio::test]
+async fn a_tls_client_fails_over_a_killed_primary_without_an_error() {
+    let mut cluster = Cluster::builder().controllers(3).tls().start();
+    let (primary, _) = cluster.wait_all_standbys().await;
+    let client = cluster.client();
+    // Eight submitters back to back (each bounded in count and time), so calls are in flight
+    // when the primary dies.
+    let load: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let t0 = std::time::Instant::now();
+                let mut acked = 0;
+                while t0.elapsed() < Duration::from_secs(4) && acked < 2000 {
+                    let op = Submit {
+                        token: RequestToken::random(),
+                        spec: sleeper(),
+                    };
+                    if let Err(e) = client.call(op).await {
+                        panic!("a submit failed across the failover: {e}");
+                    }
+                    acked += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                acked
+            })
+        })
+        .collect();
+    // Some submits land on the primary first, then it dies under them.
+    xce_tests::wait_for("submits before the kill", Duration::from_secs(10), || {
+        let client = client.clone();
+        async move {
+            let listed = client.call(xce_client::ops::ListQueues).await.ok()?;
+            listed.iter().any(|q| q.pending > 2).then_some(())
+        }
+    })
+    .await;
+    cluster.kill9(primary);
+    let mut acked = 0;
+    for l in load {
+        acked += l.await.unwrap();
+    }
+    assert!(acked > 40, "{acked} submits acknowledged");
+    cluster.wait_primary().await;
+}

@@ -106,7 +106,10 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
                         .push(Instant::now()),
-                    Err(_) => errors += 1,
+                    Err(e) => {
+                        eprintln!("xce-bench failover: a submit failed: {e}");
+                        errors += 1
+                    }
                 }
                 // Keep the load bounded: a handful of submits per millisecond at most.
                 tokio::time::sleep(Duration::from_millis(2)).await;

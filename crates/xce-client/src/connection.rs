@@ -272,10 +272,11 @@ impl Connection {
                 self.disconnected(&e.extra)
             }
             capnp::ErrorKind::Overloaded => self.disconnected(&e.to_string()),
-            // What a TLS server's alert looks like to a plaintext capnp reader.
-            capnp::ErrorKind::PrematureEndOfFile if !self.tls => {
+            // The stream ended mid-message: a killed peer (over TLS, no close_notify), or, to
+            // a plaintext reader, a TLS server's alert. Lost either way.
+            capnp::ErrorKind::PrematureEndOfFile => {
                 self.closed.store(true, Ordering::Release);
-                self.disconnected("the controller closed the connection mid-message")
+                self.disconnected(&format!("the connection ended mid-message: {}", e.extra))
             }
             _ => TransportError::Rpc {
                 addr: self.addr.to_string(),
