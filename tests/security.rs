@@ -138,10 +138,12 @@ async fn a_certificate_proves_its_role_and_name() {
     let cluster = Cluster::builder()
         .controllers(3)
         .workers(2, &["--heartbeat-ms", "200"])
-        .schedulers(1, &[])
+        .schedulers(2, &[])
         .tls()
         .start();
     let (primary, info) = cluster.wait_all_standbys().await;
+    let active = cluster.wait_active_scheduler().await;
+    let standby = if active == "s1" { "s2" } else { "s1" };
     let id = cluster
         .client()
         .call(Submit {
@@ -210,14 +212,15 @@ async fn a_certificate_proves_its_role_and_name() {
         assert_eq!(header.status, Status::Perm, "c{}: {header:?}", i + 1);
     }
 
-    // A scheduler's certificate holds the lease under its own name only.
+    // A scheduler's certificate holds the lease under its own name only, and a standby's
+    // cannot place jobs under the active one's lease, whatever epoch it tries.
     let acquire = xce_client::ops::AcquireScheduler {
         token: RequestToken::random(),
-        name: "s2".into(),
+        name: active.clone(),
         instance: 7,
         ttl_ms: 60_000,
     };
-    let replies = ask_as(&cluster, primary, cluster.tls_of("s1"), vec![acquire])
+    let replies = ask_as(&cluster, primary, cluster.tls_of(standby), vec![acquire])
         .await
         .unwrap();
     assert_eq!(
@@ -227,10 +230,37 @@ async fn a_certificate_proves_its_role_and_name() {
         replies[0].header
     );
     assert!(
-        replies[0].header.message.contains("scheduler s1's"),
+        replies[0]
+            .header
+            .message
+            .contains(&format!("scheduler {standby}'s")),
         "{}",
         replies[0].header.message
     );
+    let batches: Vec<_> = (0..6)
+        .map(|epoch| xce_client::ops::DispatchBatch {
+            token: RequestToken::random(),
+            epoch,
+            placements: vec![xce_client::types::Placement {
+                id,
+                host: "w1".into(),
+            }],
+        })
+        .collect();
+    for reply in ask_as(&cluster, primary, cluster.tls_of(standby), batches)
+        .await
+        .unwrap()
+    {
+        assert_eq!(reply.header.status, Status::Perm, "{:?}", reply.header);
+        assert!(
+            reply
+                .header
+                .message
+                .contains("does not hold the scheduler lease"),
+            "{}",
+            reply.header.message
+        );
+    }
 
     // Nothing changed: the job (placed by s1 meanwhile, or not), the hosts (w2's real worker is still up), the term.
     let after_job = cluster.job(id).await.unwrap();
@@ -248,16 +278,18 @@ async fn a_certificate_proves_its_role_and_name() {
             .all(|h| h.state == xce_client::types::HostState::Ok),
         "{hosts:?}"
     );
-    let active = cluster
+    let now = cluster
         .client()
         .call(xce_client::ops::GetCluster)
         .await
         .unwrap();
-    assert!(
-        active.schedulers.iter().all(|s| s.name == "s1"),
-        "{:?}",
-        active.schedulers
-    );
+    let still: Vec<&str> = now
+        .schedulers
+        .iter()
+        .filter(|s| s.active)
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(still, [active.as_str()]);
 
     // SIGHUP reloads the certificates; the controller stays up and keeps serving.
     let c1 = &cluster.controllers()[0];

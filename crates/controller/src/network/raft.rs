@@ -123,8 +123,14 @@ impl raft::Server for RaftService {
                 }),
             )),
             Chunk::Done(whole) => {
-                // Whole and decodable, or it never reaches openraft and the store.
-                crate::store::check_snapshot(&whole).map_err(|e| refuse("snapshot", e))?;
+                // Whole and decodable, or it never reaches openraft and the store; decoded
+                // off this thread, which serves every client.
+                let checked = tokio::task::spawn_blocking(move || {
+                    crate::store::check_snapshot(&whole).map(|()| whole)
+                })
+                .await
+                .map_err(|e| refuse("snapshot", e.to_string()))?;
+                let whole = checked.map_err(|e| refuse("snapshot", e))?;
                 req.offset = 0;
                 req.data = whole;
                 self.node.raft.install_snapshot(req).await

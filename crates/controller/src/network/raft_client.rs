@@ -215,6 +215,21 @@ impl PeerClient {
 }
 
 impl PeerClient {
+    /// A reply's vote must be sane before openraft saves it (see `raft_input::reply_vote`);
+    /// an insane one counts as a failed call.
+    fn checked_reply<E: std::error::Error>(
+        &self,
+        vote: &openraft::Vote<NodeId>,
+    ) -> Result<(), RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+        super::raft_input::reply_vote(vote).map_err(|reason| {
+            tracing::warn!(peer = %self.addr, %reason, "refused a Raft reply");
+            RPCError::Network(NetworkError::new(&TransportError::Rpc {
+                addr: self.addr.clone(),
+                reason,
+            }))
+        })
+    }
+
     /// Asks the peer whether it would vote for this node (see `node::election`), waiting at
     /// most `wait`.
     pub async fn pre_vote(
@@ -332,6 +347,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             })
         })
         .await
+        .and_then(|r| {
+            if let AppendEntriesResponse::HigherVote(v) = &r {
+                self.checked_reply(v)?;
+            }
+            Ok(r)
+        })
     }
 
     async fn install_snapshot(
@@ -352,6 +373,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             })
         })
         .await
+        .and_then(|r: InstallSnapshotResponse<NodeId>| self.checked_reply(&r.vote).map(|()| r))
     }
 
     async fn vote(
@@ -370,5 +392,6 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             })
         })
         .await
+        .and_then(|r: VoteResponse<NodeId>| self.checked_reply(&r.vote).map(|()| r))
     }
 }

@@ -79,10 +79,45 @@ impl Peer {
     }
 
     fn membership(&self, m: &StoredMembership<NodeId, openraft::BasicNode>) -> Result<(), String> {
-        m.membership()
-            .nodes()
-            .try_for_each(|(id, _)| self.member(*id, "a membership"))
+        if let Some(id) = m.log_id() {
+            if id.index > MAX_INDEX || id.leader_id.term > MAX_TERM {
+                return Err(format!("a membership's log id {id} is beyond any real log"));
+            }
+        }
+        members(self, m.membership())
     }
+}
+
+/// Every node of a membership, voters (each joint config) and learners alike, is one of
+/// `--peers`: openraft looks a voter up among the nodes and panics when it is not there.
+fn members(
+    peer: &Peer,
+    m: &openraft::Membership<NodeId, openraft::BasicNode>,
+) -> Result<(), String> {
+    let voters = m.get_joint_config().iter().flatten();
+    let nodes = m.nodes().map(|(id, _)| id);
+    for id in voters.chain(nodes) {
+        peer.member(*id, "a membership")?;
+    }
+    if m.get_joint_config()
+        .iter()
+        .any(|c| c.iter().any(|v| m.get_node(v).is_none()))
+    {
+        return Err("a membership has a voter without a node".into());
+    }
+    Ok(())
+}
+
+/// Checks what a peer answered: its vote, like any vote it sends (a reply of term 2^64−1
+/// would be saved and overflow at the next election).
+pub fn reply_vote(vote: &Vote<NodeId>) -> Result<(), String> {
+    if vote.leader_id.term > MAX_TERM {
+        return Err(format!(
+            "a reply's vote term {} is beyond {MAX_TERM}",
+            vote.leader_id.term
+        ));
+    }
+    Ok(())
 }
 
 /// Checks an append-entries request.
@@ -108,8 +143,7 @@ pub fn append(peer: &Peer, req: &AppendEntriesRequest<TypeConfig>) -> Result<(),
             ));
         }
         if let EntryPayload::Membership(m) = &entry.payload {
-            m.nodes()
-                .try_for_each(|(id, _)| peer.member(*id, "a membership entry"))?;
+            members(peer, m)?;
         }
         term = entry.log_id.leader_id.term;
     }
@@ -183,7 +217,8 @@ pub enum Chunk {
 
 impl Assembly {
     /// Adds a chunk (already checked by [`snapshot_meta`]). A chunk at offset 0 starts a
-    /// snapshot afresh; any other must continue the current one exactly where it ends.
+    /// snapshot afresh; any other must continue the current one where it ends or repeat
+    /// part of it (a resend), never leave a gap.
     pub fn add(&mut self, id: &str, offset: u64, data: &[u8], done: bool) -> Chunk {
         if offset == 0 {
             self.current = Some((id.to_string(), Vec::new()));
@@ -191,10 +226,13 @@ impl Assembly {
         let Some((current, bytes)) = self.current.as_mut() else {
             return Chunk::Mismatch { expect: 0 };
         };
-        if current != id || bytes.len() as u64 != offset {
+        // A chunk sent again (its reply was lost or late) rewrites what it covers; a gap or
+        // another snapshot's chunk is a mismatch.
+        if current != id || offset > bytes.len() as u64 {
             let expect = if current == id { bytes.len() as u64 } else { 0 };
             return Chunk::Mismatch { expect };
         }
+        bytes.truncate(offset as usize);
         bytes.extend_from_slice(data);
         if !done {
             return Chunk::More;
@@ -301,11 +339,32 @@ mod tests {
     }
 
     #[test]
+    fn a_membership_with_a_voter_beyond_the_peers_is_refused() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let nodes: BTreeMap<NodeId, openraft::BasicNode> = (1..=3)
+            .map(|i| (i, openraft::BasicNode::default()))
+            .collect();
+        let ok = openraft::Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes.clone());
+        assert_eq!(members(&PEER, &ok), Ok(()));
+        // A voter 9 without a node: openraft would panic looking it up at the next election.
+        let forged: openraft::Membership<NodeId, openraft::BasicNode> = serde_json::from_str(
+            r#"{"configs":[[1,2,3,9]],"nodes":{"1":{"addr":""},"2":{"addr":""},"3":{"addr":""}}}"#,
+        )
+        .unwrap();
+        let e = members(&PEER, &forged).unwrap_err();
+        assert!(e.contains("node 9"), "{e}");
+        assert!(reply_vote(&vote_of(u64::MAX, 2)).is_err());
+        assert_eq!(reply_vote(&vote_of(7, 2)), Ok(()));
+    }
+
+    #[test]
     fn snapshots_assemble_contiguously_and_restart_on_any_gap() {
         let mut a = Assembly::default();
         assert_eq!(a.add("s", 5, b"x", false), Chunk::Mismatch { expect: 0 });
         assert_eq!(a.add("s", 0, b"ab", false), Chunk::More);
         assert_eq!(a.add("s", 7, b"x", false), Chunk::Mismatch { expect: 2 });
+        // A resend of the last chunk replaces it.
+        assert_eq!(a.add("s", 1, b"b", false), Chunk::More);
         assert_eq!(a.add("t", 2, b"x", false), Chunk::Mismatch { expect: 0 });
         assert_eq!(a.add("s", 2, b"cd", true), Chunk::Done(b"abcd".to_vec()));
         // Finished: a continuation of it is a mismatch, a new one starts at 0.

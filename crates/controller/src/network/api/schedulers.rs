@@ -72,7 +72,11 @@ pub(super) async fn dispatch_batch(
         placements,
     };
     // The start pushes follow from the applied entry's events, without holding the reply.
-    let (header, refused) = match this.node.write(cmd).await {
+    let written = match holder_only(this).await {
+        Ok(()) => this.node.write(cmd).await,
+        Err(h) => Err(h),
+    };
+    let (header, refused) = match written {
         Ok(outcome) => {
             let refused = match outcome.original() {
                 Outcome::Placed { refused } => refused.clone(),
@@ -107,7 +111,35 @@ pub(super) async fn set_pend_reasons(
         epoch: p.get_epoch(),
         reasons,
     };
-    let header = this.write_for_header(cmd).await;
+    let header = match holder_only(this).await {
+        Ok(()) => this.write_for_header(cmd).await,
+        Err(h) => h,
+    };
     wire::write_header(results.get().init_header(), &header);
     Ok(())
+}
+
+/// With a certificate, only the scheduler it names may act under the lease, and only while
+/// it holds it: another scheduler's certificate cannot borrow the holder's epoch. (The epoch
+/// is still judged at apply, which settles a lease that changes meanwhile.)
+async fn holder_only(this: &ControllerService) -> Result<(), ReplyHeader> {
+    let Some(id) = this.session.borrow().certified.clone() else {
+        return Ok(());
+    };
+    let now = crate::node::now_ms();
+    let holder = this
+        .node
+        .read(move |s| s.scheduler_lease(now).map(|l| l.name.clone()))
+        .await?;
+    if holder.as_deref() == Some(id.name.as_str()) {
+        return Ok(());
+    }
+    Err(ReplyHeader::status(
+        Status::Perm,
+        format!(
+            "scheduler {} does not hold the scheduler lease (held by {})",
+            id.name,
+            holder.as_deref().unwrap_or("nobody")
+        ),
+    ))
 }
