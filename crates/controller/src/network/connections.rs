@@ -56,7 +56,7 @@ impl Connections {
         }
         let victim = open
             .iter()
-            .filter(|(_, e)| e.session.borrow().role == Role::User)
+            .filter(|(_, e)| e.session.borrow().evictable())
             .min_by_key(|(_, e)| e.last_call.get())
             .map(|(id, _)| *id);
         match victim {
@@ -145,6 +145,7 @@ mod tests {
     fn session(role: Role) -> Rc<RefCell<Session>> {
         Rc::new(RefCell::new(Session {
             role,
+            joined: role != Role::User,
             ..Session::default()
         }))
     }
@@ -176,6 +177,18 @@ mod tests {
                 );
                 assert!(!c.make_room(), "joined daemons are never evicted");
                 assert_eq!(c.len(), 2);
+                // A worker's certificate that never joined pins nothing.
+                let idle = tokio::task::spawn_local(std::future::pending::<()>());
+                let unjoined = session(Role::Worker);
+                unjoined.borrow_mut().joined = false;
+                let c = Connections::new(1, Duration::from_secs(60));
+                c.add(
+                    unjoined,
+                    Rc::new(Cell::new(Instant::now())),
+                    idle.abort_handle(),
+                );
+                assert!(c.make_room(), "a certificate alone is evicted");
+                assert!(idle.await.unwrap_err().is_cancelled());
             })
             .await;
     }

@@ -20,6 +20,9 @@ pub struct Session {
     pub host: Option<String>,
     /// Who the connection's certificate proves the caller is, with TLS.
     pub certified: Option<Identity>,
+    /// Whether a join set the role: a daemon that joined is never evicted for a new
+    /// connection, while one that only holds a daemon's certificate is.
+    pub joined: bool,
 }
 
 impl Default for Session {
@@ -28,6 +31,7 @@ impl Default for Session {
             role: Role::User,
             host: None,
             certified: None,
+            joined: false,
         }
     }
 }
@@ -39,7 +43,14 @@ impl Session {
             role: certified.as_ref().map_or(Role::User, |id| id.role),
             host: None,
             certified,
+            joined: false,
         }
+    }
+
+    /// Whether the connection may give way to a new one at the connection limit: a plain
+    /// user's, or any that has not joined (a certificate alone pins nothing).
+    pub fn evictable(&self) -> bool {
+        self.role == Role::User || !self.joined
     }
 
     /// Whether this connection may join as `role` (and, for a worker, as host `host`):

@@ -78,6 +78,7 @@ impl ControllerService {
         let mut session = self.session.borrow_mut();
         session.role = role;
         session.host = host;
+        session.joined = true;
     }
 }
 
