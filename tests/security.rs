@@ -8,18 +8,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use xce_client::ops::{Dispatch, Join, Op, Reply, Submit};
+use xce_client::ops::{Dispatch, Join, Op, Reply};
 use xce_client::tls::Tls;
-use xce_client::types::{HostAttributes, JobSpec, JobState, RequestToken, Role};
+use xce_client::types::{HostAttributes, JobState, RequestToken, Role};
 use xce_client::{ClientConfig, ClientError, ConnectOptions, Connection, Status};
 use xce_tests::Cluster;
-
-fn sleeper() -> JobSpec {
-    JobSpec {
-        command: vec!["true".into()],
-        ..JobSpec::default()
-    }
-}
 
 /// One op on one new connection to controller `i` made with `tls`; the connection's
 /// failure when there is no reply.
@@ -73,13 +66,7 @@ async fn a_tls_cluster_runs_jobs_and_lets_in_only_certificates_of_its_ca() {
         .start();
     cluster.wait_primary().await;
     let admin = cluster.client();
-    let id = admin
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: sleeper(),
-        })
-        .await
-        .unwrap();
+    let id = admin.call(xce_tests::true_job()).await.unwrap();
     let done = cluster
         .wait_job(id, "the job done", |j| j.state.is_final())
         .await;
@@ -91,13 +78,7 @@ async fn a_tls_cluster_runs_jobs_and_lets_in_only_certificates_of_its_ca() {
     plain.retry.max_attempts = 3;
     let plain =
         xce_client::Client::new(xce_client::parse_candidates(&cluster.peers).unwrap(), plain);
-    let refused = plain
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: sleeper(),
-        })
-        .await
-        .unwrap_err();
+    let refused = plain.call(xce_tests::true_job()).await.unwrap_err();
     assert!(
         matches!(
             refused,
@@ -144,14 +125,7 @@ async fn a_certificate_proves_its_role_and_name() {
     let (primary, info) = cluster.wait_all_standbys().await;
     let active = cluster.wait_active_scheduler().await;
     let standby = if active == "s1" { "s2" } else { "s1" };
-    let id = cluster
-        .client()
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: sleeper(),
-        })
-        .await
-        .unwrap();
+    let id = cluster.client().call(xce_tests::true_job()).await.unwrap();
     let before = cluster.job(id).await.unwrap();
     let w1 = cluster.tls_of("w1");
 
@@ -451,14 +425,7 @@ async fn install_snapshot(
 async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
     let mut cluster = Cluster::start(3);
     let (_, before) = cluster.wait_all_standbys().await;
-    let id = cluster
-        .client()
-        .call(Submit {
-            token: RequestToken::random(),
-            spec: sleeper(),
-        })
-        .await
-        .unwrap();
+    let id = cluster.client().call(xce_tests::true_job()).await.unwrap();
     let job = cluster.job(id).await.unwrap();
     for i in 0..3 {
         // postcard: vote {term u64::MAX (varint), node 1, committed}, no prev, no entries,
@@ -539,11 +506,7 @@ async fn a_tls_client_fails_over_a_killed_primary_without_an_error() {
                 let t0 = std::time::Instant::now();
                 let mut acked = 0;
                 while t0.elapsed() < Duration::from_secs(4) && acked < 2000 {
-                    let op = Submit {
-                        token: RequestToken::random(),
-                        spec: sleeper(),
-                    };
-                    if let Err(e) = client.call(op).await {
+                    if let Err(e) = client.call(xce_tests::true_job()).await {
                         panic!("a submit failed across the failover: {e}");
                     }
                     acked += 1;
