@@ -92,12 +92,10 @@ async fn a_tls_cluster_runs_jobs_and_lets_in_only_certificates_of_its_ca() {
     let other = tempfile::tempdir().unwrap();
     let admin_cert = xce_devcluster::certs::Holder::new(Role::Admin, xce_devcluster::ADMIN);
     xce_devcluster::certs::init(other.path(), &[admin_cert], &[]).unwrap();
-    let files = xce_devcluster::certs::files_of(other.path(), xce_devcluster::ADMIN);
-    let stranger = Tls::load(xce_client::tls::TlsPaths {
-        ca: xce_devcluster::certs::ca_of(other.path()),
-        cert: files.cert,
-        key: files.key,
-    })
+    let stranger = Tls::load(xce_devcluster::certs::paths_of(
+        other.path(),
+        xce_devcluster::ADMIN,
+    ))
     .unwrap();
     for i in 0..3 {
         let e = ask_as(

@@ -429,10 +429,10 @@ impl Cluster {
     pub fn xce_as(&self, name: &str, args: &[&str]) -> Output {
         let mut cmd = xce_command(&self.peers, args, &self.dir.path().join("cache"));
         if let Some(dir) = self.local.tls_dir() {
-            let files = xce_devcluster::certs::files_of(&dir, name);
-            cmd.env("XCE_TLS_CA", xce_devcluster::certs::ca_of(&dir))
-                .env("XCE_TLS_CERT", files.cert)
-                .env("XCE_TLS_KEY", files.key);
+            let paths = xce_devcluster::certs::paths_of(&dir, name);
+            cmd.env("XCE_TLS_CA", paths.ca)
+                .env("XCE_TLS_CERT", paths.cert)
+                .env("XCE_TLS_KEY", paths.key);
         }
         cmd.output().unwrap()
     }

@@ -22,7 +22,7 @@ impl BenchCluster {
     /// Starts `n` controllers, with mutual TLS when `tls` (and fault links when `links`),
     /// and waits until a primary serves; its clients then use the admin's certificate.
     pub async fn start_tls(n: usize, links: bool, tls: bool) -> anyhow::Result<BenchCluster> {
-        Self::start_spec_tls(n, 0, &[], None, "warn", links, 0, tls).await
+        Self::start_spec(n, 0, &[], None, "warn", links, 0, tls).await
     }
 
     /// Starts `n` controllers and `workers` workers (`w1`, ...) given `worker_args`, and
@@ -32,7 +32,7 @@ impl BenchCluster {
         workers: usize,
         worker_args: &[&str],
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, workers, worker_args, None, "warn", false, 0).await
+        Self::start_spec(n, workers, worker_args, None, "warn", false, 0, false).await
     }
 
     /// Starts `n` controllers (given `config`), `workers` workers and `schedulers`
@@ -45,7 +45,17 @@ impl BenchCluster {
         worker_args: &[&str],
         schedulers: usize,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, workers, worker_args, config, "warn", false, schedulers).await
+        Self::start_spec(
+            n,
+            workers,
+            worker_args,
+            config,
+            "warn",
+            false,
+            schedulers,
+            false,
+        )
+        .await
     }
 
     /// Starts `n` controllers given the controller YAML `config` and the `RUST_LOG` filter
@@ -55,33 +65,11 @@ impl BenchCluster {
         config: &str,
         log_filter: &str,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, 0, &[], Some(config), log_filter, false, 0).await
-    }
-
-    async fn start_spec(
-        n: usize,
-        workers: usize,
-        worker_args: &[&str],
-        config: Option<&str>,
-        log_filter: &str,
-        links: bool,
-        schedulers: usize,
-    ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec_tls(
-            n,
-            workers,
-            worker_args,
-            config,
-            log_filter,
-            links,
-            schedulers,
-            false,
-        )
-        .await
+        Self::start_spec(n, 0, &[], Some(config), log_filter, false, 0, false).await
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn start_spec_tls(
+    async fn start_spec(
         n: usize,
         workers: usize,
         worker_args: &[&str],

@@ -106,12 +106,9 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
     let peers = cluster.peers();
     // With TLS, the environment a CLI needs: the CA and the admin's certificate.
     let tls_env: Vec<(&str, String)> = cluster.tls_dir().map_or_else(Vec::new, |dir| {
-        let admin = xce_devcluster::certs::files_of(&dir, xce_devcluster::ADMIN);
+        let admin = xce_devcluster::certs::paths_of(&dir, xce_devcluster::ADMIN);
         vec![
-            (
-                "XCE_TLS_CA",
-                xce_devcluster::certs::ca_of(&dir).display().to_string(),
-            ),
+            ("XCE_TLS_CA", admin.ca.display().to_string()),
             ("XCE_TLS_CERT", admin.cert.display().to_string()),
             ("XCE_TLS_KEY", admin.key.display().to_string()),
         ]

@@ -70,7 +70,9 @@ fn real_main() -> anyhow::Result<()> {
     config = config.with_tls(&args.tls)?;
     let listen = args.listen.unwrap_or_else(|| config.me().addr());
     match &config.tls {
-        Some(paths) => drop(xce_client::tls::Tls::load(paths.clone())?),
+        // Loaded by the daemon itself; here only to report a bad file without starting.
+        Some(paths) if args.check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
+        Some(_) => {}
         None => {
             let peers: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
             let addrs = peers

@@ -15,6 +15,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose, SanType,
 };
+use xce_client::tls::TlsPaths;
 use xce_client::types::Role;
 
 /// How long the certificates are valid.
@@ -72,6 +73,16 @@ pub fn files_of(dir: &Path, name: &str) -> Issued {
 /// The CA certificate in `dir`.
 pub fn ca_of(dir: &Path) -> PathBuf {
     dir.join("ca.pem")
+}
+
+/// The TLS files holder `name` of the CA in `dir` runs with.
+pub fn paths_of(dir: &Path, name: &str) -> TlsPaths {
+    let files = files_of(dir, name);
+    TlsPaths {
+        ca: ca_of(dir),
+        cert: files.cert,
+        key: files.key,
+    }
 }
 
 /// Makes a new CA in `dir` and a certificate for every holder, valid for `hosts` too.
@@ -186,16 +197,10 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use xce_client::socket;
-    use xce_client::tls::{Identity, Tls, TlsPaths};
+    use xce_client::tls::{Identity, Tls};
 
     fn tls(dir: &Path, name: &str) -> Arc<Tls> {
-        let files = files_of(dir, name);
-        Tls::load(TlsPaths {
-            ca: ca_of(dir),
-            cert: files.cert,
-            key: files.key,
-        })
-        .unwrap()
+        Tls::load(paths_of(dir, name)).unwrap()
     }
 
     fn cluster(dir: &Path) {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use std::process::ExitStatus;
 use std::time::Duration;
-use xce_client::tls::{Tls, TlsPaths};
+use xce_client::tls::Tls;
 use xce_client::ClientConfig;
 
 pub mod certs;
@@ -223,11 +223,11 @@ impl DevCluster {
             if !spec.tls {
                 return Vec::new();
             }
-            let files = certs::files_of(&tls_dir, name);
+            let paths = certs::paths_of(&tls_dir, name);
             [
-                ("--tls-ca", certs::ca_of(&tls_dir)),
-                ("--tls-cert", files.cert),
-                ("--tls-key", files.key),
+                ("--tls-ca", paths.ca),
+                ("--tls-cert", paths.cert),
+                ("--tls-key", paths.key),
             ]
             .into_iter()
             .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
@@ -312,13 +312,7 @@ impl DevCluster {
         let Some(dir) = self.tls_dir() else {
             return Ok(None);
         };
-        let files = certs::files_of(&dir, name);
-        let paths = TlsPaths {
-            ca: certs::ca_of(&dir),
-            cert: files.cert,
-            key: files.key,
-        };
-        Ok(Some(Tls::load(paths)?))
+        Ok(Some(Tls::load(certs::paths_of(&dir, name))?))
     }
 
     /// A client configuration for this cluster: the admin's certificate with TLS.

@@ -68,7 +68,9 @@ fn real_main() -> anyhow::Result<()> {
     };
     let config = config::resolve(over, file)?;
     match &config.tls {
-        Some(paths) => drop(xce_client::tls::Tls::load(paths.clone())?),
+        // Loaded by the daemon itself; here only to report a bad file without starting.
+        Some(paths) if args.check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
+        Some(_) => {}
         None => {
             let addrs: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
             xce_client::tls::allow_plaintext(
