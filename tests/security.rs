@@ -531,3 +531,158 @@ async fn a_tls_client_fails_over_a_killed_primary_without_an_error() {
     assert!(acked > 40, "{acked} submits acknowledged");
     cluster.wait_primary().await;
 }
+
+/// `xce token create` as the admin; the token it printed alone on stdout.
+fn create_token(cluster: &Cluster, user: &str, role: &str) -> String {
+    let out = cluster.xce(&[
+        "-o", "json", "token", "create", "--user", user, "--role", role,
+    ]);
+    let created = xce_tests::json_of(&out);
+    assert!(out.status.success(), "{created}");
+    let fields: Vec<&String> = created.as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["token"], "{created}");
+    created["token"].as_str().unwrap().to_string()
+}
+
+/// The error code of a command that must fail.
+fn refused(out: &std::process::Output) -> String {
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let code = xce_tests::json_of(out)["error"]["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    code
+}
+
+#[tokio::test]
+async fn tokens_say_who_a_person_is_and_what_they_may_do() {
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .tls()
+        .start();
+    cluster.wait_primary().await;
+    let alice = create_token(&cluster, "alice", "user");
+    let bob = create_token(&cluster, "bob", "user");
+    let ops = create_token(&cluster, "ops", "operator");
+    // In text, the token alone on stdout.
+    let out = cluster.xce(&["token", "create", "--user", "carol", "--expires", "1h"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let carol = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        xce_client::tokens::Token::parse(&carol).is_ok(),
+        "{carol:?}"
+    );
+
+    // A job is its token's user's, whoever the submitting process is.
+    let submit = ["-o", "json", "submit", "--", "sleep", "60"];
+    let out = cluster.xce_token(&alice, &submit);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!(job.spec.user, "alice");
+    let id_text = id.to_string();
+
+    // Bob may not control it, nor manage tokens; the operator may control it.
+    let kill = ["-o", "json", "kill", id_text.as_str()];
+    assert_eq!(refused(&cluster.xce_token(&bob, &kill)), "perm");
+    assert!(!cluster.job(id).await.unwrap().state.is_final());
+    assert_eq!(
+        refused(&cluster.xce_token(&alice, &["-o", "json", "token", "list"])),
+        "perm"
+    );
+    let out = cluster.xce_token(&ops, &["-o", "json", "token", "create", "--user", "x"]);
+    assert_eq!(refused(&out), "perm");
+    let out = cluster.xce_token(&ops, &kill);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let killed = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+    assert_eq!(killed.reason.as_deref(), Some("killed"), "{killed:?}");
+
+    // Alice controls her own.
+    let out = cluster.xce_token(&alice, &submit);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap().to_string();
+    let out = cluster.xce_token(&alice, &["-o", "json", "kill", &id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The admin lists them, without a secret.
+    let out = cluster.xce(&["-o", "json", "token", "list"]);
+    let listed = xce_tests::json_of(&out);
+    let users: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["user"].as_str().unwrap())
+        .collect();
+    let mut sorted = users.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["alice", "bob", "carol", "ops"], "{listed}");
+    let text = listed.to_string();
+    for token in [&alice, &bob, &ops, &carol] {
+        let secret = token.trim().rsplit('_').next().unwrap();
+        assert!(!text.contains(secret), "a secret is listed: {text}");
+    }
+    let carols = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["user"] == "carol")
+        .unwrap();
+    assert!(carols["expires"].is_string(), "{carols}");
+
+    // A revoked token is refused at once: by a new connection, and by one it had already
+    // authenticated.
+    let bobs = cluster.client_with_token(&bob);
+    bobs.call(xce_client::ops::GetJob { id: 1 }).await.unwrap();
+    let bob_id = xce_client::tokens::Token::parse(&bob)
+        .unwrap()
+        .id()
+        .to_string();
+    let out = cluster.xce(&["-o", "json", "token", "revoke", &bob_id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = bobs
+        .call(xce_client::ops::GetJob { id: 1 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "auth", "{err}");
+    assert!(err.to_string().contains("revoked"), "{err}");
+    assert_eq!(
+        refused(&cluster.xce_token(&bob, &["-o", "json", "jobs"])),
+        "auth"
+    );
+    // A token that is not one is the caller's error, named before anything is sent.
+    let out = cluster.xce_token("xce_nope", &["-o", "json", "jobs"]);
+    assert_eq!(refused(&out), "invalid");
+    // Alice is untouched.
+    let out = cluster.xce_token(&alice, &["-o", "json", "jobs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.assert_no_errors();
+}

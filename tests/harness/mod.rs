@@ -437,6 +437,27 @@ impl Cluster {
         cmd.output().unwrap()
     }
 
+    /// Runs the `xce` CLI as a person holding `token` (`XCE_TOKEN`), on the login host (whose
+    /// certificate, in a TLS cluster, lets it connect).
+    pub fn xce_token(&self, token: &str, args: &[&str]) -> Output {
+        let mut cmd = xce_command(&self.peers, args, &self.dir.path().join("cache"));
+        if let Some(dir) = self.local.tls_dir() {
+            let paths = xce_devcluster::certs::paths_of(&dir, xce_devcluster::LOGIN);
+            cmd.env("XCE_TLS_CA", paths.ca)
+                .env("XCE_TLS_CERT", paths.cert)
+                .env("XCE_TLS_KEY", paths.key);
+        }
+        cmd.env("XCE_TOKEN", token).output().unwrap()
+    }
+
+    /// A failover client of a person holding `token`, on the login host.
+    pub fn client_with_token(&self, token: &str) -> Client {
+        let mut config = ClientConfig::default();
+        config.connect.tls = self.local.tls_of(xce_devcluster::LOGIN).unwrap();
+        config.token = Some(xce_client::tokens::Token::parse(token).unwrap());
+        self.client_with(config)
+    }
+
     /// Runs the `xce` CLI and panics (with its stderr) unless it succeeds.
     pub fn xce_ok(&self, args: &[&str]) -> Output {
         let out = self.xce(args);
@@ -564,6 +585,9 @@ fn xce_command(peers: &str, args: &[&str], cache: &Path) -> Command {
         .env_remove("XCE_TLS_CA")
         .env_remove("XCE_TLS_CERT")
         .env_remove("XCE_TLS_KEY")
+        .env_remove("XCE_TOKEN")
+        // Never the user's own token file.
+        .env("XDG_CONFIG_HOME", cache.join("config"))
         .stdin(Stdio::null());
     cmd
 }

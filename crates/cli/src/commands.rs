@@ -85,9 +85,18 @@ pub fn cli_client_config() -> ClientConfig {
     config
 }
 
+/// The client settings every command shares: `--tls-*` and the caller's token (`XCE_TOKEN`
+/// or the token file), each failing the command with a message naming the bad input.
+fn client_config(cli: &Cli, mut config: ClientConfig) -> ClientConfig {
+    config.connect.tls = tls_of(cli);
+    config.token = xce_client::tokens::load_token()
+        .unwrap_or_else(|e| fail(cli.output, "invalid", &e.to_string()));
+    config
+}
+
 /// A client over `--peers`, started at the candidate that answered the last command given the
 /// same list (the primary hint), and that hint, to be updated once the command has an answer.
-fn client(cli: &Cli) -> (Client, Hint) {
+pub(crate) fn client(cli: &Cli) -> (Client, Hint) {
     let Some(peers) = cli.peers.as_deref() else {
         fail(
             cli.output,
@@ -97,13 +106,17 @@ fn client(cli: &Cli) -> (Client, Hint) {
     };
     match parse_candidates(peers) {
         Ok(list) => {
-            let mut config = cli_client_config();
-            config.connect.tls = tls_of(cli);
+            let config = client_config(cli, cli_client_config());
+            let claims = config.connect.tls.is_none() && config.token.is_none();
             let transport = CapnpTransport {
                 connect: config.connect.clone(),
                 on_caller_thread: true,
             };
             let client = Client::with_transport(list, config, transport);
+            if let Some(role) = claims.then(|| claimed_role(&cli.command)).flatten() {
+                // Authentication is off (no certificate, no token): the CLI says who it is.
+                claim_role(&client, role);
+            }
             let hint = Hint::load(peers);
             if let Some(addr) = &hint.addr {
                 client.set_hint(addr);
@@ -125,13 +138,13 @@ fn tls_of(cli: &Cli) -> Option<std::sync::Arc<xce_client::tls::Tls>> {
 }
 
 /// Remembers which candidate answered, for the next command.
-fn remember(c: &Client, hint: &Hint) {
+pub(crate) fn remember(c: &Client, hint: &Hint) {
     if let Some(addr) = c.connected_to() {
         hint.store(&addr);
     }
 }
 
-fn check<T>(format: Format, r: Result<T, ClientError>) -> T {
+pub(crate) fn check<T>(format: Format, r: Result<T, ClientError>) -> T {
     r.unwrap_or_else(|e| match format {
         Format::Json => fail(format, e.code(), &e.message()),
         Format::Text => fail(format, e.code(), &e.to_string()),
@@ -146,19 +159,10 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Tls(TlsCommand::Init(args)) => return tls_init(args, f),
         Command::Submit(args) => return submit(&cli, args).await,
         Command::Events(args) => return events(&cli, args).await,
+        Command::Token(cmd) => return crate::tokens::run(&cli, cmd).await,
         _ => {}
     }
     let (c, hint) = client(&cli);
-    if matches!(
-        cli.command,
-        Command::Dispatch { .. } | Command::Queue { .. } | Command::Host { .. }
-    ) {
-        // Placement and queue/host administration are for operators. With TLS the
-        // certificate says who this is; without, the CLI claims the role when it connects.
-        if cli.tls.cert.is_none() {
-            claim_role(&c, Role::Operator);
-        }
-    }
     match cli.command {
         Command::Jobs(args) => {
             let filter = JobFilter {
@@ -215,7 +219,11 @@ pub async fn run(cli: Cli) -> i32 {
             output::done(f, &format!("Host <{name}> is {verb}."));
         }
         Command::Cluster => output::cluster(f, &check(f, c.call(GetCluster).await)),
-        Command::Submit(_) | Command::Dev(_) | Command::Events(_) | Command::Tls(_) => {}
+        Command::Submit(_)
+        | Command::Dev(_)
+        | Command::Events(_)
+        | Command::Tls(_)
+        | Command::Token(_) => {}
     }
     remember(&c, &hint);
     0
@@ -346,7 +354,7 @@ async fn events(cli: &Cli, args: &EventsArgs) -> i32 {
         Ok(list) => list,
         Err(e) => fail(f, "invalid", &format!("--peers: {e}")),
     };
-    let client = Client::new(list, ClientConfig::default());
+    let client = Client::new(list, client_config(cli, ClientConfig::default()));
     let filter = EventFilter {
         kinds: args.kind.clone(),
     };
@@ -376,6 +384,19 @@ mod tests {
         assert_eq!(parse_env("A=b=c"), Ok(("A".into(), "b=c".into())));
         assert!(parse_env("=1").unwrap_err().contains("\"=1\""));
         assert!(parse_env("A").is_err());
+    }
+}
+
+/// The role a command needs beyond a user's, which the CLI claims at join when authentication
+/// is off: with a certificate or a token, that credential says who the caller is instead.
+fn claimed_role(command: &Command) -> Option<Role> {
+    match command {
+        // Placement and queue/host administration are for operators.
+        Command::Dispatch { .. } | Command::Queue { .. } | Command::Host { .. } => {
+            Some(Role::Operator)
+        }
+        Command::Token(_) => Some(Role::Admin),
+        _ => None,
     }
 }
 

@@ -6,6 +6,7 @@ mod commands;
 mod dev;
 mod hint;
 mod output;
+mod tokens;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -82,6 +83,9 @@ pub enum Command {
     /// TLS certificates for a test or a small cluster.
     #[command(subcommand)]
     Tls(commands::TlsCommand),
+    /// Users' tokens (admins only): create, list, revoke.
+    #[command(subcommand)]
+    Token(crate::tokens::TokenCommand),
 }
 
 fn main() {

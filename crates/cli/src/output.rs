@@ -273,3 +273,25 @@ pub fn stream_item(format: Format, item: &xce_client::events::StreamItem) {
     };
     let _ = out.flush();
 }
+
+/// Prints the tokens: never a secret, which the cluster does not have.
+pub fn tokens(format: Format, tokens: &[xce_client::types::TokenInfo]) {
+    if format == Format::Json {
+        return print_json(&Value::Array(tokens.iter().map(json::token_info).collect()));
+    }
+    println!(
+        "{:<16}  {:<16} {:<8} {:<20} EXPIRES",
+        "ID", "USER", "ROLE", "CREATED"
+    );
+    for t in tokens {
+        let expires = t.expires_ms.map(json::rfc3339);
+        println!(
+            "{:<16}  {:<16} {:<8} {:<20} {}",
+            t.id,
+            t.user,
+            t.role.name(),
+            json::rfc3339(t.created_ms),
+            or_dash(expires.as_deref())
+        );
+    }
+}

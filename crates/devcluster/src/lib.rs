@@ -62,8 +62,8 @@ pub enum LaunchError {
     Tls(#[from] xce_client::tls::TlsError),
 }
 
-/// A CA and certificates for controllers `names`, workers `w1..`, schedulers `s1..` and
-/// [`ADMIN`], in `dir`.
+/// A CA and certificates for controllers `names`, workers `w1..`, schedulers `s1..`,
+/// [`ADMIN`] and [`LOGIN`], in `dir`.
 fn make_certs(
     dir: &std::path::Path,
     names: &[String],
@@ -78,6 +78,7 @@ fn make_certs(
     holders.extend((1..=workers).map(|i| certs::Holder::new(Role::Worker, &format!("w{i}"))));
     holders.extend((1..=schedulers).map(|i| certs::Holder::new(Role::Scheduler, &format!("s{i}"))));
     holders.push(certs::Holder::new(Role::Admin, ADMIN));
+    holders.push(certs::Holder::new(Role::User, LOGIN));
     Ok(certs::init(dir, &holders, &[])?)
 }
 
@@ -143,6 +144,10 @@ pub struct ClusterSpec {
 /// The admin certificate's name in a TLS cluster: the one its readiness probe, `xce dev`'s
 /// printed environment and the tests' clients use.
 pub const ADMIN: &str = "admin";
+
+/// The certificate holder of a dev or test cluster's login host: a `user` certificate that
+/// lets people connect, who then say who they are with their tokens.
+pub const LOGIN: &str = "login";
 
 /// Which daemon a [`Daemon`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

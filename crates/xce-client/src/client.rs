@@ -38,6 +38,9 @@ pub struct ClientConfig {
     /// While degraded, fail calls at once with [`ClientError::Degraded`] instead of spending
     /// a whole retry budget (the apiserver answers 503 fast with this).
     pub fail_fast_when_degraded: bool,
+    /// A person's token: every new connection authenticates with it before any other call
+    /// (and before the rejoin action), so a failover never turns the caller into someone else.
+    pub token: Option<crate::tokens::Token>,
 }
 
 impl Default for ClientConfig {
@@ -48,6 +51,7 @@ impl Default for ClientConfig {
             retry: RetryPolicy::default(),
             degraded_ttl: Duration::from_secs(5),
             fail_fast_when_degraded: false,
+            token: None,
         }
     }
 }
@@ -92,6 +96,22 @@ impl ClientError {
             other => other.to_string(),
         }
     }
+}
+
+/// How many times a rejoin starts over because its calls moved to another connection after
+/// the token was presented on the first; past that the next call's rejoin tries again.
+const MAX_REJOIN_MOVES: u32 = 3;
+
+/// Presenting a token, as a rejoin step. Type-erased like a rejoin action: the call's own
+/// failover loop leads back to the rejoin step in type (never at run time, since the handle
+/// skips it), and only a boxed future breaks that cycle.
+fn authenticate_with<T: Transport>(token: crate::tokens::Token) -> RejoinFn<T> {
+    Arc::new(move |c: Client<T>| {
+        let op = crate::ops::Authenticate {
+            token: token.clone(),
+        };
+        Box::pin(async move { c.call(op).await.map(|_| ()) })
+    })
 }
 
 /// A boxed, sendable future: what a rejoin action returns.
@@ -263,11 +283,11 @@ impl<T: Transport> Client<T> {
         *lock(&self.inner.rejoin) = Some(rejoin);
     }
 
-    /// Whether a rejoin is due (a rejoin is registered and the current connection has not
-    /// been rejoined).
+    /// Whether a rejoin is due (a rejoin is registered, or a token to authenticate with, and
+    /// the current connection has not been rejoined).
     pub fn needs_rejoin(&self) -> bool {
         let generation = lock(&self.inner.route).generation;
-        lock(&self.inner.rejoin).is_some()
+        (lock(&self.inner.rejoin).is_some() || self.inner.config.token.is_some())
             && generation != 0
             && self.inner.rejoined.load(Ordering::Acquire) != generation
     }
@@ -465,9 +485,11 @@ impl<T: Transport> Client<T> {
         if self.inner.rejoined.load(Ordering::Acquire) == generation {
             return Ok(());
         }
-        let Some(rejoin) = lock(&self.inner.rejoin).clone() else {
+        let rejoin = lock(&self.inner.rejoin).clone();
+        let token = self.inner.config.token.clone();
+        if rejoin.is_none() && token.is_none() {
             return Ok(());
-        };
+        }
         let handle = Client {
             inner: self.inner.clone(),
             in_rejoin: true,
@@ -475,10 +497,28 @@ impl<T: Transport> Client<T> {
         self.inner
             .rejoin_generation
             .store(generation, Ordering::Release);
-        rejoin(handle).await?;
-        // The connection the rejoin's calls last succeeded on is the one that has joined;
-        // when it followed a redirect, that is a newer connection than the one it began on.
-        let generation = self.inner.rejoin_generation.load(Ordering::Acquire);
+        let mut moves = 0;
+        let generation = loop {
+            if let Some(token) = &token {
+                authenticate_with(token.clone())(handle.clone()).await?;
+            }
+            let authenticated = self.inner.rejoin_generation.load(Ordering::Acquire);
+            if let Some(rejoin) = &rejoin {
+                rejoin(handle.clone()).await?;
+            }
+            // The connection the rejoin's calls last succeeded on is the one that has
+            // joined; when it followed a redirect, that is a newer connection than the one
+            // it began on. The token must have been presented on that same connection.
+            let joined = self.inner.rejoin_generation.load(Ordering::Acquire);
+            moves += 1;
+            if token.is_none() || joined == authenticated {
+                break joined;
+            }
+            if moves >= MAX_REJOIN_MOVES {
+                // Still due on the connection in use: the next call starts over.
+                break authenticated;
+            }
+        };
         self.inner.rejoined.store(generation, Ordering::Release);
         *lock(&self.inner.degraded_until) = None;
         self.inner.stats.rejoins.fetch_add(1, Ordering::Relaxed);

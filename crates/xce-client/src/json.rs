@@ -71,6 +71,17 @@ pub fn cluster(info: &ClusterInfo) -> Value {
 }
 
 /// An error in the contract shape: `code` is a status name or `clusterNotReady`.
+/// A user token as listed (DESIGN §3 style: times as RFC 3339, `null` for never).
+pub fn token_info(t: &crate::types::TokenInfo) -> Value {
+    json!({
+        "id": t.id,
+        "user": t.user,
+        "role": t.role.name(),
+        "created": rfc3339(t.created_ms),
+        "expires": t.expires_ms.map(rfc3339),
+    })
+}
+
 pub fn error(code: &str, message: &str) -> Value {
     json!({"error": {"code": code, "message": message}})
 }

@@ -17,6 +17,7 @@ pub mod publish;
 pub mod shutdown;
 pub mod socket;
 pub mod tls;
+pub mod tokens;
 pub mod transport;
 pub mod types;
 pub mod wire;

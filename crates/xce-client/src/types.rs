@@ -283,6 +283,24 @@ named_enum! {
     }
 }
 
+/// A user token as an admin sees it listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenInfo {
+    pub id: String,
+    pub user: String,
+    pub role: Role,
+    pub created_ms: u64,
+    /// `None`: it never expires.
+    pub expires_ms: Option<u64>,
+}
+
+/// Who a token proved the caller to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    pub user: String,
+    pub role: Role,
+}
+
 /// What a worker reports about its host when it joins.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HostAttributes {

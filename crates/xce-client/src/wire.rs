@@ -9,7 +9,7 @@ use crate::types::{
     ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
     HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobSignal, JobSpec,
     JobState, Member, MemberRole, Placement, Queue, QueueAction, Refusal, RequestToken, Role,
-    SchedulerInfo,
+    SchedulerInfo, TokenInfo,
 };
 
 /// The common header of every reply, Rust side.
@@ -41,7 +41,8 @@ impl ReplyHeader {
     }
 }
 
-fn text(r: capnp::text::Reader<'_>) -> Result<String, Error> {
+/// A capnp text as an owned string; text that is not UTF-8 is an error, not replaced.
+pub fn text(r: capnp::text::Reader<'_>) -> Result<String, Error> {
     Ok(r.to_str()?.to_string())
 }
 
@@ -306,6 +307,24 @@ pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error
 }
 
 /// Writes a placement.
+pub fn write_token_info(mut b: w::token_info::Builder<'_>, t: &TokenInfo) {
+    b.set_id(t.id.as_str());
+    b.set_user(t.user.as_str());
+    b.set_role(t.role.into());
+    b.set_created_ms(t.created_ms);
+    b.set_expires_ms(t.expires_ms.unwrap_or(0));
+}
+
+pub fn read_token_info(r: w::token_info::Reader<'_>) -> Result<TokenInfo, Error> {
+    Ok(TokenInfo {
+        id: text(r.get_id()?)?,
+        user: text(r.get_user()?)?,
+        role: r.get_role()?.into(),
+        created_ms: r.get_created_ms(),
+        expires_ms: Some(r.get_expires_ms()).filter(|ms| *ms > 0),
+    })
+}
+
 pub fn write_placement(mut b: w::placement::Builder<'_>, p: &Placement) {
     b.set_job_id(p.id);
     b.set_host(p.host.as_str());

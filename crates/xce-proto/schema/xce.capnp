@@ -206,6 +206,28 @@ interface Controller {
   # Why jobs still pend, as the scheduler sees it; jobs no longer pending are skipped.
   setPendReasons @19 (token :Token, epoch :UInt64, reasons :List(PendReason))
       -> (header :ReplyHeader);
+
+  # ---- Users' tokens ----
+  # Proves this connection's caller with a user token (`xce_<id>_<secret>`): from then on its
+  # session has the token's user and role, and every call re-checks that the token is still
+  # valid (a revoked or expired token answers `auth` at once). A daemon's connection may not.
+  authenticate @20 (token :Text) -> (header :ReplyHeader, user :Text, role :Role);
+  # Admins only. A new token for `user` with `role` (user, operator or admin): the caller made
+  # the secret and sends only its SHA-256 (`secretHash`, 32 bytes); `expiresInMs` 0 means it
+  # never expires. Refused with `conflict` when `id` is taken.
+  createToken @21 (token :Token, id :Text, user :Text, role :Role, secretHash :Data,
+                   expiresInMs :UInt64) -> (header :ReplyHeader);
+  listTokens @22 () -> (header :ReplyHeader, tokens :List(TokenInfo));
+  revokeToken @23 (token :Token, id :Text) -> (header :ReplyHeader);
+}
+
+# A user token as listed: never its secret or hash.
+struct TokenInfo {
+  id @0 :Text;
+  user @1 :Text;
+  role @2 :Role;
+  createdMs @3 :UInt64;
+  expiresMs @4 :UInt64;   # 0: never.
 }
 
 # One scheduler decision: run `jobId` on `host`.
@@ -338,7 +360,8 @@ enum HostAction {
 }
 
 # Who is joining; decides what a connection may do (the controller's authorization table).
-# Until certificates make roles provable (security issue), a role is claimed at join.
+# With TLS a role is the certificate's (or a token's, for a person); without, it is claimed at
+# join (authentication is off).
 enum Role {
   user @0;
   worker @1;

@@ -5,10 +5,12 @@
 //!
 //! With TLS, the session starts with the role its certificate names and a join can neither
 //! claim another role nor, for a worker, another host than the certificate's name. Without
-//! TLS (loopback only, and with a warning) a role is claimed at join.
+//! TLS (loopback only, and with a warning) a role is claimed at join. A person's connection
+//! (a certificate of role user, operator or admin, or none) may `authenticate` with a token:
+//! the session then has the token's user and role, and every call re-checks the token.
 
 use xce_client::tls::Identity;
-use xce_client::types::Role;
+use xce_client::types::{Principal, Role};
 use xce_client::wire::ReplyHeader;
 use xce_proto::Status;
 
@@ -23,6 +25,11 @@ pub struct Session {
     /// Whether a join set the role: a daemon that joined is never evicted for a new
     /// connection, while one that only holds a daemon's certificate is.
     pub joined: bool,
+    /// Who the caller is, for a person: the token's user, or the certificate's name. Jobs
+    /// submitted here are this user's, and a `user` controls only those.
+    pub user: Option<String>,
+    /// The id of the token that set `user` and `role`; every call checks it still holds.
+    pub token: Option<String>,
 }
 
 impl Default for Session {
@@ -32,6 +39,8 @@ impl Default for Session {
             host: None,
             certified: None,
             joined: false,
+            user: None,
+            token: None,
         }
     }
 }
@@ -39,12 +48,51 @@ impl Default for Session {
 impl Session {
     /// A new connection's session: a plain user, or with a certificate the role it names.
     pub fn new(certified: Option<Identity>) -> Session {
+        let user = certified
+            .as_ref()
+            .filter(|id| is_person(id.role))
+            .map(|id| id.name.clone());
         Session {
             role: certified.as_ref().map_or(Role::User, |id| id.role),
             host: None,
             certified,
             joined: false,
+            user,
+            token: None,
         }
+    }
+
+    /// The user whose own jobs alone this session may control: a `user`'s, when known.
+    pub fn own_jobs_only(&self) -> Option<String> {
+        (self.role == Role::User)
+            .then(|| self.user.clone())
+            .flatten()
+    }
+
+    /// Whether this connection may authenticate with a token: a person's may, a daemon's
+    /// (by its certificate or its join) may not, so that a worker's connection keeps
+    /// speaking for its host alone.
+    pub fn may_authenticate(&self) -> Result<(), ReplyHeader> {
+        let daemon = self
+            .certified
+            .as_ref()
+            .map(|id| id.role)
+            .filter(|r| !is_person(*r))
+            .or((self.joined && !is_person(self.role)).then_some(self.role));
+        match daemon {
+            Some(role) => Err(ReplyHeader::status(
+                Status::Perm,
+                format!("authenticate: a {role} connection cannot take a user's token"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// A token proved the caller: the session takes its user and role.
+    pub fn authenticated(&mut self, token_id: &str, who: Principal) {
+        self.role = who.role;
+        self.user = Some(who.user);
+        self.token = Some(token_id.to_string());
     }
 
     /// Whether the connection may give way to a new one at the connection limit: a plain
@@ -75,6 +123,21 @@ impl Session {
     }
 }
 
+/// Whether `role` is a person's (a token may carry it), not a daemon's.
+pub fn is_person(role: Role) -> bool {
+    matches!(role, Role::User | Role::Operator | Role::Admin)
+}
+
+/// Whether a call of `method` re-checks the session's token first. Not the calls that find
+/// and reach a primary, nor a new `authenticate`: a caller whose token was revoked may
+/// still learn where the primary is and prove itself again.
+pub fn checks_token(method: Method) -> bool {
+    !matches!(
+        method,
+        Method::Ping | Method::ClusterInfo | Method::Authenticate
+    )
+}
+
 /// Every method of the `Controller` interface, by its schema name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
@@ -98,11 +161,15 @@ pub enum Method {
     AcquireScheduler,
     DispatchBatch,
     SetPendReasons,
+    Authenticate,
+    CreateToken,
+    ListTokens,
+    RevokeToken,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 20] = [
+    pub const ALL: [Method; 24] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -123,6 +190,10 @@ impl Method {
         Method::AcquireScheduler,
         Method::DispatchBatch,
         Method::SetPendReasons,
+        Method::Authenticate,
+        Method::CreateToken,
+        Method::ListTokens,
+        Method::RevokeToken,
     ];
 
     /// The schema name, for messages.
@@ -148,6 +219,10 @@ impl Method {
             Method::AcquireScheduler => "acquireScheduler",
             Method::DispatchBatch => "dispatchBatch",
             Method::SetPendReasons => "setPendReasons",
+            Method::Authenticate => "authenticate",
+            Method::CreateToken => "createToken",
+            Method::ListTokens => "listTokens",
+            Method::RevokeToken => "revokeToken",
         }
     }
 }
@@ -164,7 +239,9 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::ListHosts
         | Method::Subscribe
         | Method::Ping
-        | Method::Join => true,
+        | Method::Join
+        | Method::Authenticate => true,
+        Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
         // Users' own work; the apiserver acts for users.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin | Apiserver),
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
@@ -209,7 +286,7 @@ mod tests {
     fn every_method_against_every_role() {
         use Role::*;
         let all = Role::ALL;
-        let expected: [(Method, &[Role]); 20] = [
+        let expected: [(Method, &[Role]); 24] = [
             (Method::Submit, &[User, Operator, Admin, Apiserver]),
             (Method::ListJobs, all),
             (Method::JobInfo, all),
@@ -230,6 +307,10 @@ mod tests {
             (Method::AcquireScheduler, &[Scheduler]),
             (Method::DispatchBatch, &[Scheduler]),
             (Method::SetPendReasons, &[Scheduler]),
+            (Method::Authenticate, all),
+            (Method::CreateToken, &[Admin]),
+            (Method::ListTokens, &[Admin]),
+            (Method::RevokeToken, &[Admin]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),
@@ -255,6 +336,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn certified(role: Role, name: &str) -> Session {
+        Session::new(Some(Identity {
+            role,
+            name: name.into(),
+        }))
+    }
+
+    #[test]
+    fn a_persons_certificate_names_its_user_and_a_daemons_names_none() {
+        assert_eq!(
+            certified(Role::User, "alice").user.as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            certified(Role::User, "alice").own_jobs_only().as_deref(),
+            Some("alice")
+        );
+        assert_eq!(certified(Role::Operator, "ops").own_jobs_only(), None);
+        assert_eq!(certified(Role::Worker, "w1").user, None);
+        assert_eq!(Session::default().own_jobs_only(), None);
+    }
+
+    #[test]
+    fn only_a_persons_connection_takes_a_token() {
+        for role in Role::ALL {
+            let by_cert = certified(*role, "x").may_authenticate();
+            assert_eq!(by_cert.is_ok(), is_person(*role), "{role}");
+            let joined = Session {
+                role: *role,
+                joined: true,
+                ..Session::default()
+            };
+            assert_eq!(
+                joined.may_authenticate().is_ok(),
+                is_person(*role),
+                "{role}"
+            );
+        }
+        let mut s = certified(Role::User, "login1");
+        s.authenticated(
+            "0123456789abcdef",
+            Principal {
+                user: "alice".into(),
+                role: Role::Operator,
+            },
+        );
+        assert_eq!((s.role, s.user.as_deref()), (Role::Operator, Some("alice")));
+        assert_eq!(s.token.as_deref(), Some("0123456789abcdef"));
     }
 
     #[test]

@@ -146,6 +146,22 @@ impl Node {
         self.state.read().state.job(id).cloned()
     }
 
+    /// Who a presented token proves its caller to be, by the state as applied here: on the
+    /// ready primary that holds every creation and revocation it has answered, so a check
+    /// costs no Raft round.
+    pub fn authenticate(
+        &self,
+        id: &str,
+        hash: &xce_client::tokens::SecretHash,
+    ) -> Result<xce_client::types::Principal, String> {
+        self.state.read().state.authenticate(id, hash, now_ms())
+    }
+
+    /// Whether the token a session authenticated with still holds (see [`Node::authenticate`]).
+    pub fn token_still_valid(&self, id: &str) -> Result<(), String> {
+        self.state.read().state.token_still_valid(id, now_ms())
+    }
+
     /// The events of every entry applied from now on (see [`crate::store::Published`]).
     pub fn events(&self) -> tokio::sync::broadcast::Receiver<Arc<crate::store::Published>> {
         self.state.subscribe()

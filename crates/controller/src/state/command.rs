@@ -1,9 +1,10 @@
 //! What is stored in the Raft log (`Command`) and what applying it answers (`Outcome`).
 
 use serde::{Deserialize, Serialize};
+use xce_client::tokens::SecretHash;
 use xce_client::types::{
     HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, Placement,
-    QueueAction, Refusal, RequestToken,
+    QueueAction, Refusal, RequestToken, Role,
 };
 use xce_proto::Status;
 
@@ -51,6 +52,9 @@ pub enum Command {
         token: RequestToken,
         id: JobId,
         action: JobAction,
+        /// The user whose own jobs alone this caller may control (a `user`'s session);
+        /// `None` for an operator, an admin, or with authentication off.
+        by: Option<String>,
     },
     ControlQueue {
         token: RequestToken,
@@ -127,6 +131,21 @@ pub enum Command {
         epoch: u64,
         reasons: Vec<(JobId, String)>,
     },
+    /// An admin registers a user's token (its secret's hash only); it expires
+    /// `expires_in_ms` after it is applied, or never.
+    CreateToken {
+        token: RequestToken,
+        id: String,
+        user: String,
+        role: Role,
+        hash: SecretHash,
+        expires_in_ms: Option<u64>,
+    },
+    /// An admin revokes a token: every session it authenticated is refused from then on.
+    RevokeToken {
+        token: RequestToken,
+        id: String,
+    },
 }
 
 impl Command {
@@ -144,7 +163,9 @@ impl Command {
             | Command::JobFinished { token, .. }
             | Command::AcquireScheduler { token, .. }
             | Command::DispatchBatch { token, .. }
-            | Command::SetPendReasons { token, .. } => Some(*token),
+            | Command::SetPendReasons { token, .. }
+            | Command::CreateToken { token, .. }
+            | Command::RevokeToken { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. } => None,
@@ -171,7 +192,9 @@ impl Command {
             }
             Command::RegisterHost { host, held, .. } => 64 + host.name.len() + 24 * held.len(),
             Command::SetHostAvailable { name, .. } | Command::HostLost { name } => 32 + name.len(),
-            Command::ControlJob { .. } => 48,
+            Command::ControlJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
+            Command::CreateToken { id, user, .. } => 96 + id.len() + user.len(),
+            Command::RevokeToken { id, .. } => 48 + id.len(),
             Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
             Command::JobFinished { host, end, .. } => {
                 64 + host.len()

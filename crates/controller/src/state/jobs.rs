@@ -89,10 +89,25 @@ impl State {
         Outcome::Submitted(id)
     }
 
-    pub(super) fn control_job(&mut self, at_ms: u64, id: JobId, action: JobAction) -> Outcome {
+    pub(super) fn control_job(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        action: JobAction,
+        by: Option<&str>,
+    ) -> Outcome {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
+        if let Some(user) = by.filter(|u| *u != job.spec.user) {
+            return Outcome::rejected(
+                Status::Perm,
+                format!(
+                    "job {id} is {}'s: {user} may control only their own jobs",
+                    job.spec.user
+                ),
+            );
+        }
         let (state, attempt) = (job.state, job.attempt);
         let host = job.host.clone().unwrap_or_default();
         let intent = self.intents.get(&id).copied();
@@ -385,6 +400,33 @@ mod tests {
     }
 
     #[test]
+    fn a_user_controls_only_their_own_jobs() {
+        let mut s = State::default();
+        let mut alices = spec(&["sleep", "9"]);
+        alices.user = "alice".into();
+        submit(&mut s, 1, alices);
+        let control = |s: &mut State, t, by: Option<&str>| {
+            s.apply(
+                2000,
+                Command::ControlJob {
+                    token: RequestToken(t),
+                    id: 1,
+                    action: JobAction::Kill,
+                    by: by.map(String::from),
+                },
+            )
+        };
+        rejected_with(&control(&mut s, 10, Some("bob")), Status::Perm, "alice's");
+        assert_eq!(s.job(1).unwrap().state, JobState::Pending);
+        assert_eq!(control(&mut s, 11, Some("alice")), Outcome::Done);
+        // An operator (no `by`) controls anyone's.
+        assert_eq!(
+            s.apply(3000, control_cmd(12, 1, JobAction::Requeue)),
+            Outcome::Done
+        );
+    }
+
+    #[test]
     fn kill_ends_a_pending_job_once() {
         let mut s = State::default();
         submit(&mut s, 1, spec(&["sleep", "9"]));
@@ -395,6 +437,7 @@ mod tests {
                     token: RequestToken(t),
                     id: 1,
                     action: JobAction::Kill,
+                    by: None,
                 },
             )
         };
@@ -411,6 +454,7 @@ mod tests {
                 token: RequestToken(12),
                 id: 99,
                 action: JobAction::Kill,
+                by: None,
             },
         );
         rejected_with(&missing, Status::NoEnt, "job 99");

@@ -18,6 +18,7 @@ mod jobs;
 mod queues;
 mod schedulers;
 mod stored;
+mod users;
 mod validate;
 mod views;
 
@@ -36,6 +37,7 @@ pub use events::{Event, Push};
 pub use index::is_placed;
 pub use schedulers::SchedulerLease;
 pub use stored::{CommandRecord, StateRecord};
+pub use users::{validate_user_name, UserToken, MAX_TOKENS, TOKEN_ROLES};
 pub use validate::{
     check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
     MAX_NAME_BYTES, MAX_PATH_BYTES,
@@ -132,6 +134,8 @@ pub struct State {
     tokens: TokenWindow,
     /// The one scheduler allowed to place jobs; kept after it runs out, so epochs only grow.
     scheduler: Option<SchedulerLease>,
+    /// Users' tokens by id.
+    user_tokens: BTreeMap<String, UserToken>,
     /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
@@ -158,6 +162,7 @@ impl Default for State {
             intents: BTreeMap::new(),
             tokens: TokenWindow::default(),
             scheduler: None,
+            user_tokens: BTreeMap::new(),
             index: Index::default(),
             emitted: Vec::new(),
         }
@@ -188,7 +193,9 @@ impl State {
         }
         let outcome = match cmd {
             Command::Submit { spec, .. } => self.submit(at_ms, spec),
-            Command::ControlJob { id, action, .. } => self.control_job(at_ms, id, action),
+            Command::ControlJob { id, action, by, .. } => {
+                self.control_job(at_ms, id, action, by.as_deref())
+            }
             Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
             Command::Barrier { queues, .. } => self.define_queues(queues),
             Command::RegisterHost { host, held, .. } => self.register_host(at_ms, host, held),
@@ -213,6 +220,24 @@ impl State {
             Command::JobStarted {
                 id, attempt, host, ..
             } => self.job_started(at_ms, id, attempt, &host),
+            Command::CreateToken {
+                id,
+                user,
+                role,
+                hash,
+                expires_in_ms,
+                ..
+            } => {
+                let token = UserToken {
+                    user,
+                    role,
+                    hash,
+                    created_ms: at_ms,
+                    expires_ms: None,
+                };
+                self.create_token(at_ms, id, token, expires_in_ms)
+            }
+            Command::RevokeToken { id, .. } => self.revoke_token(&id),
             Command::JobFinished {
                 id,
                 attempt,

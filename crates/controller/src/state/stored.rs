@@ -14,14 +14,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobOrder, JobSignal,
-    JobSpec, JobState, Placement, QueueAction, Refusal, RequestToken,
+    JobSpec, JobState, Placement, QueueAction, Refusal, RequestToken, Role,
 };
 use xce_proto::Status;
 
 use super::index::Index;
 use super::{
     Command, EndIntent, HostRecord, LostPolicy, Outcome, QueueDef, QueueState, SchedulerLease,
-    State, TokenWindow,
+    State, TokenWindow, UserToken,
 };
 
 /// `From` both ways between a domain enum and its record, variant for variant.
@@ -54,6 +54,7 @@ record_enum! {
     JobSignalRecord <=> JobSignal { Kill, Suspend, Resume }
     LostPolicyRecord <=> LostPolicy { Requeue, Exit }
     EndIntentRecord <=> EndIntent { Kill, Requeue }
+    RoleRecord <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller }
     StatusRecord <=> Status {
         Ok, Redirect, Standby, NoMaster, NotReady, DupJob, Auth, Perm, Invalid, NoEnt,
         Conflict, Internal,
@@ -211,6 +212,7 @@ pub enum CommandRecord {
         token: u128,
         id: u64,
         action: JobActionRecord,
+        by: Option<String>,
     },
     ControlQueue {
         token: u128,
@@ -273,6 +275,18 @@ pub enum CommandRecord {
         epoch: u64,
         reasons: Vec<(u64, String)>,
     },
+    CreateToken {
+        token: u128,
+        id: String,
+        user: String,
+        role: RoleRecord,
+        hash: [u8; 32],
+        expires_in_ms: Option<u64>,
+    },
+    RevokeToken {
+        token: u128,
+        id: String,
+    },
 }
 
 fn held_record(h: HeldJob) -> HeldRecord {
@@ -299,11 +313,33 @@ impl From<Command> for CommandRecord {
                 token: token.0,
                 spec: spec.into(),
             },
-            Command::ControlJob { token, id, action } => CommandRecord::ControlJob {
+            Command::ControlJob {
+                token,
+                id,
+                action,
+                by,
+            } => CommandRecord::ControlJob {
                 token: token.0,
                 id,
                 action: action.into(),
+                by,
             },
+            Command::CreateToken {
+                token,
+                id,
+                user,
+                role,
+                hash,
+                expires_in_ms,
+            } => CommandRecord::CreateToken {
+                token: token.0,
+                id,
+                user,
+                role: role.into(),
+                hash,
+                expires_in_ms,
+            },
+            Command::RevokeToken { token, id } => CommandRecord::RevokeToken { token: token.0, id },
             Command::ControlQueue {
                 token,
                 name,
@@ -417,10 +453,35 @@ impl From<CommandRecord> for Command {
                 token: t(token),
                 spec: spec.into(),
             },
-            CommandRecord::ControlJob { token, id, action } => Command::ControlJob {
+            CommandRecord::ControlJob {
+                token,
+                id,
+                action,
+                by,
+            } => Command::ControlJob {
                 token: t(token),
                 id,
                 action: action.into(),
+                by,
+            },
+            CommandRecord::CreateToken {
+                token,
+                id,
+                user,
+                role,
+                hash,
+                expires_in_ms,
+            } => Command::CreateToken {
+                token: t(token),
+                id,
+                user,
+                role: role.into(),
+                hash,
+                expires_in_ms,
+            },
+            CommandRecord::RevokeToken { token, id } => Command::RevokeToken {
+                token: t(token),
+                id,
             },
             CommandRecord::ControlQueue {
                 token,
@@ -683,6 +744,30 @@ pub struct StateRecord {
     pub tokens: Vec<(u128, OutcomeRecord)>,
     /// The scheduler lease, held or run out (its epoch must survive either way).
     pub scheduler: Option<SchedulerLeaseRecord>,
+    /// Users' tokens, by id.
+    pub user_tokens: Vec<UserTokenRecord>,
+}
+
+/// A user's token as stored: its secret's hash, never the secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserTokenRecord {
+    pub id: String,
+    pub user: String,
+    pub role: RoleRecord,
+    pub hash: [u8; 32],
+    pub created_ms: u64,
+    pub expires_ms: Option<u64>,
+}
+
+fn user_token_record(id: &str, t: &UserToken) -> UserTokenRecord {
+    UserTokenRecord {
+        id: id.to_string(),
+        user: t.user.clone(),
+        role: t.role.into(),
+        hash: t.hash,
+        created_ms: t.created_ms,
+        expires_ms: t.expires_ms,
+    }
 }
 
 /// The scheduler lease as stored.
@@ -735,6 +820,7 @@ impl State {
             intents,
             tokens,
             scheduler,
+            user_tokens,
             ..
         } = self;
         let TokenWindow {
@@ -755,6 +841,10 @@ impl State {
                 .filter_map(|t| outcomes.remove(&t).map(|o| (t.0, o.into())))
                 .collect(),
             scheduler: scheduler.as_ref().map(lease_record),
+            user_tokens: user_tokens
+                .iter()
+                .map(|(id, t)| user_token_record(id, t))
+                .collect(),
         }
     }
 
@@ -812,6 +902,20 @@ impl State {
                 epoch: l.epoch,
                 expires_ms: l.expires_ms,
             }),
+            user_tokens: rec
+                .user_tokens
+                .into_iter()
+                .map(|t| {
+                    let token = UserToken {
+                        user: t.user,
+                        role: t.role.into(),
+                        hash: t.hash,
+                        created_ms: t.created_ms,
+                        expires_ms: t.expires_ms,
+                    };
+                    (t.id, token)
+                })
+                .collect(),
             emitted: Vec::new(),
         }
     }
@@ -855,7 +959,7 @@ impl Serialize for SnapshotView<'_> {
             .iter()
             .filter_map(|t| st.tokens.outcomes.get(t).map(|o| (t.0, o.clone().into())))
             .collect();
-        let mut rec = s.serialize_struct("StateRecord", 7)?;
+        let mut rec = s.serialize_struct("StateRecord", 8)?;
         rec.serialize_field("next_job_id", &st.next_job_id)?;
         rec.serialize_field(
             "jobs",
@@ -875,6 +979,11 @@ impl Serialize for SnapshotView<'_> {
         )?;
         rec.serialize_field("tokens", &tokens)?;
         rec.serialize_field("scheduler", &st.scheduler.as_ref().map(lease_record))?;
+        let user_tokens = st
+            .user_tokens
+            .iter()
+            .map(|(id, t)| user_token_record(id, t));
+        rec.serialize_field("user_tokens", &Seq::of(user_tokens))?;
         rec.end()
     }
 }
@@ -950,6 +1059,7 @@ mod tests {
                 token: t(5),
                 id: 1,
                 action: JobAction::Kill,
+                by: Some("alice".into()),
             },
             Command::JobFinished {
                 token: t(6),
@@ -992,6 +1102,26 @@ mod tests {
                 epoch: 1,
                 reasons: vec![(1, "queue normal is inactive".into())],
             },
+            Command::CreateToken {
+                token: t(12),
+                id: "00112233445566ff".into(),
+                user: "alice".into(),
+                role: Role::Operator,
+                hash: [7; 32],
+                expires_in_ms: Some(86_400_000),
+            },
+            Command::CreateToken {
+                token: t(13),
+                id: "ffeeddccbbaa9988".into(),
+                user: "bob".into(),
+                role: Role::User,
+                hash: [9; 32],
+                expires_in_ms: None,
+            },
+            Command::RevokeToken {
+                token: t(14),
+                id: "ffeeddccbbaa9988".into(),
+            },
         ]
     }
 
@@ -1001,9 +1131,9 @@ mod tests {
 
     /// The bytes of [`every_command`] and of the state they leave, in store format
     /// [`STORE_FORMAT`]. They must never change within a format.
-    const GOLDEN_FORMAT: u32 = 4;
-    const GOLDEN_LOG: &str = "0e0a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805060301027731070401010277310105010008060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e616374697665";
-    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000b010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b01010273312a01b8e795ffbc31";
+    const GOLDEN_FORMAT: u32 = 5;
+    const GOLDEN_LOG: &str = "110a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c6963650480080506030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838";
+    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000e010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e01010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd31";
 
     #[test]
     fn the_stored_encoding_is_the_golden_one_of_its_format() {

@@ -79,6 +79,7 @@ pub fn control_cmd(t: u128, id: JobId, action: JobAction) -> Command {
         token: RequestToken(t),
         id,
         action,
+        by: None,
     }
 }
 

@@ -125,7 +125,8 @@ fn command() -> impl Strategy<Value = Command> {
         (token.clone(), id.clone(), action).prop_map(|(token, id, action)| Command::ControlJob {
             token,
             id,
-            action
+            action,
+            by: None,
         }),
         (
             token.clone(),

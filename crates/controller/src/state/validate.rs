@@ -4,6 +4,7 @@
 
 use xce_client::types::{JobEnd, JobSpec};
 
+use super::users::{validate_user_name, MAX_TOKEN_TTL_MS, TOKEN_ROLES};
 use super::Command;
 
 /// Largest name-like field (job name, user, queue), in bytes.
@@ -141,7 +142,30 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::ControlJob { .. } => Ok(()),
+        Command::ControlJob { by, .. } => by.as_deref().map_or(Ok(()), validate_user_name),
+        Command::CreateToken {
+            id,
+            user,
+            role,
+            expires_in_ms,
+            ..
+        } => {
+            validate_token_id(id)?;
+            validate_user_name(user)?;
+            if !TOKEN_ROLES.contains(role) {
+                return Err(format!(
+                    "role: a token's role is user, operator or admin, not {role} (a daemon \
+                     proves itself with a certificate)"
+                ));
+            }
+            match expires_in_ms {
+                Some(ms) if *ms == 0 || *ms > MAX_TOKEN_TTL_MS => Err(format!(
+                    "expires: {ms} ms is outside 1..={MAX_TOKEN_TTL_MS} ms (ten years)"
+                )),
+                _ => Ok(()),
+            }
+        }
+        Command::RevokeToken { id, .. } => validate_token_id(id),
         Command::AcquireScheduler { name, ttl_ms, .. } => {
             validate_host_name(name).map_err(|e| e.replacen("host.name", "name", 1))?;
             if *ttl_ms != 0 && !SCHEDULER_TTL_MS.contains(ttl_ms) {
@@ -168,6 +192,17 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
         Command::Barrier { queues, .. } => queues
             .iter()
             .try_for_each(|q| check_size("queue", q.name.len(), MAX_NAME_BYTES)),
+    }
+}
+
+/// A token id as `xce_client::tokens` makes them.
+pub fn validate_token_id(id: &str) -> Result<(), String> {
+    if xce_client::tokens::is_id(id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "id: {id:?} is not a token id (16 lowercase hex digits)"
+        ))
     }
 }
 
@@ -214,5 +249,60 @@ mod command_tests {
         assert!(validate_command(&cmd)
             .unwrap_err()
             .starts_with("end.failed:"));
+    }
+
+    #[test]
+    fn a_token_names_a_valid_id_user_role_and_lifetime() {
+        let good = || Command::CreateToken {
+            token: RequestToken::random(),
+            id: "0123456789abcdef".into(),
+            user: "alice".into(),
+            role: xce_client::types::Role::User,
+            hash: [0; 32],
+            expires_in_ms: Some(1000),
+        };
+        assert_eq!(validate_command(&good()), Ok(()));
+        let with = |f: fn(&mut Command)| {
+            let mut cmd = good();
+            f(&mut cmd);
+            validate_command(&cmd).unwrap_err()
+        };
+        let field = |e: String, name: &str| assert!(e.starts_with(name), "{e}");
+        field(
+            with(|c| {
+                if let Command::CreateToken { id, .. } = c {
+                    *id = "x".repeat(16);
+                }
+            }),
+            "id:",
+        );
+        field(
+            with(|c| {
+                if let Command::CreateToken { user, .. } = c {
+                    *user = "a b".into();
+                }
+            }),
+            "user:",
+        );
+        field(
+            with(|c| {
+                if let Command::CreateToken { role, .. } = c {
+                    *role = xce_client::types::Role::Controller;
+                }
+            }),
+            "role:",
+        );
+        for ttl in [0, MAX_TOKEN_TTL_MS + 1] {
+            let mut cmd = good();
+            if let Command::CreateToken { expires_in_ms, .. } = &mut cmd {
+                *expires_in_ms = Some(ttl);
+            }
+            field(validate_command(&cmd).unwrap_err(), "expires:");
+        }
+        let revoke = Command::RevokeToken {
+            token: RequestToken::random(),
+            id: "not-an-id".into(),
+        };
+        field(validate_command(&revoke).unwrap_err(), "id:");
     }
 }

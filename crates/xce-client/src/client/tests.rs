@@ -134,9 +134,17 @@ impl Transport for Arc<Fake> {
         let reply = |status, value: Option<u64>| Reply {
             header: ReplyHeader::status(status, "scripted"),
             value: value.map(|v| {
-                *(Box::new(v) as Box<dyn Any>)
+                let value: Box<dyn Any> = if O::NAME == "authenticate" {
+                    Box::new(crate::types::Principal {
+                        user: "alice".into(),
+                        role: crate::types::Role::User,
+                    })
+                } else {
+                    Box::new(v)
+                };
+                *value
                     .downcast::<O::Output>()
-                    .expect("tests only script u64 outputs")
+                    .expect("tests only script u64 outputs (and authenticate's)")
             }),
         };
         match answer {
@@ -478,6 +486,82 @@ async fn a_call_goes_where_a_redirected_rejoin_ended_and_needs_no_second_rejoin(
     assert!(!client.needs_rejoin());
     assert_eq!(client.call(Read).await, Ok(5));
     assert_eq!(runs.load(Ordering::Relaxed), 1);
+}
+
+fn with_token() -> (Client<Arc<Fake>>, Arc<Fake>) {
+    client_with(ClientConfig {
+        token: Some(crate::tokens::Token::generate()),
+        ..ClientConfig::default()
+    })
+}
+
+fn calls_with_ops(fake: &Fake) -> Vec<String> {
+    fake.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::Call(a, op) => Some(format!("{a} {op}")),
+            Event::Connect(..) => None,
+        })
+        .collect()
+}
+
+/// A token is presented on every new connection before anything else goes out on it.
+#[tokio::test(start_paused = true)]
+async fn every_new_connection_authenticates_first() {
+    let (client, fake) = with_token();
+    fake.script("a:1", &[ok(0), ok(1), Answer::Broken]);
+    fake.always("b:2", ok(9));
+    assert_eq!(client.call(Read).await, Ok(1));
+    assert_eq!(client.call(Read).await, Ok(9));
+    assert_eq!(client.call(Read).await, Ok(9));
+    assert_eq!(
+        calls_with_ops(&fake),
+        [
+            "a:1 authenticate",
+            "a:1 read",
+            "a:1 read",
+            "b:2 authenticate",
+            "b:2 read",
+            "b:2 read"
+        ]
+    );
+}
+
+/// With a rejoin action too, the token goes first; and when the action's calls moved to
+/// another connection, both run again there, so no session is left unauthenticated.
+#[tokio::test(start_paused = true)]
+async fn a_rejoin_that_moved_after_authenticating_starts_over_where_it_ended() {
+    let (client, fake) = with_token();
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    client.set_rejoin(rejoin);
+    fake.script("a:1", &[ok(0), Answer::Broken]);
+    fake.always("b:2", ok(4));
+    assert_eq!(client.call(Read).await, Ok(4));
+    assert_eq!(
+        calls_with_ops(&fake),
+        [
+            "a:1 authenticate",
+            "a:1 submit",
+            "b:2 submit",
+            "b:2 authenticate",
+            "b:2 submit",
+            "b:2 read"
+        ]
+    );
+    assert_eq!(runs.load(Ordering::Relaxed), 2);
+    assert!(!client.needs_rejoin());
+}
+
+/// A refused token is the caller's error, surfaced as `auth`; the next call tries again.
+#[tokio::test(start_paused = true)]
+async fn a_refused_token_surfaces_as_auth() {
+    let (client, fake) = with_token();
+    fake.script("a:1", &[Answer::Reply(Status::Auth, None)]);
+    let err = client.call(Read).await.unwrap_err();
+    assert_eq!(err.code(), "auth");
+    assert!(client.needs_rejoin());
+    assert_eq!(client.call(Read).await, Ok(0));
+    assert!(!client.needs_rejoin());
 }
 
 #[tokio::test(start_paused = true)]

@@ -16,6 +16,7 @@ mod jobs;
 mod queues;
 mod schedulers;
 mod sessions;
+mod tokens;
 mod workers;
 
 pub use cluster::GetCluster;
@@ -25,6 +26,7 @@ pub use jobs::{all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Subm
 pub use queues::{ControlQueue, ListQueues};
 pub use schedulers::{AcquireScheduler, DispatchBatch, SetPendReasons};
 pub use sessions::{claim_role, Join, Joined};
+pub use tokens::{Authenticate, CreateToken, ListTokens, RevokeToken};
 pub use workers::{Heartbeat, JobFinished, JobStarted};
 
 /// A reply: the header, and the value when the status carries one (`ok`, or `dupJob` with the

@@ -15,7 +15,12 @@ pub(super) async fn submit(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let token = wire::read_token(p.get_token()?);
-    let spec = wire::read_spec(p.get_spec()?)?;
+    let mut spec = wire::read_spec(p.get_spec()?)?;
+    // A job is its caller's: the field the client filled in counts only while
+    // authentication is off.
+    if let Some(user) = this.session.borrow().user.clone() {
+        spec.user = user;
+    }
     // Only the ready primary judges requests: a standby redirects even a bad one.
     let checked = this.node.admit().await.and_then(|()| {
         validate_spec(&spec).map_err(|message| ReplyHeader::status(Status::Invalid, message))
@@ -99,6 +104,7 @@ pub(super) async fn control(
         token: wire::read_token(p.get_token()?),
         id: p.get_job_id(),
         action: p.get_action()?.into(),
+        by: this.own_jobs_only(),
     };
     // The signal to the worker, if any, follows from the applied entry's events.
     let header = this.write_for_header(cmd).await;

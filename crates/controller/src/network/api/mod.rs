@@ -1,7 +1,7 @@
 //! The client-facing `Controller` interface: one thin dispatch that passes every method
 //! through the session's [`authorize`] check, then to the handler in the file of its resource
-//! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `workers` for what only a
-//! joined worker calls, `schedulers` for what only a scheduler calls), which live beside the client ops of the same names in xce-client.
+//! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `users` for tokens,
+//! `workers` for what only a joined worker calls, `schedulers` for what only a scheduler calls), which live beside the client ops of the same names in xce-client.
 //!
 //! Runs on the service's `LocalSet` (capnp-rpc is `!Send`); handlers hand their work to the
 //! `Send` [`Node`] and always answer a header: a domain error is never a capnp exception.
@@ -13,6 +13,7 @@ mod jobs;
 mod queues;
 mod schedulers;
 mod sessions;
+mod users;
 mod workers;
 
 use std::cell::RefCell;
@@ -25,7 +26,7 @@ use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
 
 use super::push::Agents;
-use super::session::{authorize, Method, Session};
+use super::session::{authorize, checks_token, Method, Session};
 use crate::node::{outcome_reply, Node};
 use crate::state::Command;
 
@@ -77,6 +78,36 @@ impl ControllerService {
     }
 }
 
+impl ControllerService {
+    /// `Ok` when the call may go ahead: the session may call `method` and, if a token
+    /// authenticated it, that token still holds (a revocation is felt on the next call).
+    fn admitted(&self, method: Method) -> Result<(), ReplyHeader> {
+        let session = self.session.borrow();
+        authorize(method, &session)?;
+        match &session.token {
+            Some(id) if checks_token(method) => self.node.token_still_valid(id).map_err(|why| {
+                ReplyHeader::status(
+                    xce_proto::Status::Auth,
+                    format!("{}: {why}; authenticate again", method.name()),
+                )
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Who is calling, for an audit log line: the person, or the certificate.
+    fn caller(&self) -> Option<String> {
+        let session = self.session.borrow();
+        let certified = session.certified.as_ref().map(|id| id.to_string());
+        session.user.clone().or(certified)
+    }
+
+    /// The user whose own jobs alone this connection may control (see [`Session`]).
+    fn own_jobs_only(&self) -> Option<String> {
+        self.session.borrow().own_jobs_only()
+    }
+}
+
 /// The header of a result: `ok`, or the error header.
 fn header_of<T>(r: &Result<T, ReplyHeader>) -> ReplyHeader {
     match r {
@@ -98,8 +129,8 @@ macro_rules! methods {
                 ) -> Result<(), capnp::Error> {
                     self.last_call.set(tokio::time::Instant::now());
                     let _in_flight = self.backlog.call_started(weight(Method::$method));
-                    let authorized = authorize(Method::$method, &self.session.borrow());
-                    if let Err(refused) = authorized {
+                    let admitted = self.admitted(Method::$method);
+                    if let Err(refused) = admitted {
                         let header = self.refusal(Method::$method, refused);
                         wire::write_header(results.get().init_header(), &header);
                         return Ok(());
@@ -132,4 +163,8 @@ methods! {
     acquire_scheduler(AcquireSchedulerParams, AcquireSchedulerResults) => AcquireScheduler: schedulers::acquire;
     dispatch_batch(DispatchBatchParams, DispatchBatchResults) => DispatchBatch: schedulers::dispatch_batch;
     set_pend_reasons(SetPendReasonsParams, SetPendReasonsResults) => SetPendReasons: schedulers::set_pend_reasons;
+    authenticate(AuthenticateParams, AuthenticateResults) => Authenticate: users::authenticate;
+    create_token(CreateTokenParams, CreateTokenResults) => CreateToken: users::create_token;
+    list_tokens(ListTokensParams, ListTokensResults) => ListTokens: users::list_tokens;
+    revoke_token(RevokeTokenParams, RevokeTokenResults) => RevokeToken: users::revoke_token;
 }
