@@ -50,6 +50,7 @@ fn join(role: Role, host: &str) -> Join {
             cpus: 1,
             mem_mb: 1024,
             spool_dir: String::new(),
+            job_users: xce_client::types::JobUsers::Any,
         },
         agent: None,
         held: Vec::new(),
@@ -684,5 +685,84 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    cluster.assert_no_errors();
+}
+
+/// A user and a group of its own that exist on this host while this lives (root only).
+struct TestUser {
+    name: String,
+}
+
+impl TestUser {
+    fn create(name: &str) -> TestUser {
+        let out = std::process::Command::new("useradd")
+            .args(["--no-create-home", "--shell", "/bin/sh", name])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        TestUser { name: name.into() }
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("userdel")
+            .arg(&self.name)
+            .output();
+    }
+}
+
+#[tokio::test]
+async fn a_root_worker_runs_each_job_as_its_tokens_user() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (CI runs as root) to create a user and switch to it");
+        return;
+    }
+    let user = TestUser::create(&format!("xcee{}", std::process::id()));
+    let uid = nix::unistd::User::from_name(&user.name)
+        .unwrap()
+        .unwrap()
+        .uid
+        .as_raw();
+    let cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200", "--run-jobs-as", "user"])
+        .schedulers(1, &[])
+        .tls()
+        .start();
+    cluster.wait_primary().await;
+    let hosts = cluster.xce(&["-o", "json", "hosts"]);
+    assert!(hosts.status.success());
+    let token = create_token(&cluster, &user.name, "user");
+    let out = cluster.xce_token(&token, &["-o", "json", "submit", "--", "id", "-u"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    let done = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
+    assert_eq!(done.state, JobState::Done, "{done:?}");
+    let path = std::path::Path::new(done.output_dir.as_deref().unwrap())
+        .join(format!("{id}.{}.out", done.attempt));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap().trim(),
+        uid.to_string()
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&path).unwrap().uid(), uid);
+    // Root's jobs: this worker does not run them, and the job says so.
+    let root = create_token(&cluster, "root", "user");
+    let out = cluster.xce_token(&root, &["-o", "json", "submit", "--", "true"]);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    let pending = cluster
+        .wait_job(id, "a pending reason", |j| j.pend_reason.is_some())
+        .await;
+    let reason = pending.pend_reason.unwrap();
+    assert_eq!(reason, "no host runs root's jobs");
     cluster.assert_no_errors();
 }

@@ -330,6 +330,7 @@ impl Cluster {
             cpus: 1,
             mem_mb: 1024,
             spool_dir: String::new(),
+            job_users: xce_client::types::JobUsers::Any,
         };
         client.set_rejoin(std::sync::Arc::new(move |c: Client| {
             let join = Join {

@@ -72,6 +72,7 @@ async fn placement(args: &SchedArgs) -> anyhow::Result<()> {
                 cpus: per_host,
                 mem_mb: 1 << 20,
                 spool_dir: String::new(),
+                job_users: xce_client::types::JobUsers::Any,
             },
             agent: None,
             held: Vec::new(),

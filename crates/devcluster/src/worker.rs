@@ -6,7 +6,7 @@ use xce_client::ops::ListHosts;
 use xce_client::types::HostState;
 use xce_client::Client;
 
-/// `xce-worker`'s arguments, then `extra` flags.
+/// `xce-worker`'s arguments, then `extra` flags (`--run-jobs-as any` unless they say).
 pub(crate) fn args(name: &str, peers: &str, spool_dir: &Path, extra: &[String]) -> Vec<String> {
     let mut args = vec![
         "--name".to_string(),
@@ -16,6 +16,11 @@ pub(crate) fn args(name: &str, peers: &str, spool_dir: &Path, extra: &[String]) 
         "--spool-dir".to_string(),
         spool_dir.display().to_string(),
     ];
+    // A local cluster runs every job as the worker's own account (jobs are submitted by the
+    // tests and `xce dev` under any name), unless the caller says otherwise.
+    if !extra.iter().any(|a| a.starts_with("--run-jobs-as")) {
+        args.extend(["--run-jobs-as".to_string(), "any".to_string()]);
+    }
     args.extend(extra.iter().cloned());
     args
 }

@@ -650,6 +650,7 @@ mod tests {
             queue: "normal".into(),
             priority: 0,
             need: Resources { cpus: 1, mem_mb: 0 },
+            user: String::new(),
             pend_reason: None,
         }
     }
@@ -666,6 +667,7 @@ mod tests {
             HostView {
                 capacity: Resources { cpus: 4, mem_mb: 0 },
                 state: xce_client::types::HostState::Ok,
+                job_users: xce_client::types::JobUsers::Any,
             },
         );
         me.view.queues.insert(

@@ -2,8 +2,8 @@
 //! I/O, so that it can be tested exhaustively.
 //!
 //! Order: queue priority, then job priority (both highest first), then submit order (lowest
-//! id first). A job fits a host when the shared [`fits`] rule says so; hosts that are not `ok`
-//! and queues that are inactive are skipped. Among the hosts it fits, a job goes to the one
+//! id first). A job fits a host when the shared [`fits`] rule says so and the host runs its
+//! user's jobs ([`may_run`]); hosts that are not `ok` and queues that are inactive are skipped. Among the hosts it fits, a job goes to the one
 //! with the most free cpus (load is spread, not packed).
 //!
 //! The rule for a job that cannot be placed is **strict priority**: once a job that would fit
@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use xce_client::fit::{fits, Resources};
+use xce_client::fit::{fits, may_run, Resources};
 use xce_client::types::{HostState, JobId, Placement};
 
 use crate::view::View;
@@ -69,11 +69,11 @@ pub fn plan(
         let reason: Option<Cow<'static, str>> = match view.queues.get(&job.queue) {
             None => Some(format!("queue {} does not exist", job.queue).into()),
             Some(q) if !q.active => Some(format!("queue {} is inactive", job.queue).into()),
-            Some(_) => match free.never_fits(job.need) {
+            Some(_) => match free.never_fits(job.need, &job.user) {
                 Some(never) => Some(never.into()),
                 None if blocked => Some(BEHIND.into()),
                 None if out.placements.len() >= max => None,
-                None => match free.take(job.need) {
+                None => match free.take(job.need, &job.user) {
                     Ok(host) => {
                         out.placements.push(Placement { id, host });
                         None
@@ -99,52 +99,72 @@ struct FreeHosts {
     /// (free cpus, name), so the last entry has the most.
     by_free: BTreeSet<(u32, String)>,
     hosts: HashMap<String, (Resources, Resources)>,
-    /// The largest host of each resource, for the "can never fit" verdict.
-    largest: Resources,
+    /// Whose jobs each host runs.
+    users: HashMap<String, xce_client::types::JobUsers>,
 }
 
 impl FreeHosts {
     fn new(view: &View, loads: &HashMap<&str, Resources>) -> FreeHosts {
         let mut by_free = BTreeSet::new();
         let mut hosts = HashMap::new();
-        let mut largest = Resources::default();
+        let mut users = HashMap::new();
         for (name, h) in view.hosts.iter().filter(|(_, h)| h.state == HostState::Ok) {
             let load = loads.get(name.as_str()).copied().unwrap_or_default();
             by_free.insert((h.capacity.minus(load).cpus, name.clone()));
             hosts.insert(name.clone(), (h.capacity, load));
-            largest.cpus = largest.cpus.max(h.capacity.cpus);
-            largest.mem_mb = largest.mem_mb.max(h.capacity.mem_mb);
+            users.insert(name.clone(), h.job_users.clone());
         }
         FreeHosts {
             by_free,
             hosts,
-            largest,
+            users,
         }
     }
 
-    /// Why a job needing `need` fits no host here even when it is empty, if it does not.
-    /// Judged host by host: the most cpus and the most memory may be on different hosts.
-    fn never_fits(&self, need: Resources) -> Option<String> {
+    /// Whether host `name` runs `user`'s jobs.
+    fn runs(&self, name: &str, user: &str) -> bool {
+        self.users
+            .get(name)
+            .is_some_and(|u| may_run(u, user).is_ok())
+    }
+
+    /// Why a job of `user` needing `need` fits no host here even when it is empty, if it
+    /// does not. Judged host by host: the most cpus and the most memory may be on different
+    /// hosts.
+    fn never_fits(&self, need: Resources, user: &str) -> Option<String> {
         if self.hosts.is_empty() {
             return Some("no host is open and available".into());
         }
-        let empty = Resources::default();
-        if self
+        let theirs: Vec<Resources> = self
             .hosts
-            .values()
-            .any(|(cap, _)| fits(*cap, empty, need).is_ok())
-        {
+            .iter()
+            .filter(|(name, _)| self.runs(name, user))
+            .map(|(_, (cap, _))| *cap)
+            .collect();
+        if theirs.is_empty() {
+            return Some(if user.is_empty() {
+                "no host runs jobs that name no user".into()
+            } else {
+                format!("no host runs {user}'s jobs")
+            });
+        }
+        let empty = Resources::default();
+        if theirs.iter().any(|cap| fits(*cap, empty, need).is_ok()) {
             return None;
         }
-        Some(if need.cpus > self.largest.cpus {
+        let largest = theirs.iter().fold(Resources::default(), |l, c| Resources {
+            cpus: l.cpus.max(c.cpus),
+            mem_mb: l.mem_mb.max(c.mem_mb),
+        });
+        Some(if need.cpus > largest.cpus {
             format!(
                 "no host with {} cpus (largest has {})",
-                need.cpus, self.largest.cpus
+                need.cpus, largest.cpus
             )
-        } else if need.mem_mb > self.largest.mem_mb {
+        } else if need.mem_mb > largest.mem_mb {
             format!(
                 "no host with {} MiB of memory (largest has {})",
-                need.mem_mb, self.largest.mem_mb
+                need.mem_mb, largest.mem_mb
             )
         } else {
             format!(
@@ -156,7 +176,7 @@ impl FreeHosts {
 
     /// Places `need`, which fits some host when it is empty ([`FreeHosts::never_fits`]),
     /// on the host with the most free cpus that fits it now; else says what it is short of.
-    fn take(&mut self, need: Resources) -> Result<String, String> {
+    fn take(&mut self, need: Resources, user: &str) -> Result<String, String> {
         let found = self
             .by_free
             .iter()
@@ -164,7 +184,7 @@ impl FreeHosts {
             .take_while(|(free, _)| *free >= need.cpus)
             .find(|(_, name)| {
                 let (cap, load) = self.hosts[name];
-                fits(cap, load, need).is_ok()
+                self.runs(name, user) && fits(cap, load, need).is_ok()
             })
             .cloned();
         let Some((free, name)) = found else {
@@ -207,6 +227,7 @@ mod tests {
 
     use super::*;
     use crate::view::{HostView, PendingJob, PlacedJob, QueueView};
+    use xce_client::types::JobUsers;
 
     fn r(cpus: u32, mem_mb: u64) -> Resources {
         Resources { cpus, mem_mb }
@@ -220,6 +241,7 @@ mod tests {
                 HostView {
                     capacity: r(*cpus, *mem),
                     state: HostState::Ok,
+                    job_users: JobUsers::Any,
                 },
             );
         }
@@ -242,6 +264,7 @@ mod tests {
                 queue: queue.into(),
                 priority,
                 need,
+                user: String::new(),
                 pend_reason: None,
             },
         );
@@ -368,12 +391,33 @@ mod tests {
         assert_eq!(p.reasons[0].0, 2);
     }
 
+    #[test]
+    fn a_job_goes_only_to_a_host_that_runs_its_users_jobs() {
+        let mut v = view(&[("any", 4, 0), ("bobs", 8, 0)], &[("normal", 30, true)]);
+        v.hosts.get_mut("any").unwrap().job_users = JobUsers::Only("alice".into());
+        v.hosts.get_mut("bobs").unwrap().job_users = JobUsers::Only("bob".into());
+        for (id, user) in [(1, "carol"), (2, "bob"), (3, "alice")] {
+            pend(&mut v, id, "normal", 0, r(1, 0));
+            v.pending.get_mut(&id).unwrap().user = user.into();
+        }
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 10);
+        let placed: Vec<(JobId, &str)> = p
+            .placements
+            .iter()
+            .map(|p| (p.id, p.host.as_str()))
+            .collect();
+        assert_eq!(placed, [(2, "bobs"), (3, "any")]);
+        assert_eq!(p.reasons, [(1, "no host runs carol's jobs".to_string())]);
+    }
+
     fn arb_view() -> impl Strategy<Value = View> {
         let hosts = prop::collection::vec(
             (
                 1u32..5,
                 prop_oneof![Just(0u64), 256u64..2048],
                 any::<bool>(),
+                0usize..4,
             ),
             0..5,
         );
@@ -383,6 +427,7 @@ mod tests {
                 -2i32..3,
                 0u32..4,
                 prop_oneof![Just(0u64), 64u64..1024],
+                0usize..4,
             ),
             0..30,
         );
@@ -390,7 +435,12 @@ mod tests {
         (hosts, jobs, placed, prop::collection::vec(any::<bool>(), 3)).prop_map(
             |(hosts, jobs, placed, active)| {
                 let mut v = View::default();
-                for (i, (cpus, mem, ok)) in hosts.iter().enumerate() {
+                for (i, (cpus, mem, ok, users)) in hosts.iter().enumerate() {
+                    let job_users = match users {
+                        0 | 1 => JobUsers::Any,
+                        2 => JobUsers::EachUser { root: false },
+                        _ => JobUsers::Only("bob".into()),
+                    };
                     v.hosts.insert(
                         format!("w{i}"),
                         HostView {
@@ -400,6 +450,7 @@ mod tests {
                             } else {
                                 HostState::Closed
                             },
+                            job_users,
                         },
                     );
                 }
@@ -412,8 +463,12 @@ mod tests {
                         },
                     );
                 }
-                for (i, (q, prio, cpus, mem)) in jobs.into_iter().enumerate() {
-                    pend(&mut v, i as JobId + 1, &format!("q{q}"), prio, r(cpus, mem));
+                for (i, (q, prio, cpus, mem, user)) in jobs.into_iter().enumerate() {
+                    let id = i as JobId + 1;
+                    pend(&mut v, id, &format!("q{q}"), prio, r(cpus, mem));
+                    if let Some(job) = v.pending.get_mut(&id) {
+                        job.user = ["", "bob", "root", "alice"][user].to_string();
+                    }
                 }
                 for (i, (h, cpus, mem)) in placed.into_iter().enumerate() {
                     if h < hosts.len() {
@@ -447,6 +502,7 @@ mod tests {
                 let job = &v.pending[&pl.id];
                 let host = &v.hosts[&pl.host];
                 prop_assert_eq!(host.state, HostState::Ok);
+                prop_assert!(may_run(&host.job_users, &job.user).is_ok(), "{:?} on {:?}", job, host);
                 prop_assert!(v.queues[&job.queue].active);
                 let load = loads.entry(pl.host.clone()).or_default();
                 prop_assert!(fits(host.capacity, *load, job.need).is_ok(), "{:?} on {:?} with {:?}", job, host, load);
@@ -460,8 +516,11 @@ mod tests {
             };
             for (id, reason) in &p.reasons {
                 let need = v.pending[id].need;
+                let user = &v.pending[id].user;
                 let fits_some_empty_host = v.hosts.values().any(|h| {
-                    h.state == HostState::Ok && fits(h.capacity, Resources::default(), need).is_ok()
+                    h.state == HostState::Ok
+                        && may_run(&h.job_users, user).is_ok()
+                        && fits(h.capacity, Resources::default(), need).is_ok()
                 });
                 if reason.contains("free") {
                     // Only a job that some empty host could take holds the others back...

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use xce_client::fit::Resources;
 use xce_client::ops::{ListHosts, ListJobs, ListQueues};
-use xce_client::types::{ClusterEvent, HostState, Job, JobFilter, JobId, JobState};
+use xce_client::types::{ClusterEvent, HostState, Job, JobFilter, JobId, JobState, JobUsers};
 use xce_client::{Client, ClientError};
 
 /// A pending job, as placement needs it.
@@ -15,6 +15,8 @@ pub struct PendingJob {
     pub queue: String,
     pub priority: i32,
     pub need: Resources,
+    /// Whose job it is: it goes only to a host that runs this user's jobs.
+    pub user: String,
     /// Why it waits, as the controller last said (so a reason is published only on change).
     pub pend_reason: Option<String>,
 }
@@ -31,6 +33,8 @@ pub struct PlacedJob {
 pub struct HostView {
     pub capacity: Resources,
     pub state: HostState,
+    /// Whose jobs its worker runs.
+    pub job_users: JobUsers,
 }
 
 /// A queue as placement needs it.
@@ -73,6 +77,7 @@ impl View {
                         queue: job.spec.queue.clone(),
                         priority: job.spec.priority,
                         need,
+                        user: job.spec.user.clone(),
                         pend_reason: job.pend_reason.clone(),
                     },
                 );
@@ -165,9 +170,9 @@ impl View {
         };
         match (state, host) {
             (JobState::Pending, _) => {
-                let priority = match self.pending.get(&id) {
-                    Some(p) => p.priority,
-                    // Requeued: its priority is not in the event.
+                let (priority, user) = match self.pending.get(&id) {
+                    Some(p) => (p.priority, p.user.clone()),
+                    // Requeued: its priority and user are not in the event.
                     None => return Followup::FetchJob(id),
                 };
                 self.placed.remove(&id);
@@ -177,6 +182,7 @@ impl View {
                         queue: queue.to_string(),
                         priority,
                         need,
+                        user,
                         pend_reason: pend_reason.clone(),
                     },
                 );
@@ -238,6 +244,7 @@ pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientEr
                     mem_mb: h.mem_mb,
                 },
                 state: h.state,
+                job_users: h.job_users,
             };
             (h.name, view)
         })

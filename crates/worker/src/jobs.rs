@@ -23,7 +23,7 @@ use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
-use crate::shim::{self, ShimSpec};
+use crate::shim::{self, RunAs, ShimSpec};
 
 /// How often an adopted shim (not this process's child, so it cannot be waited for) is
 /// looked at.
@@ -64,6 +64,8 @@ pub struct JobSettings {
     pub shim_exe: PathBuf,
     /// Where the host has cgroups, each job runs in one of its own.
     pub cgroups: Option<Cgroups>,
+    /// Whose jobs run here and as whom: with `EachUser`, each job as its own user.
+    pub job_users: xce_client::types::JobUsers,
 }
 
 /// Everything the worker's attempts share.
@@ -317,6 +319,13 @@ impl Jobs {
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
             cgroups: self.settings.cgroups.clone(),
+            run_as: match self.settings.job_users {
+                xce_client::types::JobUsers::EachUser { root } => Some(RunAs {
+                    user: job.spec.user.clone(),
+                    allow_root: root,
+                }),
+                xce_client::types::JobUsers::Any | xce_client::types::JobUsers::Only(_) => None,
+            },
             limits: Limits {
                 cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
                 mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),

@@ -19,7 +19,7 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 use xce_client::agent::{AgentHandle, AgentRequest};
 use xce_client::ops::{GetCluster, Heartbeat, Join};
-use xce_client::types::{HostAttributes, RequestToken, Role};
+use xce_client::types::{HostAttributes, JobUsers, RequestToken, Role};
 
 use crate::jobs::{JobSettings, Jobs};
 use xce_client::{Candidate, Client, ClientConfig, ClientError, RejoinFn, Status};
@@ -45,6 +45,8 @@ pub struct Config {
     pub cgroups: bool,
     /// TLS to the controllers; with it, the certificate must name this host (`name`).
     pub tls: Option<xce_client::tls::TlsPaths>,
+    /// Whose jobs this worker runs, and as whom; reported at join.
+    pub job_users: JobUsers,
 }
 
 /// Why the worker refused to start.
@@ -133,6 +135,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         kill_grace: config.kill_grace,
         shim_exe: config.shim_exe.clone(),
         cgroups: cgroups.clone(),
+        job_users: config.job_users.clone(),
     };
     let jobs = Jobs::new(
         client.clone(),
@@ -297,6 +300,7 @@ fn rejoin_action(
         mem_mb: config.mem_mb,
         // Canonical, so the path users are shown means something on this host.
         spool_dir: jobs.spool().to_string_lossy().into_owned(),
+        job_users: config.job_users.clone(),
     };
     Arc::new(move |client: Client| {
         let join = Join {

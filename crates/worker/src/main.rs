@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use xce_client::parse_candidates;
+use xce_client::types::JobUsers;
 use xce_worker::{host, Config};
 
 /// An xce worker: runs jobs on this host for the cluster.
@@ -45,6 +46,56 @@ struct Args {
     /// Run without TLS to controllers beyond loopback (no authentication at all).
     #[arg(long, env = "XCE_INSECURE")]
     insecure: bool,
+    /// Whom jobs run as: `user` (each job as its user, with their groups; needs root, the
+    /// default as root), `worker` (only this account's jobs, as itself; the default otherwise)
+    /// or `any` (every job as this account, whoever submitted it: dev and test clusters).
+    #[arg(long, env = "XCE_RUN_JOBS_AS", value_enum)]
+    run_jobs_as: Option<RunJobsAs>,
+    /// With `--run-jobs-as user`, run root's jobs too (refused by default).
+    #[arg(long, env = "XCE_ALLOW_ROOT_JOBS")]
+    allow_root_jobs: bool,
+}
+
+/// Whom jobs run as (see `--run-jobs-as`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RunJobsAs {
+    User,
+    Worker,
+    Any,
+}
+
+/// Whose jobs this worker runs, from its flags and the account it runs as.
+fn job_users(args: &Args) -> anyhow::Result<JobUsers> {
+    let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    let root = nix::unistd::geteuid().is_root();
+    let mode = args.run_jobs_as.unwrap_or(if root {
+        RunJobsAs::User
+    } else {
+        RunJobsAs::Worker
+    });
+    if args.allow_root_jobs && mode != RunJobsAs::User {
+        anyhow::bail!("--allow-root-jobs goes with --run-jobs-as user");
+    }
+    Ok(match mode {
+        RunJobsAs::User if !root => anyhow::bail!(
+            "--run-jobs-as user needs root: a worker not running as root can run jobs only as itself"
+        ),
+        RunJobsAs::User => JobUsers::EachUser {
+            root: args.allow_root_jobs,
+        },
+        RunJobsAs::Worker => JobUsers::Only(me.context(
+            "this worker's account has no name in the user database: give --run-jobs-as any",
+        )?),
+        RunJobsAs::Any => {
+            tracing::warn!(
+                "--run-jobs-as any: every job runs as this worker's account, whoever submitted it"
+            );
+            JobUsers::Any
+        }
+    })
 }
 
 /// Whether jobs get cgroups.
@@ -104,6 +155,7 @@ fn real_main() -> anyhow::Result<()> {
             )?;
         }
     }
+    let job_users = job_users(&args)?;
     let config = Config {
         tls,
         name: args.name,
@@ -116,6 +168,7 @@ fn real_main() -> anyhow::Result<()> {
         resync: Duration::from_millis(args.resync_ms),
         shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
         cgroups: args.cgroups == CgroupMode::Auto,
+        job_users,
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

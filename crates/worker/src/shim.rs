@@ -64,6 +64,57 @@ pub struct ShimSpec {
     pub cgroups: Option<Cgroups>,
     /// Enforced where there are cgroups.
     pub limits: Limits,
+    /// The user the job runs as, when the worker runs each job as its user (as root);
+    /// `None`: as the worker's own account.
+    pub run_as: Option<RunAs>,
+}
+
+/// Whom a job runs as: looked up in this host's user database when the job starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    pub user: String,
+    /// Whether a job of root (uid 0) may run; refused otherwise.
+    pub allow_root: bool,
+}
+
+/// An account a job runs as, resolved from the user database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Account {
+    name: String,
+    uid: nix::unistd::Uid,
+    gid: nix::unistd::Gid,
+    groups: Vec<nix::unistd::Gid>,
+    home: PathBuf,
+}
+
+impl RunAs {
+    /// The account, with its supplementary groups; refuses a user this host does not know
+    /// and uid 0 unless allowed, with the reason the job's end will carry.
+    fn resolve(&self) -> Result<Account, String> {
+        if self.user.is_empty() {
+            return Err("the job names no user to run as".into());
+        }
+        let user = nix::unistd::User::from_name(&self.user)
+            .map_err(|e| format!("cannot look up user {}: {e}", self.user))?
+            .ok_or_else(|| format!("user {} does not exist on this host", self.user))?;
+        if user.uid.is_root() && !self.allow_root {
+            return Err(format!(
+                "user {} is root (uid 0), and this worker does not run root's jobs",
+                self.user
+            ));
+        }
+        let name = std::ffi::CString::new(user.name.as_str())
+            .map_err(|_| format!("user {}: the name holds a NUL", self.user))?;
+        let groups = nix::unistd::getgrouplist(&name, user.gid)
+            .map_err(|e| format!("cannot list the groups of user {}: {e}", self.user))?;
+        Ok(Account {
+            name: user.name,
+            uid: user.uid,
+            gid: user.gid,
+            groups,
+            home: user.dir,
+        })
+    }
 }
 
 /// Where an attempt's output goes.
@@ -412,9 +463,17 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
     let Some((program, args)) = spec.command.split_first() else {
         return Err("empty command".into());
     };
+    let account = spec.run_as.as_ref().map(RunAs::resolve).transpose()?;
     let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
     let open = |p: &Path| {
-        std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
+        let file =
+            std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        // The job's output is its user's.
+        if let Some(a) = &account {
+            nix::unistd::fchown(&file, Some(a.uid), Some(a.gid))
+                .map_err(|e| format!("cannot give {} to {}: {e}", p.display(), a.name))?;
+        }
+        Ok::<_, String>(file)
     };
     if !spec.cwd.is_dir() {
         return Err(format!(
@@ -422,7 +481,17 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             spec.cwd.display()
         ));
     }
-    Command::new(program)
+    let mut command = Command::new(program);
+    if let Some(a) = &account {
+        // Who the job runs as, for programs that ask the environment; the job's own
+        // variables, set below, win.
+        command
+            .env("USER", &a.name)
+            .env("LOGNAME", &a.name)
+            .env("HOME", &a.home);
+        become_account(&mut command, a);
+    }
+    command
         .args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         // Who the job is, for the job itself, and a mark that lets a restarted worker find
@@ -442,4 +511,24 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
             _ => format!("cannot start {program}: {e}"),
         })
+}
+
+/// Makes the job's process `account` before it runs the job's program: its supplementary
+/// groups, then its group, then its user (in that order: each needs the privilege the next
+/// gives up). std's `Command::uid` would drop every supplementary group, and setting them is
+/// not stable std yet, so the three calls are made here.
+#[allow(unsafe_code)]
+fn become_account(command: &mut Command, account: &Account) {
+    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
+    // SAFETY: the closure runs in the forked child before exec. It makes only three system
+    // calls (setgroups, setgid, setuid), all async-signal-safe, on data prepared before the
+    // fork, and allocates nothing (nix passes the slice straight to libc).
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setgroups(&groups)?;
+            nix::unistd::setgid(gid)?;
+            nix::unistd::setuid(uid)?;
+            Ok(())
+        });
+    }
 }

@@ -29,6 +29,15 @@ fn table_with(
     spool: &Path,
     cgroups: Option<Cgroups>,
 ) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    table_for(spool, cgroups, xce_client::types::JobUsers::Any)
+}
+
+/// The same, running jobs for `job_users`.
+fn table_for(
+    spool: &Path,
+    cgroups: Option<Cgroups>,
+    job_users: xce_client::types::JobUsers,
+) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
     let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
     let client = Client::new(peers, xce_client::ClientConfig::default());
     let (stop_tx, stop) = watch::channel(false);
@@ -42,6 +51,7 @@ fn table_with(
         kill_grace: KILL_GRACE,
         shim_exe: PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
         cgroups,
+        job_users,
     };
     let jobs = Jobs::new(
         client,
@@ -505,4 +515,116 @@ async fn in_a_cgroup_a_job_over_its_memory_limit_ends_out_of_memory() {
     })
     .await;
     cgroups.remove();
+}
+
+/// A user (with a supplementary group of its own) that exists while this lives.
+struct TestUser {
+    name: String,
+    group: String,
+}
+
+impl TestUser {
+    fn create() -> TestUser {
+        let n = std::process::id();
+        let (name, group) = (format!("xcet{n}"), format!("xcetg{n}"));
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new(args[0])
+                .args(&args[1..])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(&["groupadd", &group]);
+        run(&[
+            "useradd",
+            "--no-create-home",
+            "--shell",
+            "/bin/sh",
+            "-G",
+            &group,
+            &name,
+        ]);
+        TestUser { name, group }
+    }
+
+    fn uid(&self) -> u32 {
+        nix::unistd::User::from_name(&self.name)
+            .unwrap()
+            .unwrap()
+            .uid
+            .as_raw()
+    }
+
+    fn gid_of_group(&self) -> u32 {
+        nix::unistd::Group::from_name(&self.group)
+            .unwrap()
+            .unwrap()
+            .gid
+            .as_raw()
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("userdel")
+            .arg(&self.name)
+            .output();
+        let _ = std::process::Command::new("groupdel")
+            .arg(&self.group)
+            .output();
+    }
+}
+
+fn job_of(id: JobId, user: &str, command: &[&str]) -> Job {
+    let mut job = job(id, command);
+    job.spec.user = user.into();
+    job
+}
+
+/// A root worker runs each job as its user, with the user's groups, its output owned by
+/// them; it refuses a user the host does not know, and root unless allowed.
+#[tokio::test]
+async fn as_root_each_job_runs_as_its_user_with_their_groups() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs root (CI runs as root) to create a user and switch to it");
+        return;
+    }
+    let user = TestUser::create();
+    let dir = tempfile::tempdir().unwrap();
+    let each = xce_client::types::JobUsers::EachUser { root: false };
+    let (jobs, _lease, stop) = table_for(dir.path(), None, each);
+    jobs.start(
+        job_of(1, &user.name, &["sh", "-c", "id -u; id -G; echo $USER"]),
+        1,
+    );
+    assert_eq!(wait_end(dir.path(), 1, 1).await, JobEnd::Exit(0));
+    let out_path = dir.path().join("1.1.out");
+    let out = std::fs::read_to_string(&out_path).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], user.uid().to_string(), "{out}");
+    let groups: Vec<&str> = lines[1].split_whitespace().collect();
+    assert!(
+        groups.contains(&user.gid_of_group().to_string().as_str()),
+        "{out}"
+    );
+    assert!(!groups.contains(&"0"), "root's group kept: {out}");
+    assert_eq!(lines[2], user.name, "{out}");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&out_path).unwrap().uid(), user.uid());
+
+    jobs.start(job_of(2, "root", &["true"]), 1);
+    match wait_end(dir.path(), 2, 1).await {
+        JobEnd::Failed(reason) => assert!(reason.contains("root"), "{reason}"),
+        other => panic!("root's job ran: {other:?}"),
+    }
+    jobs.start(job_of(3, "no-such-user-xce", &["true"]), 1);
+    match wait_end(dir.path(), 3, 1).await {
+        JobEnd::Failed(reason) => assert!(reason.contains("does not exist"), "{reason}"),
+        other => panic!("an unknown user's job ran: {other:?}"),
+    }
+    stop.send_replace(true);
 }

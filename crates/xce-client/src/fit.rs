@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::types::JobUsers;
+
 /// An amount of the resources a host offers, its placed jobs use, or a job needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Resources {
@@ -77,10 +79,44 @@ pub fn fits(host: Resources, load: Resources, job: Resources) -> Result<(), Shor
     Ok(())
 }
 
+/// Whether a host whose worker runs `users`' jobs may run a job of `user`; the error says why
+/// not, for the job's pending reason or a refused dispatch.
+pub fn may_run(users: &JobUsers, user: &str) -> Result<(), String> {
+    match users {
+        JobUsers::Any => Ok(()),
+        JobUsers::EachUser { .. } if user.is_empty() => {
+            Err("it runs each job as its user, and this job names none".into())
+        }
+        JobUsers::EachUser { root: false } if user == "root" => {
+            Err("it does not run root's jobs".into())
+        }
+        JobUsers::EachUser { .. } => Ok(()),
+        JobUsers::Only(only) if only == user => Ok(()),
+        JobUsers::Only(only) => Err(format!("it runs only {only}'s jobs")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_host_runs_only_the_users_it_reported() {
+        assert_eq!(may_run(&JobUsers::Any, ""), Ok(()));
+        assert_eq!(may_run(&JobUsers::Any, "root"), Ok(()));
+        let each = JobUsers::EachUser { root: false };
+        assert_eq!(may_run(&each, "alice"), Ok(()));
+        assert!(may_run(&each, "root").unwrap_err().contains("root"));
+        assert!(may_run(&each, "").unwrap_err().contains("names none"));
+        assert_eq!(may_run(&JobUsers::EachUser { root: true }, "root"), Ok(()));
+        let only = JobUsers::Only("bob".into());
+        assert_eq!(may_run(&only, "bob"), Ok(()));
+        assert_eq!(
+            may_run(&only, "alice").unwrap_err(),
+            "it runs only bob's jobs"
+        );
+    }
 
     fn r(cpus: u32, mem_mb: u64) -> Resources {
         Resources { cpus, mem_mb }

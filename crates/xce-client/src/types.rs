@@ -256,6 +256,32 @@ pub struct Host {
     pub state: HostState,
     pub running: u32,
     pub cpus_used: u32,
+    pub job_users: JobUsers,
+}
+
+/// Whose jobs a host runs, and as whom: what its worker reports at join, so that no job is
+/// placed on a host that would refuse it or run it as someone else.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum JobUsers {
+    /// Every job as the worker's own account, whoever submitted it: a dev or test cluster
+    /// (the worker warns that jobs do not run as their users).
+    #[default]
+    Any,
+    /// Each job as its own user (a worker running as root); root's jobs too only if `root`.
+    EachUser { root: bool },
+    /// Only the jobs of this account, which the worker runs as (a worker not running as root).
+    Only(String),
+}
+
+impl std::fmt::Display for JobUsers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobUsers::Any => f.write_str("any user's jobs, as the worker's account"),
+            JobUsers::EachUser { root: true } => f.write_str("each job as its user, root's too"),
+            JobUsers::EachUser { root: false } => f.write_str("each job as its user, not root's"),
+            JobUsers::Only(user) => write!(f, "only {user}'s jobs"),
+        }
+    }
 }
 
 named_enum! {
@@ -309,6 +335,7 @@ pub struct HostAttributes {
     pub mem_mb: u64,
     /// Where the worker writes job output, so that users can be told where to look.
     pub spool_dir: String,
+    pub job_users: JobUsers,
 }
 
 /// How a job attempt ended, as its worker saw it.

@@ -8,8 +8,8 @@ use xce_proto::Status;
 use crate::types::{
     ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
     HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobSignal, JobSpec,
-    JobState, Member, MemberRole, Placement, Queue, QueueAction, Refusal, RequestToken, Role,
-    SchedulerInfo, TokenInfo,
+    JobState, JobUsers, Member, MemberRole, Placement, Queue, QueueAction, Refusal, RequestToken,
+    Role, SchedulerInfo, TokenInfo,
 };
 
 /// The common header of every reply, Rust side.
@@ -362,6 +362,25 @@ pub fn write_host(mut b: w::host::Builder<'_>, h: &Host) {
     b.set_state(h.state.into());
     b.set_running(h.running);
     b.set_cpus_used(h.cpus_used);
+    write_job_users(b.init_job_users(), &h.job_users);
+}
+
+/// Writes whose jobs a host runs.
+pub fn write_job_users(mut b: w::job_users::Builder<'_>, u: &JobUsers) {
+    match u {
+        JobUsers::Any => b.set_any(()),
+        JobUsers::EachUser { root } => b.set_each_user(*root),
+        JobUsers::Only(user) => b.set_only(user.as_str()),
+    }
+}
+
+/// Reads whose jobs a host runs; absent (an older worker) is `Any`, how it ran them.
+pub fn read_job_users(r: w::job_users::Reader<'_>) -> Result<JobUsers, Error> {
+    Ok(match r.which()? {
+        w::job_users::Any(()) => JobUsers::Any,
+        w::job_users::EachUser(root) => JobUsers::EachUser { root },
+        w::job_users::Only(user) => JobUsers::Only(text(user?)?),
+    })
 }
 
 /// Reads a host.
@@ -373,6 +392,7 @@ pub fn read_host(r: w::host::Reader<'_>) -> Result<Host, Error> {
         state: r.get_state()?.into(),
         running: r.get_running(),
         cpus_used: r.get_cpus_used(),
+        job_users: read_job_users(r.get_job_users()?)?,
     })
 }
 
@@ -382,6 +402,7 @@ pub fn write_attributes(mut b: w::host_attributes::Builder<'_>, a: &HostAttribut
     b.set_cpus(a.cpus);
     b.set_mem_mb(a.mem_mb);
     b.set_spool_dir(a.spool_dir.as_str());
+    write_job_users(b.init_job_users(), &a.job_users);
 }
 
 /// Reads host attributes.
@@ -391,6 +412,7 @@ pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttribut
         cpus: r.get_cpus(),
         mem_mb: r.get_mem_mb(),
         spool_dir: text(r.get_spool_dir()?)?,
+        job_users: read_job_users(r.get_job_users()?)?,
     })
 }
 
@@ -601,17 +623,36 @@ mod tests {
 
     #[test]
     fn host_round_trips_through_capnp() {
-        let host = Host {
-            name: "w1".into(),
-            cpus: 8,
-            mem_mb: 7900,
-            state: HostState::Unavailable,
-            running: 2,
-            cpus_used: 3,
-        };
-        let mut msg = capnp::message::Builder::new_default();
-        write_host(msg.init_root(), &host);
-        assert_eq!(read_host(msg.get_root_as_reader().unwrap()).unwrap(), host);
+        for job_users in [
+            JobUsers::Any,
+            JobUsers::EachUser { root: true },
+            JobUsers::EachUser { root: false },
+            JobUsers::Only("bob".into()),
+        ] {
+            let host = Host {
+                name: "w1".into(),
+                cpus: 8,
+                mem_mb: 7900,
+                state: HostState::Unavailable,
+                running: 2,
+                cpus_used: 3,
+                job_users: job_users.clone(),
+            };
+            let mut msg = capnp::message::Builder::new_default();
+            write_host(msg.init_root(), &host);
+            assert_eq!(read_host(msg.get_root_as_reader().unwrap()).unwrap(), host);
+            let attrs = HostAttributes {
+                name: "w1".into(),
+                cpus: 1,
+                mem_mb: 2,
+                spool_dir: "/s".into(),
+                job_users,
+            };
+            let mut msg = capnp::message::Builder::new_default();
+            write_attributes(msg.init_root(), &attrs);
+            let back = read_attributes(msg.get_root_as_reader().unwrap()).unwrap();
+            assert_eq!(back, attrs);
+        }
     }
 
     #[test]

@@ -352,6 +352,19 @@ struct Host {
   state @3 :HostState;
   running @4 :UInt32;
   cpusUsed @5 :UInt32;
+  jobUsers @6 :JobUsers;
+}
+
+# Whose jobs a host runs, and as whom: what its worker reported at join.
+struct JobUsers {
+  union {
+    # Every job as the worker's own account, whoever submitted it (a dev or test cluster).
+    any @0 :Void;
+    # Each job as its own user (a worker running as root); root's too only if `eachUser`.
+    eachUser @1 :Bool;
+    # Only this account's jobs, run as it (a worker not running as root).
+    only @2 :Text;
+  }
 }
 
 enum HostAction {
@@ -378,6 +391,7 @@ struct HostAttributes {
   cpus @1 :UInt32;
   memMb @2 :UInt64;
   spoolDir @3 :Text;   # Where the worker writes job output, `<spoolDir>/<id>.<attempt>.out|err`.
+  jobUsers @4 :JobUsers;
 }
 
 # Capability a worker passes at join; the controller starts, signals and fences jobs through it.

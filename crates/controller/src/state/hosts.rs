@@ -37,6 +37,7 @@ impl State {
             cpus: attrs.cpus,
             mem_mb: attrs.mem_mb,
             spool_dir: String::new(),
+            job_users: super::JobUsers::Any,
             closed: false,
             available: true,
         };
@@ -44,6 +45,7 @@ impl State {
             record.cpus = attrs.cpus;
             record.mem_mb = attrs.mem_mb;
             record.spool_dir = attrs.spool_dir.clone();
+            record.job_users = attrs.job_users.clone();
             record.available = true;
         });
         self.resync(at_ms, &attrs.name, &held)

@@ -1,7 +1,7 @@
 //! Job transitions: submit, operator control, dispatch, the worker's start and end reports,
 //! and losing an attempt. Each change goes through `State::update_job`.
 
-use xce_client::fit::{fits, Resources};
+use xce_client::fit::{fits, may_run, Resources};
 use xce_client::types::{Job, JobAction, JobEnd, JobId, JobOrder, JobSignal, JobSpec, JobState};
 use xce_proto::Status;
 
@@ -185,6 +185,7 @@ impl State {
             mem_mb: record.mem_mb,
         };
         let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
+        let job_users = record.job_users.clone();
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
@@ -198,6 +199,15 @@ impl State {
             return Outcome::rejected(
                 Status::Conflict,
                 format!("host {host:?} is {}", host_state.name()),
+            );
+        }
+        if let Err(why) = may_run(&job_users, &job.spec.user) {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!(
+                    "host {host:?} may not run job {id} of user {:?}: {why}",
+                    job.spec.user
+                ),
             );
         }
         let need = Resources::of_job(job.spec.cpus, job.spec.mem_mb);
@@ -397,6 +407,40 @@ mod tests {
         big.env = vec![("K".into(), "v".repeat(MAX_LIST_BYTES))];
         rejected_with(&submit(&mut s, 3, big), Status::Invalid, "env:");
         assert_eq!(s.job_count(), 0);
+    }
+
+    #[test]
+    fn a_job_is_placed_only_on_a_host_that_runs_its_users_jobs() {
+        use xce_client::types::{HostAttributes, JobUsers};
+        let mut s = State::default();
+        let join = |name: &str, job_users: JobUsers, t| Command::RegisterHost {
+            token: RequestToken(t),
+            host: HostAttributes {
+                name: name.into(),
+                cpus: 4,
+                mem_mb: 1024,
+                spool_dir: String::new(),
+                job_users,
+            },
+            held: vec![],
+        };
+        s.apply(0, join("bobs", JobUsers::Only("bob".into()), 1));
+        s.apply(0, join("each", JobUsers::EachUser { root: false }, 2));
+        let mut roots = spec(&["true"]);
+        roots.user = "root".into();
+        submit(&mut s, 3, roots);
+        let mut alices = spec(&["true"]);
+        alices.user = "alice".into();
+        submit(&mut s, 4, alices);
+        let refused = s.apply(1, dispatch_cmd(5, 1, "each"));
+        rejected_with(&refused, Status::Conflict, "root's");
+        rejected_with(
+            &s.apply(1, dispatch_cmd(6, 2, "bobs")),
+            Status::Conflict,
+            "only bob's",
+        );
+        assert_eq!(s.job(2).unwrap().state, JobState::Pending);
+        assert_eq!(s.apply(1, dispatch_cmd(7, 2, "each")), Outcome::Done);
     }
 
     #[test]

@@ -32,6 +32,8 @@ use std::sync::Arc;
 
 use xce_client::types::{HostState, Job, JobId, RequestToken};
 
+pub use xce_client::types::JobUsers;
+
 pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
 pub use index::is_placed;
@@ -79,6 +81,8 @@ pub struct HostRecord {
     pub cpus: u32,
     pub mem_mb: u64,
     pub spool_dir: String,
+    /// Whose jobs its worker runs, as it reported at its last join.
+    pub job_users: xce_client::types::JobUsers,
     pub closed: bool,
     pub available: bool,
 }

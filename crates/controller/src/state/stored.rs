@@ -20,8 +20,8 @@ use xce_proto::Status;
 
 use super::index::Index;
 use super::{
-    Command, EndIntent, HostRecord, LostPolicy, Outcome, QueueDef, QueueState, SchedulerLease,
-    State, TokenWindow, UserToken,
+    Command, EndIntent, HostRecord, JobUsers, LostPolicy, Outcome, QueueDef, QueueState,
+    SchedulerLease, State, TokenWindow, UserToken,
 };
 
 /// `From` both ways between a domain enum and its record, variant for variant.
@@ -172,6 +172,35 @@ pub struct HostAttributesRecord {
     pub cpus: u32,
     pub mem_mb: u64,
     pub spool_dir: String,
+    pub job_users: JobUsersRecord,
+}
+
+/// Whose jobs a host runs, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobUsersRecord {
+    Any,
+    EachUser { root: bool },
+    Only(String),
+}
+
+impl From<JobUsers> for JobUsersRecord {
+    fn from(u: JobUsers) -> Self {
+        match u {
+            JobUsers::Any => JobUsersRecord::Any,
+            JobUsers::EachUser { root } => JobUsersRecord::EachUser { root },
+            JobUsers::Only(user) => JobUsersRecord::Only(user),
+        }
+    }
+}
+
+impl From<JobUsersRecord> for JobUsers {
+    fn from(u: JobUsersRecord) -> Self {
+        match u {
+            JobUsersRecord::Any => JobUsers::Any,
+            JobUsersRecord::EachUser { root } => JobUsers::EachUser { root },
+            JobUsersRecord::Only(user) => JobUsers::Only(user),
+        }
+    }
 }
 
 /// An attempt a worker holds, as stored in a join.
@@ -356,6 +385,7 @@ impl From<Command> for CommandRecord {
                     cpus: host.cpus,
                     mem_mb: host.mem_mb,
                     spool_dir: host.spool_dir,
+                    job_users: host.job_users.into(),
                 },
                 held: held.into_iter().map(held_record).collect(),
             },
@@ -499,6 +529,7 @@ impl From<CommandRecord> for Command {
                     cpus: host.cpus,
                     mem_mb: host.mem_mb,
                     spool_dir: host.spool_dir,
+                    job_users: host.job_users.into(),
                 },
                 held: held
                     .into_iter()
@@ -727,6 +758,7 @@ pub struct HostStoredRecord {
     pub cpus: u32,
     pub mem_mb: u64,
     pub spool_dir: String,
+    pub job_users: JobUsersRecord,
     pub closed: bool,
     pub available: bool,
 }
@@ -804,6 +836,7 @@ fn host_record(name: &str, h: &HostRecord) -> HostStoredRecord {
         cpus: h.cpus,
         mem_mb: h.mem_mb,
         spool_dir: h.spool_dir.clone(),
+        job_users: h.job_users.clone().into(),
         closed: h.closed,
         available: h.available,
     }
@@ -884,6 +917,7 @@ impl State {
                         cpus: h.cpus,
                         mem_mb: h.mem_mb,
                         spool_dir: h.spool_dir,
+                        job_users: h.job_users.into(),
                         closed: h.closed,
                         available: h.available,
                     };
@@ -1023,6 +1057,7 @@ mod tests {
                     cpus: 4,
                     mem_mb: 2048,
                     spool_dir: "/spool".into(),
+                    job_users: JobUsers::EachUser { root: false },
                 },
                 held: vec![HeldJob {
                     id: 9,
@@ -1131,9 +1166,9 @@ mod tests {
 
     /// The bytes of [`every_command`] and of the state they leave, in store format
     /// [`STORE_FORMAT`]. They must never change within a format.
-    const GOLDEN_FORMAT: u32 = 5;
-    const GOLDEN_LOG: &str = "110a0701046869676864010301027731048010062f73706f6f6c0109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c6963650480080506030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838";
-    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c0100000e010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e01010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd31";
+    const GOLDEN_FORMAT: u32 = 6;
+    const GOLDEN_LOG: &str = "110a0701046869676864010301027731048010062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c6963650480080506030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838";
+    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c01000100000e010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e01010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd31";
 
     #[test]
     fn the_stored_encoding_is_the_golden_one_of_its_format() {

@@ -56,6 +56,7 @@ pub fn join_with(t: u128, host: &str, cpus: u32, mem_mb: u64, held: Vec<HeldJob>
             cpus,
             mem_mb,
             spool_dir: "/spool".into(),
+            job_users: xce_client::types::JobUsers::Any,
         },
         held,
     }

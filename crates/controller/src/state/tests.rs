@@ -157,6 +157,7 @@ fn command() -> impl Strategy<Value = Command> {
                         cpus,
                         mem_mb,
                         spool_dir: "/spool".into(),
+                        job_users: xce_client::types::JobUsers::Any,
                     },
                     held,
                 }

@@ -104,6 +104,7 @@ impl State {
                     state: h.state(),
                     running: load.map_or(0, |l| l.jobs.len() as u32),
                     cpus_used: load.map_or(0, |l| l.used.cpus),
+                    job_users: h.job_users.clone(),
                 }
             })
             .collect()

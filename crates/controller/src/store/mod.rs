@@ -74,7 +74,7 @@ pub struct Identity {
 /// The encoding of replicated commands and state this build writes and reads. Raised whenever
 /// it changes; a data dir of another format is refused by name instead of failing to decode
 /// half-way through a replay.
-pub const STORE_FORMAT: u32 = 5;
+pub const STORE_FORMAT: u32 = 6;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
