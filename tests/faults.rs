@@ -318,7 +318,7 @@ async fn the_largest_requests_replicate_and_an_oversized_one_is_refused_whole() 
         token: RequestToken::random(),
         spec: JobSpec {
             name: "n".repeat(256),
-            user: "u".repeat(256),
+            user: "u".repeat(64),
             cwd: format!("/{}", "d".repeat(4095)),
             // Each element also counts its 8-byte pointer.
             command: vec!["true".into(), "a".repeat(64 * 1024 - 4 - 16)],

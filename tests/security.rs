@@ -655,6 +655,14 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
     // authenticated.
     let bobs = cluster.client_with_token(&bob);
     bobs.call(xce_client::ops::GetJob { id: 1 }).await.unwrap();
+    use xce_client::events::{EventStream, StreamItem};
+    let all = xce_client::types::EventFilter::default();
+    let mut admins_events = EventStream::open(cluster.client(), all.clone())
+        .await
+        .unwrap();
+    let mut bobs_events = EventStream::open(cluster.client_with_token(&bob), all)
+        .await
+        .unwrap();
     let bob_id = xce_client::tokens::Token::parse(&bob)
         .unwrap()
         .id()
@@ -675,9 +683,60 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
         refused(&cluster.xce_token(&bob, &["-o", "json", "jobs"])),
         "auth"
     );
-    // A token that is not one is the caller's error, named before anything is sent.
+    // Nor do its events flow: a job submitted after the revocation reaches the admin's
+    // stream, and within a second more still not bob's.
+    let out = cluster.xce_token(&alice, &submit);
+    let after = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    let is_after = |item: &StreamItem| matches!(item, StreamItem::Event(xce_client::types::ClusterEvent::Job { id, .. }) if *id == after);
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(item) = admins_events.next().await {
+            if is_after(&item) {
+                return;
+            }
+        }
+        panic!("the admin's event stream ended");
+    })
+    .await
+    .expect("the admin's stream saw the new job");
+    let leaked = tokio::time::timeout(Duration::from_secs(1), async {
+        while let Some(item) = bobs_events.next().await {
+            if is_after(&item) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_ne!(
+        leaked,
+        Ok(true),
+        "a revoked token's subscription still gets events"
+    );
+    // A daemon's certificate cannot take a person's token (a worker's connection speaks for
+    // its host alone).
+    let (primary, _) = cluster.wait_primary().await;
+    let auth = xce_client::ops::Authenticate {
+        token: xce_client::tokens::Token::parse(&alice).unwrap(),
+    };
+    let replies = ask_as(&cluster, primary, cluster.tls_of("w1"), vec![auth])
+        .await
+        .unwrap();
+    assert_eq!(
+        replies[0].header.status,
+        Status::Perm,
+        "{:?}",
+        replies[0].header
+    );
+    // A token that is not one is no credential, named before anything is sent.
     let out = cluster.xce_token("xce_nope", &["-o", "json", "jobs"]);
-    assert_eq!(refused(&out), "invalid");
+    assert_eq!(refused(&out), "auth");
+    // XCE_TOKEN=none: the certificate alone, whatever a token file says.
+    let out = cluster.xce_token("none", &["-o", "json", "jobs"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Alice is untouched.
     let out = cluster.xce_token(&alice, &["-o", "json", "jobs"]);
     assert!(

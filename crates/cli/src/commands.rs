@@ -90,7 +90,7 @@ pub fn cli_client_config() -> ClientConfig {
 fn client_config(cli: &Cli, mut config: ClientConfig) -> ClientConfig {
     config.connect.tls = tls_of(cli);
     config.token = xce_client::tokens::load_token()
-        .unwrap_or_else(|e| fail(cli.output, "invalid", &e.to_string()));
+        .unwrap_or_else(|e| fail(cli.output, "auth", &e.to_string()));
     config
 }
 

@@ -22,8 +22,9 @@ use crate::backoff::RetryPolicy;
 use crate::candidates::{format_addr, Candidate};
 use crate::classify::{classify, Action};
 use crate::connection::{ConnectOptions, TransportError};
-use crate::ops::Op;
+use crate::ops::{Op, Reply};
 use crate::transport::{CapnpTransport, Transport};
+use crate::wire::ReplyHeader;
 
 /// Client settings. A daemon, the CLI and the apiserver want different budgets.
 #[derive(Debug, Clone)]
@@ -38,8 +39,9 @@ pub struct ClientConfig {
     /// While degraded, fail calls at once with [`ClientError::Degraded`] instead of spending
     /// a whole retry budget (the apiserver answers 503 fast with this).
     pub fail_fast_when_degraded: bool,
-    /// A person's token: every new connection authenticates with it before any other call
-    /// (and before the rejoin action), so a failover never turns the caller into someone else.
+    /// A person's token: every connection presents it before any other call goes out on it
+    /// (the rejoin action's too), so a failover never turns the caller into someone else.
+    /// It is sent only over TLS or to a loopback address.
     pub token: Option<crate::tokens::Token>,
 }
 
@@ -98,22 +100,6 @@ impl ClientError {
     }
 }
 
-/// How many times a rejoin starts over because its calls moved to another connection after
-/// the token was presented on the first; past that the next call's rejoin tries again.
-const MAX_REJOIN_MOVES: u32 = 3;
-
-/// Presenting a token, as a rejoin step. Type-erased like a rejoin action: the call's own
-/// failover loop leads back to the rejoin step in type (never at run time, since the handle
-/// skips it), and only a boxed future breaks that cycle.
-fn authenticate_with<T: Transport>(token: crate::tokens::Token) -> RejoinFn<T> {
-    Arc::new(move |c: Client<T>| {
-        let op = crate::ops::Authenticate {
-            token: token.clone(),
-        };
-        Box::pin(async move { c.call(op).await.map(|_| ()) })
-    })
-}
-
 /// A boxed, sendable future: what a rejoin action returns.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -170,6 +156,8 @@ struct Inner<T: Transport> {
     /// Counts finished connect attempts.
     connect_attempts: AtomicU64,
     rejoin: Mutex<Option<RejoinFn<T>>>,
+    /// The connection the token was last presented on (its id).
+    authenticated: Mutex<Option<u64>>,
     /// Serialises rejoins; never taken by the rejoin's own calls.
     rejoining: tokio::sync::Mutex<()>,
     /// The generation of the connection the running rejoin's calls last succeeded on.
@@ -239,6 +227,7 @@ impl<T: Transport> Client<T> {
                 reconnecting: tokio::sync::Mutex::new(None),
                 connect_attempts: AtomicU64::new(0),
                 rejoin: Mutex::new(None),
+                authenticated: Mutex::new(None),
                 rejoining: tokio::sync::Mutex::new(()),
                 rejoined: AtomicU64::new(0),
                 rejoin_generation: AtomicU64::new(0),
@@ -283,11 +272,11 @@ impl<T: Transport> Client<T> {
         *lock(&self.inner.rejoin) = Some(rejoin);
     }
 
-    /// Whether a rejoin is due (a rejoin is registered, or a token to authenticate with, and
-    /// the current connection has not been rejoined).
+    /// Whether a rejoin is due (a rejoin is registered and the current connection has not
+    /// been rejoined).
     pub fn needs_rejoin(&self) -> bool {
         let generation = lock(&self.inner.route).generation;
-        (lock(&self.inner.rejoin).is_some() || self.inner.config.token.is_some())
+        lock(&self.inner.rejoin).is_some()
             && generation != 0
             && self.inner.rejoined.load(Ordering::Acquire) != generation
     }
@@ -365,15 +354,18 @@ impl<T: Transport> Client<T> {
         let mut backoffs = 0u32;
         let mut failures_in_rotation = 0u32;
         let mut followed_hint = false;
-        loop {
+        'attempts: loop {
             let (conn, outcome) = match self.connection().await {
-                Ok(conn) => {
+                Ok(conn) => 'sent: {
+                    if let Some(refused) = self.present_token::<O>(&conn).await {
+                        break 'sent (Some(conn), refused);
+                    }
                     if !self.in_rejoin && self.needs_rejoin() {
                         self.run_rejoin().await?;
                         // The rejoin may have moved to another connection (it followed a
                         // redirect): send the call where the rejoin ended, not on `conn`.
                         if self.current().is_none_or(|c| T::id(&c) != T::id(&conn)) {
-                            continue;
+                            continue 'attempts;
                         }
                     }
                     let out = self
@@ -477,6 +469,53 @@ impl<T: Transport> Client<T> {
         }
     }
 
+    /// Presents the configured token on `conn` unless it was already presented there: `None`
+    /// when the call may go out on it, else the outcome to judge in the call's place (a
+    /// refused token, a redirect, a lost connection). A token never goes out in plaintext
+    /// beyond this host.
+    async fn present_token<O: Op>(
+        &self,
+        conn: &T::Conn,
+    ) -> Option<Result<Reply<O::Output>, TransportError>> {
+        let token = self.inner.config.token.as_ref()?;
+        if *lock(&self.inner.authenticated) == Some(T::id(conn)) {
+            return None;
+        }
+        let addr = T::addr(conn);
+        let refuse = |status, message: String| {
+            Some(Ok(Reply {
+                header: ReplyHeader::status(status, message),
+                value: None,
+            }))
+        };
+        if self.inner.config.connect.tls.is_none() && !crate::tls::is_loopback(addr) {
+            let why = format!(
+                "refusing to send a token in plaintext to {addr}: configure TLS (--tls-ca, \
+                 --tls-cert, --tls-key or XCE_TLS_*)"
+            );
+            return refuse(Status::Auth, why);
+        }
+        let op = crate::ops::Authenticate {
+            token: token.clone(),
+        };
+        match self
+            .inner
+            .transport
+            .call(conn, op, self.inner.config.call_timeout)
+            .await
+        {
+            Ok(reply) if reply.header.status == Status::Ok => {
+                *lock(&self.inner.authenticated) = Some(T::id(conn));
+                None
+            }
+            Ok(reply) => Some(Ok(self.localize(Reply {
+                header: reply.header,
+                value: None,
+            }))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
     /// Runs the registered rejoin once for the current connection generation. Concurrent
     /// callers wait for one rejoin instead of running their own.
     async fn run_rejoin(&self) -> Result<(), ClientError> {
@@ -485,11 +524,9 @@ impl<T: Transport> Client<T> {
         if self.inner.rejoined.load(Ordering::Acquire) == generation {
             return Ok(());
         }
-        let rejoin = lock(&self.inner.rejoin).clone();
-        let token = self.inner.config.token.clone();
-        if rejoin.is_none() && token.is_none() {
+        let Some(rejoin) = lock(&self.inner.rejoin).clone() else {
             return Ok(());
-        }
+        };
         let handle = Client {
             inner: self.inner.clone(),
             in_rejoin: true,
@@ -497,28 +534,10 @@ impl<T: Transport> Client<T> {
         self.inner
             .rejoin_generation
             .store(generation, Ordering::Release);
-        let mut moves = 0;
-        let generation = loop {
-            if let Some(token) = &token {
-                authenticate_with(token.clone())(handle.clone()).await?;
-            }
-            let authenticated = self.inner.rejoin_generation.load(Ordering::Acquire);
-            if let Some(rejoin) = &rejoin {
-                rejoin(handle.clone()).await?;
-            }
-            // The connection the rejoin's calls last succeeded on is the one that has
-            // joined; when it followed a redirect, that is a newer connection than the one
-            // it began on. The token must have been presented on that same connection.
-            let joined = self.inner.rejoin_generation.load(Ordering::Acquire);
-            moves += 1;
-            if token.is_none() || joined == authenticated {
-                break joined;
-            }
-            if moves >= MAX_REJOIN_MOVES {
-                // Still due on the connection in use: the next call starts over.
-                break authenticated;
-            }
-        };
+        rejoin(handle).await?;
+        // The connection the rejoin's calls last succeeded on is the one that has joined;
+        // when it followed a redirect, that is a newer connection than the one it began on.
+        let generation = self.inner.rejoin_generation.load(Ordering::Acquire);
         self.inner.rejoined.store(generation, Ordering::Release);
         *lock(&self.inner.degraded_until) = None;
         self.inner.stats.rejoins.fetch_add(1, Ordering::Relaxed);

@@ -133,10 +133,15 @@ pub fn default_token_file() -> Option<PathBuf> {
     Some(config.join("xce").join("token"))
 }
 
-/// The caller's token: `XCE_TOKEN` if set, else the token file if it exists, else none. A
-/// token file others may read is refused, as ssh refuses such a key: a token is a password.
+/// The caller's token: `XCE_TOKEN` if set, else the token file if it exists, else none.
+/// `XCE_TOKEN` empty or `none` means no token at all, not even the file's (to act by a
+/// certificate alone). A token file others may read is refused, as ssh refuses such a key:
+/// a token is a password.
 pub fn load_token() -> Result<Option<Token>, TokenError> {
-    if let Some(text) = std::env::var_os(TOKEN_ENV).filter(|t| !t.is_empty()) {
+    if let Some(text) = std::env::var_os(TOKEN_ENV) {
+        if text.is_empty() || text == "none" {
+            return Ok(None);
+        }
         let text = text
             .into_string()
             .map_err(|_| TokenError::Malformed("XCE_TOKEN is not UTF-8"))?;

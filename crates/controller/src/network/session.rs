@@ -10,6 +10,7 @@
 //! the session then has the token's user and role, and every call re-checks the token.
 
 use xce_client::tls::Identity;
+use xce_client::tokens::SecretHash;
 use xce_client::types::{Principal, Role};
 use xce_client::wire::ReplyHeader;
 use xce_proto::Status;
@@ -28,8 +29,10 @@ pub struct Session {
     /// Who the caller is, for a person: the token's user, or the certificate's name. Jobs
     /// submitted here are this user's, and a `user` controls only those.
     pub user: Option<String>,
-    /// The id of the token that set `user` and `role`; every call checks it still holds.
-    pub token: Option<String>,
+    /// The token that set `user` and `role` (its id and its secret's hash); every call
+    /// checks it still holds, so neither a revocation nor a new token under a revoked id
+    /// leaves this session acting.
+    pub token: Option<(String, SecretHash)>,
 }
 
 impl Default for Session {
@@ -48,9 +51,11 @@ impl Default for Session {
 impl Session {
     /// A new connection's session: a plain user, or with a certificate the role it names.
     pub fn new(certified: Option<Identity>) -> Session {
+        // A person's certificate names its user, when the name is one a job can carry.
         let user = certified
             .as_ref()
             .filter(|id| is_person(id.role))
+            .filter(|id| crate::state::validate_user_name(&id.name).is_ok())
             .map(|id| id.name.clone());
         Session {
             role: certified.as_ref().map_or(Role::User, |id| id.role),
@@ -64,9 +69,16 @@ impl Session {
 
     /// The user whose own jobs alone this session may control: a `user`'s, when known.
     pub fn own_jobs_only(&self) -> Option<String> {
-        (self.role == Role::User)
-            .then(|| self.user.clone())
-            .flatten()
+        if self.role != Role::User {
+            return None;
+        }
+        match (&self.user, &self.certified) {
+            (Some(user), _) => Some(user.clone()),
+            // Authentication is off (no certificate at all): nothing to restrict by.
+            (None, None) => None,
+            // Authenticated, but by no name a job can carry: no job is this caller's.
+            (None, Some(_)) => Some(String::new()),
+        }
     }
 
     /// Whether this connection may authenticate with a token: a person's may, a daemon's
@@ -89,10 +101,10 @@ impl Session {
     }
 
     /// A token proved the caller: the session takes its user and role.
-    pub fn authenticated(&mut self, token_id: &str, who: Principal) {
+    pub fn authenticated(&mut self, token_id: &str, hash: SecretHash, who: Principal) {
         self.role = who.role;
         self.user = Some(who.user);
-        self.token = Some(token_id.to_string());
+        self.token = Some((token_id.to_string(), hash));
     }
 
     /// Whether the connection may give way to a new one at the connection limit: a plain
@@ -243,7 +255,9 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::Authenticate => true,
         Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
         // Users' own work; the apiserver acts for users.
-        Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin | Apiserver),
+        // People's own work. The apiserver will act for the user a request's token names
+        // (issue 12); until then its certificate alone controls no one's jobs.
+        Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
         // Placement by hand: an operator's. A scheduler places through `dispatchBatch`, whose
         // lease epoch fences a deposed scheduler; a plain dispatch carries none.
@@ -287,10 +301,10 @@ mod tests {
         use Role::*;
         let all = Role::ALL;
         let expected: [(Method, &[Role]); 24] = [
-            (Method::Submit, &[User, Operator, Admin, Apiserver]),
+            (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, all),
             (Method::JobInfo, all),
-            (Method::JobControl, &[User, Operator, Admin, Apiserver]),
+            (Method::JobControl, &[User, Operator, Admin]),
             (Method::ListQueues, all),
             (Method::QueueControl, &[Operator, Admin]),
             (Method::ClusterInfo, all),
@@ -358,6 +372,14 @@ mod tests {
         assert_eq!(certified(Role::Operator, "ops").own_jobs_only(), None);
         assert_eq!(certified(Role::Worker, "w1").user, None);
         assert_eq!(Session::default().own_jobs_only(), None);
+        // A person's certificate whose name no job can carry controls no job.
+        assert_eq!(certified(Role::User, "not a name").user, None);
+        assert_eq!(
+            certified(Role::User, "not a name")
+                .own_jobs_only()
+                .as_deref(),
+            Some("")
+        );
     }
 
     #[test]
@@ -379,13 +401,14 @@ mod tests {
         let mut s = certified(Role::User, "login1");
         s.authenticated(
             "0123456789abcdef",
+            [1; 32],
             Principal {
                 user: "alice".into(),
                 role: Role::Operator,
             },
         );
         assert_eq!((s.role, s.user.as_deref()), (Role::Operator, Some("alice")));
-        assert_eq!(s.token.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(s.token, Some(("0123456789abcdef".to_string(), [1; 32])));
     }
 
     #[test]

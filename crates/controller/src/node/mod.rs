@@ -158,8 +158,15 @@ impl Node {
     }
 
     /// Whether the token a session authenticated with still holds (see [`Node::authenticate`]).
-    pub fn token_still_valid(&self, id: &str) -> Result<(), String> {
-        self.state.read().state.token_still_valid(id, now_ms())
+    pub fn token_still_valid(
+        &self,
+        id: &str,
+        hash: &xce_client::tokens::SecretHash,
+    ) -> Result<(), String> {
+        self.state
+            .read()
+            .state
+            .token_still_valid(id, hash, now_ms())
     }
 
     /// The events of every entry applied from now on (see [`crate::store::Published`]).

@@ -52,6 +52,9 @@ impl State {
         if self.user_tokens.contains_key(&id) {
             return Outcome::rejected(Status::Conflict, format!("token {id} exists"));
         }
+        // Expired tokens prove nothing: they go before they could crowd out new ones.
+        self.user_tokens
+            .retain(|_, t| t.expires_ms.is_none_or(|at| at > at_ms));
         if self.user_tokens.len() >= MAX_TOKENS {
             return Outcome::rejected(
                 Status::Invalid,
@@ -89,10 +92,15 @@ impl State {
     }
 
     /// Whether the token a connection authenticated with still proves its caller.
-    pub fn token_still_valid(&self, id: &str, now_ms: u64) -> Result<(), String> {
+    pub fn token_still_valid(
+        &self,
+        id: &str,
+        hash: &SecretHash,
+        now_ms: u64,
+    ) -> Result<(), String> {
         match self.user_tokens.get(id) {
-            Some(t) => t.usable(id, now_ms).map(|_| ()),
-            None => Err(format!("token {id} was revoked")),
+            Some(t) if same_hash(&t.hash, hash) => t.usable(id, now_ms).map(|_| ()),
+            _ => Err(format!("token {id} was revoked")),
         }
     }
 
@@ -163,7 +171,10 @@ mod tests {
                 role: Role::User
             }
         );
-        assert_eq!(s.token_still_valid(alice.id(), 2_000), Ok(()));
+        assert_eq!(
+            s.token_still_valid(alice.id(), &alice.hash(), 2_000),
+            Ok(())
+        );
         // A wrong secret and an unknown id answer alike.
         let other = Token::generate();
         let wrong = s
@@ -187,7 +198,9 @@ mod tests {
         };
         assert_eq!(s.apply(3_000, revoke), Outcome::Done);
         assert!(s.authenticate(alice.id(), &alice.hash(), 3_000).is_err());
-        let gone = s.token_still_valid(alice.id(), 3_000).unwrap_err();
+        let gone = s
+            .token_still_valid(alice.id(), &alice.hash(), 3_000)
+            .unwrap_err();
         assert!(gone.contains("revoked"), "{gone}");
         let again = Command::RevokeToken {
             token: RequestToken(3),
@@ -200,6 +213,15 @@ mod tests {
                 ..
             }
         ));
+        // A new token under the revoked id does not bring the old one back.
+        let mut revived = create(&other, "mallory", Role::Admin, None, 4);
+        if let Command::CreateToken { id, .. } = &mut revived {
+            *id = alice.id().to_string();
+        }
+        assert_eq!(s.apply(3_500, revived), Outcome::Done);
+        assert!(s
+            .token_still_valid(alice.id(), &alice.hash(), 3_500)
+            .is_err());
     }
 
     #[test]
@@ -211,7 +233,14 @@ mod tests {
         assert!(s.authenticate(t.id(), &t.hash(), 10_499).is_ok());
         let expired = s.authenticate(t.id(), &t.hash(), 10_500).unwrap_err();
         assert!(expired.contains("expired"), "{expired}");
-        assert!(s.token_still_valid(t.id(), 10_500).is_err());
+        assert!(s.token_still_valid(t.id(), &t.hash(), 10_500).is_err());
+        // Once expired, it goes at the next creation.
+        s.apply(
+            10_600,
+            create(&Token::generate(), "carol", Role::User, None, 2),
+        );
+        assert_eq!(s.tokens().len(), 1);
+        assert_eq!(s.tokens()[0].user, "carol");
     }
 
     #[test]

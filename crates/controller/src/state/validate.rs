@@ -50,6 +50,10 @@ fn check_count(field: &str, len: usize) -> Result<(), String> {
 pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     check_size("name", spec.name.len(), MAX_NAME_BYTES)?;
     check_size("user", spec.user.len(), MAX_NAME_BYTES)?;
+    // Empty only while authentication is off; a name is what a host's account can be.
+    if !spec.user.is_empty() {
+        validate_user_name(&spec.user)?;
+    }
     check_size("queue", spec.queue.len(), MAX_NAME_BYTES)?;
     check_size("cwd", spec.cwd.len(), MAX_PATH_BYTES)?;
     check_size(

@@ -488,11 +488,16 @@ async fn a_call_goes_where_a_redirected_rejoin_ended_and_needs_no_second_rejoin(
     assert_eq!(runs.load(Ordering::Relaxed), 1);
 }
 
+/// A client with a token, over loopback candidates (a token goes out in plaintext only
+/// there): `127.0.0.1:1` and `127.0.0.2:2`.
 fn with_token() -> (Client<Arc<Fake>>, Arc<Fake>) {
-    client_with(ClientConfig {
+    let config = ClientConfig {
         token: Some(crate::tokens::Token::generate()),
         ..ClientConfig::default()
-    })
+    };
+    let fake = Arc::new(Fake::default());
+    let peers = parse_candidates("c1=127.0.0.1:1,c2=127.0.0.2:2").unwrap();
+    (Client::with_transport(peers, config, fake.clone()), fake)
 }
 
 fn calls_with_ops(fake: &Fake) -> Vec<String> {
@@ -509,59 +514,80 @@ fn calls_with_ops(fake: &Fake) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn every_new_connection_authenticates_first() {
     let (client, fake) = with_token();
-    fake.script("a:1", &[ok(0), ok(1), Answer::Broken]);
-    fake.always("b:2", ok(9));
+    let (a, b) = ("127.0.0.1:1", "127.0.0.2:2");
+    fake.script(a, &[ok(0), ok(1), Answer::Broken]);
+    fake.always(b, ok(9));
     assert_eq!(client.call(Read).await, Ok(1));
     assert_eq!(client.call(Read).await, Ok(9));
     assert_eq!(client.call(Read).await, Ok(9));
     assert_eq!(
         calls_with_ops(&fake),
         [
-            "a:1 authenticate",
-            "a:1 read",
-            "a:1 read",
-            "b:2 authenticate",
-            "b:2 read",
-            "b:2 read"
+            format!("{a} authenticate"),
+            format!("{a} read"),
+            format!("{a} read"),
+            format!("{b} authenticate"),
+            format!("{b} read"),
+            format!("{b} read"),
         ]
     );
 }
 
-/// With a rejoin action too, the token goes first; and when the action's calls moved to
-/// another connection, both run again there, so no session is left unauthenticated.
+/// With a rejoin action too, the token goes first on every connection the rejoin's own
+/// calls use, so no call ever goes out on a connection that has not presented it.
 #[tokio::test(start_paused = true)]
-async fn a_rejoin_that_moved_after_authenticating_starts_over_where_it_ended() {
+async fn a_rejoin_that_moved_presents_the_token_on_the_new_connection_first() {
     let (client, fake) = with_token();
     let (rejoin, runs) = recording_rejoin(&fake, 0);
     client.set_rejoin(rejoin);
-    fake.script("a:1", &[ok(0), Answer::Broken]);
-    fake.always("b:2", ok(4));
+    let (a, b) = ("127.0.0.1:1", "127.0.0.2:2");
+    fake.script(a, &[ok(0), Answer::Broken]);
+    fake.always(b, ok(4));
     assert_eq!(client.call(Read).await, Ok(4));
     assert_eq!(
         calls_with_ops(&fake),
         [
-            "a:1 authenticate",
-            "a:1 submit",
-            "b:2 submit",
-            "b:2 authenticate",
-            "b:2 submit",
-            "b:2 read"
+            format!("{a} authenticate"),
+            format!("{a} submit"),
+            format!("{b} authenticate"),
+            format!("{b} submit"),
+            format!("{b} read"),
         ]
     );
-    assert_eq!(runs.load(Ordering::Relaxed), 2);
+    assert_eq!(runs.load(Ordering::Relaxed), 1);
     assert!(!client.needs_rejoin());
 }
 
-/// A refused token is the caller's error, surfaced as `auth`; the next call tries again.
+/// A refused token is the caller's error, surfaced as `auth`; the next call presents it
+/// again.
 #[tokio::test(start_paused = true)]
 async fn a_refused_token_surfaces_as_auth() {
     let (client, fake) = with_token();
-    fake.script("a:1", &[Answer::Reply(Status::Auth, None)]);
+    fake.script("127.0.0.1:1", &[Answer::Reply(Status::Auth, None)]);
     let err = client.call(Read).await.unwrap_err();
     assert_eq!(err.code(), "auth");
-    assert!(client.needs_rejoin());
     assert_eq!(client.call(Read).await, Ok(0));
-    assert!(!client.needs_rejoin());
+    assert_eq!(
+        calls_with_ops(&fake),
+        [
+            "127.0.0.1:1 authenticate",
+            "127.0.0.1:1 authenticate",
+            "127.0.0.1:1 read"
+        ]
+    );
+}
+
+/// Without TLS a token is never sent beyond loopback: the call fails as `auth`, unsent.
+#[tokio::test(start_paused = true)]
+async fn a_token_is_not_sent_in_plaintext_beyond_this_host() {
+    let (client, fake) = client_with(ClientConfig {
+        token: Some(crate::tokens::Token::generate()),
+        ..ClientConfig::default()
+    });
+    let err = client.call(Read).await.unwrap_err();
+    assert_eq!(err.code(), "auth");
+    assert!(err.to_string().contains("plaintext"), "{err}");
+    assert_eq!(fake.calls(), Vec::<String>::new());
 }
 
 #[tokio::test(start_paused = true)]

@@ -38,7 +38,12 @@ pub(super) async fn subscribe(
             // Taken before the reply, so that no change applied after it is missed.
             let events = this.node.events();
             info!(kinds = ?filter.kinds, "event subscriber added");
-            tokio::task::spawn_local(forward(this.node.clone(), events, listener, filter));
+            let token = this.session.borrow().token.clone();
+            let sub = Subscriber {
+                node: this.node.clone(),
+                token,
+            };
+            tokio::task::spawn_local(forward(sub, events, listener, filter));
             ReplyHeader::ok()
         }
         Err(h) => h,
@@ -99,10 +104,29 @@ fn add(batch: &mut Vec<ClusterEvent>, published: &Published, filter: &EventFilte
     );
 }
 
-/// Forwards events until the listener fails, is too slow, or this node stops being the
-/// ready primary.
-async fn forward(
+/// Who a subscription serves: it lasts only while this node is the ready primary and, for
+/// a session a token authenticated, while that token holds.
+struct Subscriber {
     node: Arc<Node>,
+    token: Option<(String, xce_client::tokens::SecretHash)>,
+}
+
+impl Subscriber {
+    /// Why the subscription must end now, if it must.
+    fn must_end(&self) -> Option<String> {
+        if self.node.gate().is_err() {
+            return Some("this controller is no longer the ready primary".into());
+        }
+        let (id, hash) = self.token.as_ref()?;
+        let why = self.node.token_still_valid(id, hash).err()?;
+        Some(format!("{why}; authenticate again"))
+    }
+}
+
+/// Forwards events until the listener fails, is too slow, this node stops being the ready
+/// primary, or the subscriber's token stops holding.
+async fn forward(
+    sub: Subscriber,
     mut events: tokio::sync::broadcast::Receiver<Arc<Published>>,
     listener: event_listener::Client,
     filter: EventFilter,
@@ -111,8 +135,8 @@ async fn forward(
         let first = tokio::select! {
             r = events.recv() => r,
             () = tokio::time::sleep(PRIMARY_CHECK) => {
-                if node.gate().is_err() {
-                    return close(&listener, "this controller is no longer the ready primary").await;
+                if let Some(why) = sub.must_end() {
+                    return close(&listener, &why).await;
                 }
                 continue;
             }
@@ -123,8 +147,8 @@ async fn forward(
             Err(RecvError::Lagged(missed)) => return too_slow(&listener, missed).await,
             Err(RecvError::Closed) => return,
         }
-        if node.gate().is_err() {
-            return close(&listener, "this controller is no longer the ready primary").await;
+        if let Some(why) = sub.must_end() {
+            return close(&listener, &why).await;
         }
         while batch.len() < MAX_BATCH {
             match events.try_recv() {

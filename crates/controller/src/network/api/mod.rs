@@ -85,12 +85,14 @@ impl ControllerService {
         let session = self.session.borrow();
         authorize(method, &session)?;
         match &session.token {
-            Some(id) if checks_token(method) => self.node.token_still_valid(id).map_err(|why| {
-                ReplyHeader::status(
-                    xce_proto::Status::Auth,
-                    format!("{}: {why}; authenticate again", method.name()),
-                )
-            }),
+            Some((id, hash)) if checks_token(method) => {
+                self.node.token_still_valid(id, hash).map_err(|why| {
+                    ReplyHeader::status(
+                        xce_proto::Status::Auth,
+                        format!("{}: {why}; authenticate again", method.name()),
+                    )
+                })
+            }
             _ => Ok(()),
         }
     }

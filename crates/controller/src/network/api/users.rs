@@ -42,9 +42,20 @@ fn prove(this: &ControllerService, text: &str) -> Result<(String, Role), ReplyHe
         .node
         .authenticate(token.id(), &token.hash())
         .map_err(auth)?;
+    // A token is a person's; one that names a daemon's role (never created so, but state
+    // may come from a snapshot) proves nothing.
+    if !crate::network::session::is_person(who.role) {
+        return Err(auth(format!(
+            "token {} names a {} role",
+            token.id(),
+            who.role
+        )));
+    }
     debug!(user = %who.user, role = %who.role, token = token.id(), "authenticated");
     let answer = (who.user.clone(), who.role);
-    this.session.borrow_mut().authenticated(token.id(), who);
+    this.session
+        .borrow_mut()
+        .authenticated(token.id(), token.hash(), who);
     Ok(answer)
 }
 
