@@ -41,6 +41,18 @@ async fn ask_as<O: Op>(
     Ok(replies)
 }
 
+/// Three controllers, a worker (with `worker_args` too) and a scheduler, all with TLS.
+fn tls_cluster(worker_args: &[&str]) -> Cluster {
+    let mut args = vec!["--heartbeat-ms", "200"];
+    args.extend_from_slice(worker_args);
+    Cluster::builder()
+        .controllers(3)
+        .workers(1, &args)
+        .schedulers(1, &[])
+        .tls()
+        .start()
+}
+
 fn join(role: Role, host: &str) -> Join {
     Join {
         token: RequestToken::random(),
@@ -59,12 +71,7 @@ fn join(role: Role, host: &str) -> Join {
 
 #[tokio::test]
 async fn a_tls_cluster_runs_jobs_and_lets_in_only_certificates_of_its_ca() {
-    let cluster = Cluster::builder()
-        .controllers(3)
-        .workers(1, &["--heartbeat-ms", "200"])
-        .schedulers(1, &[])
-        .tls()
-        .start();
+    let cluster = tls_cluster(&[]);
     cluster.wait_primary().await;
     let admin = cluster.client();
     let id = admin.call(xce_tests::true_job()).await.unwrap();
@@ -333,12 +340,7 @@ async fn the_cli_speaks_tls_with_its_certificate_and_tls_init_writes_the_contrac
     ];
     assert_eq!(files, expected);
 
-    let cluster = Cluster::builder()
-        .controllers(3)
-        .workers(1, &["--heartbeat-ms", "200"])
-        .schedulers(1, &[])
-        .tls()
-        .start();
+    let cluster = tls_cluster(&[]);
     cluster.wait_primary().await;
     let out = cluster.xce(&["submit", "--wait", "--", "true"]);
     assert!(
@@ -561,12 +563,7 @@ fn refused(out: &std::process::Output) -> String {
 
 #[tokio::test]
 async fn tokens_say_who_a_person_is_and_what_they_may_do() {
-    let cluster = Cluster::builder()
-        .controllers(3)
-        .workers(1, &["--heartbeat-ms", "200"])
-        .schedulers(1, &[])
-        .tls()
-        .start();
+    let cluster = tls_cluster(&[]);
     cluster.wait_primary().await;
     let alice = create_token(&cluster, "alice", "user");
     let bob = create_token(&cluster, "bob", "user");
@@ -625,6 +622,24 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+
+    // Another user's job is shown without its environment (it may hold their secrets).
+    let out = cluster.xce_token(
+        &alice,
+        &["-o", "json", "submit", "-e", "SECRET=hunter2", "--", "true"],
+    );
+    let secret_job = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    let env_as = |client: xce_client::Client| async move {
+        let job = client
+            .call(xce_client::ops::GetJob { id: secret_job })
+            .await
+            .unwrap();
+        job.spec.env
+    };
+    let secret = vec![("SECRET".to_string(), "hunter2".to_string())];
+    assert_eq!(env_as(cluster.client_with_token(&bob)).await, vec![]);
+    assert_eq!(env_as(cluster.client_with_token(&alice)).await, secret);
+    assert_eq!(env_as(cluster.client_with_token(&ops)).await, secret);
 
     // The admin lists them, without a secret.
     let out = cluster.xce(&["-o", "json", "token", "list"]);
@@ -787,12 +802,7 @@ async fn a_root_worker_runs_each_job_as_its_tokens_user() {
         .unwrap()
         .uid
         .as_raw();
-    let cluster = Cluster::builder()
-        .controllers(3)
-        .workers(1, &["--heartbeat-ms", "200", "--run-jobs-as", "user"])
-        .schedulers(1, &[])
-        .tls()
-        .start();
+    let cluster = tls_cluster(&["--run-jobs-as", "user"]);
     cluster.wait_primary().await;
     let hosts = cluster.xce(&["-o", "json", "hosts"]);
     assert!(hosts.status.success());

@@ -19,7 +19,7 @@ pub(crate) fn args(name: &str, peers: &str, spool_dir: &Path, extra: &[String]) 
     // A local cluster runs every job as the worker's own account (jobs are submitted by the
     // tests and `xce dev` under any name), unless the caller says otherwise.
     if !extra.iter().any(|a| a.starts_with("--run-jobs-as")) {
-        args.extend(["--run-jobs-as".to_string(), "any".to_string()]);
+        args.extend(["--run-jobs-as", "any", "--allow-root-jobs"].map(String::from));
     }
     args.extend(extra.iter().cloned());
     args

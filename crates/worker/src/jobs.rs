@@ -304,10 +304,19 @@ impl Jobs {
     }
 
     fn shim_spec(&self, job: &Job, attempt: u32) -> ShimSpec {
-        let cwd = if job.spec.cwd.is_empty() {
-            self.spool.clone()
-        } else {
-            PathBuf::from(&job.spec.cwd)
+        let run_as = match self.settings.job_users {
+            xce_client::types::JobUsers::EachUser { root } => Some(RunAs {
+                user: job.spec.user.clone(),
+                allow_root: root,
+            }),
+            xce_client::types::JobUsers::Any | xce_client::types::JobUsers::Only(_) => None,
+        };
+        // A job that names no directory runs in the spool, or, as its user, in their home
+        // (empty here: the shim looks it up).
+        let cwd = match (job.spec.cwd.is_empty(), &run_as) {
+            (false, _) => PathBuf::from(&job.spec.cwd),
+            (true, None) => self.spool.clone(),
+            (true, Some(_)) => PathBuf::new(),
         };
         ShimSpec {
             id: job.id,
@@ -319,13 +328,7 @@ impl Jobs {
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
             cgroups: self.settings.cgroups.clone(),
-            run_as: match self.settings.job_users {
-                xce_client::types::JobUsers::EachUser { root } => Some(RunAs {
-                    user: job.spec.user.clone(),
-                    allow_root: root,
-                }),
-                xce_client::types::JobUsers::Any | xce_client::types::JobUsers::Only(_) => None,
-            },
+            run_as,
             limits: Limits {
                 cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
                 mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),

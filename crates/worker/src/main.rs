@@ -51,7 +51,8 @@ struct Args {
     /// or `any` (every job as this account, whoever submitted it: dev and test clusters).
     #[arg(long, env = "XCE_RUN_JOBS_AS", value_enum)]
     run_jobs_as: Option<RunJobsAs>,
-    /// With `--run-jobs-as user`, run root's jobs too (refused by default).
+    /// Run jobs as root: root's own jobs with `--run-jobs-as user`, and needed to run a root
+    /// worker with `--run-jobs-as worker` or `any` at all.
     #[arg(long, env = "XCE_ALLOW_ROOT_JOBS")]
     allow_root_jobs: bool,
 }
@@ -76,8 +77,17 @@ fn job_users(args: &Args) -> anyhow::Result<JobUsers> {
     } else {
         RunJobsAs::Worker
     });
-    if args.allow_root_jobs && mode != RunJobsAs::User {
-        anyhow::bail!("--allow-root-jobs goes with --run-jobs-as user");
+    // As root, `worker` and `any` run jobs as root: say so with --allow-root-jobs.
+    if root && mode != RunJobsAs::User && !args.allow_root_jobs {
+        anyhow::bail!(
+            "--run-jobs-as {}: as root this runs jobs as root; give --allow-root-jobs too, or \
+             --run-jobs-as user",
+            if mode == RunJobsAs::Any {
+                "any"
+            } else {
+                "worker"
+            }
+        );
     }
     Ok(match mode {
         RunJobsAs::User if !root => anyhow::bail!(

@@ -85,6 +85,7 @@ struct Account {
     gid: nix::unistd::Gid,
     groups: Vec<nix::unistd::Gid>,
     home: PathBuf,
+    shell: PathBuf,
 }
 
 impl RunAs {
@@ -113,6 +114,7 @@ impl RunAs {
             gid: user.gid,
             groups,
             home: user.dir,
+            shell: user.shell,
         })
     }
 }
@@ -466,8 +468,16 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
     let account = spec.run_as.as_ref().map(RunAs::resolve).transpose()?;
     let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
     let open = |p: &Path| {
-        let file =
-            std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        use std::os::unix::fs::OpenOptionsExt;
+        // Readable by the job's user alone, and never through a link planted in the spool.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(if account.is_some() { 0o600 } else { 0o644 })
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(p)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
         // The job's output is its user's.
         if let Some(a) = &account {
             nix::unistd::fchown(&file, Some(a.uid), Some(a.gid))
@@ -475,22 +485,44 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         }
         Ok::<_, String>(file)
     };
-    if !spec.cwd.is_dir() {
-        return Err(format!(
-            "working directory {} does not exist",
-            spec.cwd.display()
-        ));
-    }
     let mut command = Command::new(program);
-    if let Some(a) = &account {
-        // Who the job runs as, for programs that ask the environment; the job's own
-        // variables, set below, win.
-        command
-            .env("USER", &a.name)
-            .env("LOGNAME", &a.name)
-            .env("HOME", &a.home);
-        become_account(&mut command, a);
+    match &account {
+        // As root the directory is checked here; as a user it is entered after the switch
+        // (in `become_account`), so a job can never run where its user may not go.
+        None => {
+            if !spec.cwd.is_dir() {
+                return Err(format!(
+                    "working directory {} does not exist",
+                    spec.cwd.display()
+                ));
+            }
+            command
+                .current_dir(&spec.cwd)
+                // Its own process group: kill and suspend reach the whole job.
+                .process_group(0);
+        }
+        Some(a) => {
+            // A login's environment, not the worker's; the job's own variables, set below,
+            // win.
+            command
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("USER", &a.name)
+                .env("LOGNAME", &a.name)
+                .env("HOME", &a.home)
+                .env("SHELL", &a.shell);
+            let cwd = if spec.cwd.as_os_str().is_empty() {
+                a.home.clone()
+            } else {
+                spec.cwd.clone()
+            };
+            become_account(&mut command, a, &cwd)?;
+        }
     }
+    let who = account
+        .as_ref()
+        .map(|a| format!(" as {}", a.name))
+        .unwrap_or_default();
     command
         .args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
@@ -499,36 +531,43 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         .env(procs::ENV_JOB_ID, spec.id.to_string())
         .env(procs::ENV_ATTEMPT, spec.attempt.to_string())
         .env(procs::ENV_SPOOL_MARK, &spec.spool)
-        .current_dir(&spec.cwd)
         .stdin(Stdio::null())
         .stdout(open(&out)?)
         .stderr(open(&err)?)
-        // Its own process group: kill and suspend reach the whole job, not just its leader.
-        .process_group(0)
         .spawn()
         .map_err(|e| match e.kind() {
+            // As a user, the switch and the directory can fail too: say all of it.
+            _ if !who.is_empty() => format!("cannot start {program}{who}: {e}"),
             std::io::ErrorKind::NotFound => format!("command not found: {program}"),
             std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
             _ => format!("cannot start {program}: {e}"),
         })
 }
 
-/// Makes the job's process `account` before it runs the job's program: its supplementary
-/// groups, then its group, then its user (in that order: each needs the privilege the next
-/// gives up). std's `Command::uid` would drop every supplementary group, and setting them is
-/// not stable std yet, so the three calls are made here.
+/// Makes the job's process `account` before it runs the job's program: a session of its
+/// own (its own process group, so kill and suspend reach the whole job, and no terminal of
+/// the worker's to reach), its supplementary groups, then its group, then its user (in that
+/// order: each needs the privilege the next gives up), and only then its working directory.
+/// std's `Command::uid` would drop every supplementary group, and setting them is not stable
+/// std yet, so the calls are made here.
 #[allow(unsafe_code)]
-fn become_account(command: &mut Command, account: &Account) {
+fn become_account(command: &mut Command, account: &Account, cwd: &Path) -> Result<(), String> {
     let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
-    // SAFETY: the closure runs in the forked child before exec. It makes only three system
-    // calls (setgroups, setgid, setuid), all async-signal-safe, on data prepared before the
-    // fork, and allocates nothing (nix passes the slice straight to libc).
+    let cwd = std::ffi::CString::new(cwd.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("working directory {}: holds a NUL", cwd.display()))?;
+    // SAFETY: the closure runs in the forked child before exec. It makes only system calls
+    // (setsid, setgroups, setgid, setuid, chdir), all async-signal-safe, on data prepared
+    // before the fork, and allocates nothing (nix passes the slice and the C string straight
+    // to libc).
     unsafe {
         command.pre_exec(move || {
+            nix::unistd::setsid()?;
             nix::unistd::setgroups(&groups)?;
             nix::unistd::setgid(gid)?;
             nix::unistd::setuid(uid)?;
+            nix::unistd::chdir(cwd.as_c_str())?;
             Ok(())
         });
     }
+    Ok(())
 }

@@ -539,16 +539,20 @@ impl TestUser {
             );
         };
         run(&["groupadd", &group]);
+        // Built before the user is added, so a failed useradd still removes the group.
+        let user = TestUser { name, group };
         run(&[
             "useradd",
             "--no-create-home",
+            "--home-dir",
+            "/",
             "--shell",
             "/bin/sh",
             "-G",
-            &group,
-            &name,
+            &user.group,
+            &user.name,
         ]);
-        TestUser { name, group }
+        user
     }
 
     fn uid(&self) -> u32 {
@@ -571,7 +575,7 @@ impl TestUser {
 impl Drop for TestUser {
     fn drop(&mut self) {
         let _ = std::process::Command::new("userdel")
-            .arg(&self.name)
+            .args(["-f", &self.name])
             .output();
         let _ = std::process::Command::new("groupdel")
             .arg(&self.group)
@@ -597,24 +601,39 @@ async fn as_root_each_job_runs_as_its_user_with_their_groups() {
     let dir = tempfile::tempdir().unwrap();
     let each = xce_client::types::JobUsers::EachUser { root: false };
     let (jobs, _lease, stop) = table_for(dir.path(), None, each);
-    jobs.start(
-        job_of(1, &user.name, &["sh", "-c", "id -u; id -G; echo $USER"]),
-        1,
-    );
+    let script = "id -u; id -G; echo $USER $HOME; pwd; \
+                  grep -E '^(Uid|Gid|CapEff):' /proc/self/status; echo ${XCE_WORKERS_OWN:-clean}";
+    // Something of the worker's own environment that a job must not inherit.
+    std::env::set_var("XCE_WORKERS_OWN", "leaked");
+    jobs.start(job_of(1, &user.name, &["sh", "-c", script]), 1);
     assert_eq!(wait_end(dir.path(), 1, 1).await, JobEnd::Exit(0));
     let out_path = dir.path().join("1.1.out");
     let out = std::fs::read_to_string(&out_path).unwrap();
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[0], user.uid().to_string(), "{out}");
+    let uid = user.uid().to_string();
+    assert_eq!(lines[0], uid, "{out}");
     let groups: Vec<&str> = lines[1].split_whitespace().collect();
     assert!(
         groups.contains(&user.gid_of_group().to_string().as_str()),
         "{out}"
     );
     assert!(!groups.contains(&"0"), "root's group kept: {out}");
-    assert_eq!(lines[2], user.name, "{out}");
-    use std::os::unix::fs::MetadataExt;
-    assert_eq!(std::fs::metadata(&out_path).unwrap().uid(), user.uid());
+    assert_eq!(lines[2], format!("{} /", user.name), "{out}");
+    // Its home, entered as the user.
+    assert_eq!(lines[3], "/", "{out}");
+    // Real, effective, saved and filesystem ids all the user's, and no capability left.
+    let ids =
+        |line: &str| -> Vec<String> { line.split_whitespace().skip(1).map(String::from).collect() };
+    assert_eq!(ids(lines[4]), vec![uid.clone(); 4], "{out}");
+    assert!(!ids(lines[5]).contains(&"0".to_string()), "{out}");
+    assert_eq!(ids(lines[6]), ["0000000000000000"], "{out}");
+    assert_eq!(lines[7], "clean", "the worker's environment leaked: {out}");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for file in ["1.1.out", "1.1.err"] {
+        let meta = std::fs::metadata(dir.path().join(file)).unwrap();
+        assert_eq!(meta.uid(), user.uid(), "{file}");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
+    }
 
     jobs.start(job_of(2, "root", &["true"]), 1);
     match wait_end(dir.path(), 2, 1).await {

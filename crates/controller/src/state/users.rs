@@ -124,9 +124,7 @@ pub fn validate_user_name(name: &str) -> Result<(), String> {
     let valid = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('-')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        && super::validate::name_chars_ok(name);
     if valid {
         Ok(())
     } else {

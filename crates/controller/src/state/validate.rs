@@ -98,13 +98,15 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether every character of `name` is one that host, scheduler and user names may hold.
+pub(super) fn name_chars_ok(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
 /// Checks a host name as given by a worker (`--name`).
 pub fn validate_host_name(name: &str) -> Result<(), String> {
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    let valid = !name.is_empty() && name.len() <= 253 && name_chars_ok(name);
     if valid {
         Ok(())
     } else {

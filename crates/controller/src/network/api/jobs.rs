@@ -51,7 +51,11 @@ pub(super) async fn list(
         .node
         .read(|s| {
             let mut page = s.jobs_page(&filter, after, limit);
-            page.jobs = page.jobs.into_iter().map(|j| s.shown(j, now)).collect();
+            page.jobs = page
+                .jobs
+                .into_iter()
+                .map(|j| this.as_seen(s.shown(j, now)))
+                .collect();
             page
         })
         .await;
@@ -76,7 +80,7 @@ pub(super) async fn info(
     let now = now_ms();
     let job = match this
         .node
-        .read(|s| s.job(id).map(|j| s.shown(j.clone(), now)))
+        .read(|s| s.job(id).map(|j| this.as_seen(s.shown(j.clone(), now))))
         .await
     {
         Ok(Some(job)) => Ok(job),

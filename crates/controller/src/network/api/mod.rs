@@ -104,6 +104,15 @@ impl ControllerService {
         session.user.clone().or(certified)
     }
 
+    /// A job as this connection may see it: a user sees another user's job without its
+    /// environment, which may hold that user's secrets.
+    fn as_seen(&self, mut job: xce_client::types::Job) -> xce_client::types::Job {
+        if self.own_jobs_only().is_some_and(|me| me != job.spec.user) {
+            job.spec.env.clear();
+        }
+        job
+    }
+
     /// The user whose own jobs alone this connection may control (see [`Session`]).
     fn own_jobs_only(&self) -> Option<String> {
         self.session.borrow().own_jobs_only()
