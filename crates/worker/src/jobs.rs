@@ -329,6 +329,7 @@ impl Jobs {
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
             cgroups: self.settings.cgroups.clone(),
             run_as,
+            refused: xce_client::fit::may_run(&self.settings.job_users, &job.spec.user).err(),
             limits: Limits {
                 cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
                 mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),

@@ -67,6 +67,9 @@ pub struct ShimSpec {
     /// The user the job runs as, when the worker runs each job as its user (as root);
     /// `None`: as the worker's own account.
     pub run_as: Option<RunAs>,
+    /// Why this worker may not run the job at all (its user's jobs do not run here): the
+    /// worker's own check, behind the controller's.
+    pub refused: Option<String>,
 }
 
 /// Whom a job runs as: looked up in this host's user database when the job starts.
@@ -465,6 +468,9 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
     let Some((program, args)) = spec.command.split_first() else {
         return Err("empty command".into());
     };
+    if let Some(why) = &spec.refused {
+        return Err(format!("this worker does not run the job: {why}"));
+    }
     let account = spec.run_as.as_ref().map(RunAs::resolve).transpose()?;
     let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
     let open = |p: &Path| {

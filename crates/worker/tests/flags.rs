@@ -23,3 +23,32 @@ fn bad_peers_and_cpus_are_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--cpus"));
 }
+
+/// Whom jobs run as: a root worker runs them as root only when told so with
+/// `--allow-root-jobs`, and `user` mode needs root.
+#[test]
+fn running_jobs_as_root_must_be_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_xce-worker"))
+            .args(["--peers", "c1=127.0.0.1:1", "--name", "w1", "--mem-mb", "1"])
+            .args(extra)
+            .arg("--spool-dir")
+            .arg(dir.path())
+            .env_remove("XCE_RUN_JOBS_AS")
+            .env_remove("XCE_ALLOW_ROOT_JOBS")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Only refusals are run here: a worker that starts would keep trying to reach c1.
+    if nix::unistd::geteuid().is_root() {
+        for mode in ["any", "worker"] {
+            let err = run(&["--run-jobs-as", mode]);
+            assert!(err.contains("--allow-root-jobs"), "{mode}: {err}");
+        }
+    } else {
+        let err = run(&["--run-jobs-as", "user"]);
+        assert!(err.contains("needs root"), "{err}");
+    }
+}

@@ -647,3 +647,20 @@ async fn as_root_each_job_runs_as_its_user_with_their_groups() {
     }
     stop.send_replace(true);
 }
+
+/// A worker that runs only its own account's jobs refuses anyone else's, even one the
+/// controller sent (its own check, behind the controller's).
+#[tokio::test]
+async fn a_worker_for_one_user_refuses_another_users_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let only = xce_client::types::JobUsers::Only("bob".into());
+    let (jobs, _lease, stop) = table_for(dir.path(), None, only);
+    jobs.start(job_of(1, "alice", &["true"]), 1);
+    match wait_end(dir.path(), 1, 1).await {
+        JobEnd::Failed(reason) => assert!(reason.contains("only bob's"), "{reason}"),
+        other => panic!("alice's job ran on bob's worker: {other:?}"),
+    }
+    jobs.start(job_of(2, "bob", &["true"]), 1);
+    assert_eq!(wait_end(dir.path(), 2, 1).await, JobEnd::Exit(0));
+    stop.send_replace(true);
+}

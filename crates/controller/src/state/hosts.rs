@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use xce_client::fit::may_run;
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, JobOrder, JobSignal, JobState,
 };
@@ -89,13 +90,25 @@ impl State {
                 orders.push(order(JobSignal::Resume));
             }
         }
-        let missing: Vec<(u64, JobState, u32)> = self
+        let job_users = self.hosts.get(host).map(|h| h.job_users.clone());
+        let missing: Vec<(u64, JobState, u32, Result<(), String>)> = self
             .placed_on(host)
             .filter(|j| !current.contains(&j.id))
-            .map(|j| (j.id, j.state, j.attempt))
+            .map(|j| {
+                let runs = job_users
+                    .as_ref()
+                    .map_or(Ok(()), |u| may_run(u, &j.spec.user));
+                (j.id, j.state, j.attempt, runs)
+            })
             .collect();
-        for (id, state, attempt) in missing {
-            if state == JobState::Dispatched && !self.intents.contains_key(&id) {
+        for (id, state, attempt, runs) in missing {
+            let unstarted = state == JobState::Dispatched && !self.intents.contains_key(&id);
+            if let (true, Err(why)) = (unstarted, &runs) {
+                // The worker came back running other users' jobs: this one never started
+                // there and goes back to its queue.
+                let reason = format!("host {host} no longer runs this job: {why}");
+                self.update_job(id, |job| super::jobs::requeue(job, &reason));
+            } else if unstarted {
                 self.push(Push::Start {
                     host: host.to_string(),
                     id,
@@ -194,6 +207,27 @@ mod tests {
             action: HostAction::Open,
         };
         rejected_with(&s.apply(1, missing), Status::NoEnt, "w9");
+    }
+
+    #[test]
+    fn a_worker_back_for_other_users_gets_no_start_it_would_run_as_someone_else() {
+        let mut s = State::default();
+        s.apply(0, join_cmd(1, "w1", vec![]));
+        let mut alices = spec(&["true"]);
+        alices.user = "alice".into();
+        submit(&mut s, 2, alices);
+        s.apply(1, dispatch_cmd(3, 1, "w1"));
+        // Back as bob's worker, before the start reached it: alice's job is not sent there.
+        let mut rejoin = join_cmd(4, "w1", vec![]);
+        if let Command::RegisterHost { host, .. } = &mut rejoin {
+            host.job_users = xce_client::types::JobUsers::Only("bob".into());
+        }
+        let (_, pushes) = apply_pushes(&mut s, rejoin);
+        assert_eq!(pushes, vec![]);
+        let job = s.job(1).unwrap();
+        assert_eq!(job.state, JobState::Pending);
+        let reason = job.pend_reason.as_deref().unwrap();
+        assert!(reason.contains("only bob's"), "{reason}");
     }
 
     #[test]

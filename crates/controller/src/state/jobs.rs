@@ -25,7 +25,7 @@ fn end_job(job: &mut Job, at_ms: u64, reason: &str) {
 
 /// Puts a job back to pending; its next dispatch is the next attempt, so any copy of the
 /// current one is stale from here on.
-fn requeue(job: &mut Job, why: &str) {
+pub(super) fn requeue(job: &mut Job, why: &str) {
     job.state = JobState::Pending;
     job.pend_reason = Some(why.to_string());
     job.reason = None;
