@@ -742,16 +742,18 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
         "{:?}",
         replies[0].header
     );
+    // The login host's certificate alone proves no one.
+    let out = cluster.xce_as(xce_devcluster::LOGIN, &["-o", "json", "jobs"]);
+    assert_eq!(refused(&out), "auth");
     // A token that is not one is no credential, named before anything is sent.
     let out = cluster.xce_token("xce_nope", &["-o", "json", "jobs"]);
     assert_eq!(refused(&out), "auth");
-    // XCE_TOKEN=none: the certificate alone, whatever a token file says.
+    // XCE_TOKEN=none: the certificate alone (here the login host's, which proves no one),
+    // not a token that fails to parse.
     let out = cluster.xce_token("none", &["-o", "json", "jobs"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(refused(&out), "auth");
+    let message = xce_tests::json_of(&out)["error"]["message"].to_string();
+    assert!(message.contains("proves no one"), "{message}");
     // Alice is untouched.
     let out = cluster.xce_token(&alice, &["-o", "json", "jobs"]);
     assert!(

@@ -427,6 +427,10 @@ pub struct TlsInitArgs {
     pub admins: Vec<String>,
     #[arg(long, value_delimiter = ',')]
     pub users: Vec<String>,
+    /// Login hosts: a certificate that lets the people on that host connect, each then
+    /// proving who they are with a token.
+    #[arg(long, value_delimiter = ',')]
+    pub logins: Vec<String>,
     /// More host names or IP addresses every certificate is valid for, beside its name,
     /// localhost, 127.0.0.1 and ::1 (where clients dial the controllers).
     #[arg(long = "host", value_delimiter = ',')]
@@ -443,6 +447,7 @@ fn tls_init(args: &TlsInitArgs, f: Format) -> i32 {
         (Role::Operator, &args.operators),
         (Role::Admin, &args.admins),
         (Role::User, &args.users),
+        (Role::Login, &args.logins),
     ];
     let holders: Vec<Holder> = groups
         .iter()

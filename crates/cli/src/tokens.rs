@@ -94,7 +94,7 @@ fn parse_role(s: &str) -> Result<Role, String> {
     match s.parse::<Role>() {
         Ok(role @ (Role::User | Role::Operator | Role::Admin)) => Ok(role),
         Ok(other) => Err(format!(
-            "{other} is a daemon's role, proven by its certificate; a token is for user, operator or admin"
+            "{other} is not a person's role (daemons and login hosts prove themselves with certificates); a token is for user, operator or admin"
         )),
         Err(_) => Err(format!("{s:?}: expected user, operator or admin")),
     }

@@ -78,7 +78,7 @@ fn make_certs(
     holders.extend((1..=workers).map(|i| certs::Holder::new(Role::Worker, &format!("w{i}"))));
     holders.extend((1..=schedulers).map(|i| certs::Holder::new(Role::Scheduler, &format!("s{i}"))));
     holders.push(certs::Holder::new(Role::Admin, ADMIN));
-    holders.push(certs::Holder::new(Role::User, LOGIN));
+    holders.push(certs::Holder::new(Role::Login, LOGIN));
     Ok(certs::init(dir, &holders, &[])?)
 }
 
@@ -145,7 +145,7 @@ pub struct ClusterSpec {
 /// printed environment and the tests' clients use.
 pub const ADMIN: &str = "admin";
 
-/// The certificate holder of a dev or test cluster's login host: a `user` certificate that
+/// The certificate holder of a dev or test cluster's login host: a `login` certificate that
 /// lets people connect, who then say who they are with their tokens.
 pub const LOGIN: &str = "login";
 

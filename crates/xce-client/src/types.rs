@@ -306,6 +306,9 @@ named_enum! {
         Admin => "admin",
         /// A controller peer: the only role that reaches the Raft interface.
         Controller => "controller",
+        /// A login host's certificate, shared by the people who use that host: it lets them
+        /// connect and authenticate with their tokens, and nothing else.
+        Login => "login",
     }
 }
 

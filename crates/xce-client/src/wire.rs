@@ -79,7 +79,7 @@ mirror_enum! {
     HostAction <=> HostAction { Open, Close }
     HostState <=> HostState { Ok, Closed, Unavailable }
     MemberRole <=> MemberRole { Primary, Standby, Unreachable }
-    Role <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller }
+    Role <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller, Login }
     JobSignal <=> JobSignal { Kill, Suspend, Resume }
     HeldPhase <=> HeldPhase { Running, Suspended, Finished }
     EventKind <=> EventKind { Job, Host, Queue }

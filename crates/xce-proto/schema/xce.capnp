@@ -383,6 +383,7 @@ enum Role {
   operator @4;
   admin @5;
   controller @6;   # A controller peer: the only role that may reach the Raft interface.
+  login @7;        # A login host's certificate: it lets people connect, who then need a token.
 }
 
 # What a worker reports about its host when it joins.

@@ -89,8 +89,8 @@ impl Session {
             .certified
             .as_ref()
             .map(|id| id.role)
-            .filter(|r| !is_person(*r))
-            .or((self.joined && !is_person(self.role)).then_some(self.role));
+            .filter(|r| !takes_tokens(*r))
+            .or((self.joined && !takes_tokens(self.role)).then_some(self.role));
         match daemon {
             Some(role) => Err(ReplyHeader::status(
                 Status::Perm,
@@ -138,6 +138,11 @@ impl Session {
 /// Whether `role` is a person's (a token may carry it), not a daemon's.
 pub fn is_person(role: Role) -> bool {
     matches!(role, Role::User | Role::Operator | Role::Admin)
+}
+
+/// Whether a connection of `role` may present a token: a person's, or a login host's.
+fn takes_tokens(role: Role) -> bool {
+    is_person(role) || role == Role::Login
 }
 
 /// Whether a call of `method` re-checks the session's token first. Not the calls that find
@@ -243,18 +248,16 @@ impl Method {
 pub fn allowed(method: Method, role: Role) -> bool {
     use Role::*;
     match method {
-        // Reads, and joining (which is how a connection gets a role at all).
+        // Finding the primary, joining (which is how a connection gets a role at all) and
+        // proving who one is.
+        Method::ClusterInfo | Method::Ping | Method::Join | Method::Authenticate => true,
+        // Reads: for everyone who is someone; a login host's certificate alone is no one.
         Method::ListJobs
         | Method::JobInfo
         | Method::ListQueues
-        | Method::ClusterInfo
         | Method::ListHosts
-        | Method::Subscribe
-        | Method::Ping
-        | Method::Join
-        | Method::Authenticate => true,
+        | Method::Subscribe => role != Login,
         Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
-        // Users' own work; the apiserver acts for users.
         // People's own work. The apiserver will act for the user a request's token names
         // (issue 12); until then its certificate alone controls no one's jobs.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
@@ -274,6 +277,16 @@ pub fn allowed(method: Method, role: Role) -> bool {
 pub fn authorize(method: Method, session: &Session) -> Result<(), ReplyHeader> {
     if allowed(method, session.role) {
         return Ok(());
+    }
+    if session.role == Role::Login {
+        return Err(ReplyHeader::status(
+            Status::Auth,
+            format!(
+                "{}: a login host's certificate proves no one: authenticate with a token \
+                 (XCE_TOKEN)",
+                method.name()
+            ),
+        ));
     }
     Err(ReplyHeader::status(
         Status::Perm,
@@ -300,23 +313,26 @@ mod tests {
     fn every_method_against_every_role() {
         use Role::*;
         let all = Role::ALL;
+        let someone: &[Role] = &[
+            User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
+        ];
         let expected: [(Method, &[Role]); 24] = [
             (Method::Submit, &[User, Operator, Admin]),
-            (Method::ListJobs, all),
-            (Method::JobInfo, all),
+            (Method::ListJobs, someone),
+            (Method::JobInfo, someone),
             (Method::JobControl, &[User, Operator, Admin]),
-            (Method::ListQueues, all),
+            (Method::ListQueues, someone),
             (Method::QueueControl, &[Operator, Admin]),
             (Method::ClusterInfo, all),
             (Method::Raft, &[Controller]),
-            (Method::ListHosts, all),
+            (Method::ListHosts, someone),
             (Method::HostControl, &[Operator, Admin]),
             (Method::Join, all),
             (Method::Heartbeat, &[Worker]),
             (Method::Dispatch, &[Operator, Admin]),
             (Method::JobStarted, &[Worker]),
             (Method::JobFinished, &[Worker]),
-            (Method::Subscribe, all),
+            (Method::Subscribe, someone),
             (Method::Ping, all),
             (Method::AcquireScheduler, &[Scheduler]),
             (Method::DispatchBatch, &[Scheduler]),
@@ -345,7 +361,12 @@ mod tests {
                     role.name()
                 );
                 if let Err(h) = got {
-                    assert_eq!(h.status, Status::Perm);
+                    let expected = if *role == Login {
+                        Status::Auth
+                    } else {
+                        Status::Perm
+                    };
+                    assert_eq!(h.status, expected);
                     assert!(h.message.contains(method.name()), "{}", h.message);
                 }
             }
@@ -386,17 +407,15 @@ mod tests {
     fn only_a_persons_connection_takes_a_token() {
         for role in Role::ALL {
             let by_cert = certified(*role, "x").may_authenticate();
-            assert_eq!(by_cert.is_ok(), is_person(*role), "{role}");
+            let may = is_person(*role) || *role == Role::Login;
+            assert_eq!(by_cert.is_ok(), may, "{role}");
             let joined = Session {
                 role: *role,
                 joined: true,
                 ..Session::default()
             };
-            assert_eq!(
-                joined.may_authenticate().is_ok(),
-                is_person(*role),
-                "{role}"
-            );
+            let may = is_person(*role) || *role == Role::Login;
+            assert_eq!(joined.may_authenticate().is_ok(), may, "{role}");
         }
         let mut s = certified(Role::User, "login1");
         s.authenticated(

@@ -54,7 +54,7 @@ record_enum! {
     JobSignalRecord <=> JobSignal { Kill, Suspend, Resume }
     LostPolicyRecord <=> LostPolicy { Requeue, Exit }
     EndIntentRecord <=> EndIntent { Kill, Requeue }
-    RoleRecord <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller }
+    RoleRecord <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller, Login }
     StatusRecord <=> Status {
         Ok, Redirect, Standby, NoMaster, NotReady, DupJob, Auth, Perm, Invalid, NoEnt,
         Conflict, Internal,

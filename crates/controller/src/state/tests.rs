@@ -429,8 +429,14 @@ proptest! {
             // A dispatch that was accepted left its host within its cpus and memory.
             let placed: Vec<&String> = match (cmd, &oa) {
                 (Command::Dispatch { host, .. }, Outcome::Done) => vec![host],
-                (Command::DispatchBatch { placements, .. }, Outcome::Placed { .. }) => {
-                    placements.iter().map(|p| &p.host).collect()
+                // Only the placements made: a refused one says nothing of its host (which a
+                // re-registration may have shrunk under its jobs).
+                (Command::DispatchBatch { placements, .. }, Outcome::Placed { refused }) => {
+                    placements
+                        .iter()
+                        .filter(|p| !refused.iter().any(|r| r.id == p.id))
+                        .map(|p| &p.host)
+                        .collect()
                 }
                 _ => vec![],
             };

@@ -22293,6 +22293,7 @@ pub enum Role {
     Operator = 4,
     Admin = 5,
     Controller = 6,
+    Login = 7,
 }
 
 impl ::capnp::introspect::Introspect for Role {
@@ -22312,6 +22313,7 @@ impl ::core::convert::TryFrom<u16> for Role {
             4 => ::core::result::Result::Ok(Self::Operator),
             5 => ::core::result::Result::Ok(Self::Admin),
             6 => ::core::result::Result::Ok(Self::Controller),
+            7 => ::core::result::Result::Ok(Self::Login),
             n => ::core::result::Result::Err(::capnp::NotInSchema(n)),
         }
     }
@@ -22324,7 +22326,7 @@ impl ::capnp::traits::HasTypeId for Role {
     const TYPE_ID: u64 = 0xbc93_5094_9ee8_29e0u64;
 }
 mod role {
-pub(crate) static ENCODED_NODE: [::capnp::Word; 48] = [
+pub(crate) static ENCODED_NODE: [::capnp::Word; 52] = [
     ::capnp::word(0, 0, 0, 0, 5, 0, 6, 0),
     ::capnp::word(224, 41, 232, 158, 148, 80, 147, 188),
     ::capnp::word(10, 0, 0, 0, 2, 0, 0, 0),
@@ -22334,33 +22336,36 @@ pub(crate) static ENCODED_NODE: [::capnp::Word; 48] = [
     ::capnp::word(21, 0, 0, 0, 122, 0, 0, 0),
     ::capnp::word(25, 0, 0, 0, 7, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(21, 0, 0, 0, 175, 0, 0, 0),
+    ::capnp::word(21, 0, 0, 0, 199, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(120, 99, 101, 46, 99, 97, 112, 110),
     ::capnp::word(112, 58, 82, 111, 108, 101, 0, 0),
     ::capnp::word(0, 0, 0, 0, 1, 0, 1, 0),
-    ::capnp::word(28, 0, 0, 0, 1, 0, 2, 0),
+    ::capnp::word(32, 0, 0, 0, 1, 0, 2, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(77, 0, 0, 0, 42, 0, 0, 0),
+    ::capnp::word(89, 0, 0, 0, 42, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(1, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(69, 0, 0, 0, 58, 0, 0, 0),
+    ::capnp::word(81, 0, 0, 0, 58, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(2, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(61, 0, 0, 0, 82, 0, 0, 0),
+    ::capnp::word(73, 0, 0, 0, 82, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(3, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(57, 0, 0, 0, 82, 0, 0, 0),
+    ::capnp::word(69, 0, 0, 0, 82, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(4, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(53, 0, 0, 0, 74, 0, 0, 0),
+    ::capnp::word(65, 0, 0, 0, 74, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(5, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(49, 0, 0, 0, 50, 0, 0, 0),
+    ::capnp::word(61, 0, 0, 0, 50, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(6, 0, 0, 0, 0, 0, 0, 0),
-    ::capnp::word(41, 0, 0, 0, 90, 0, 0, 0),
+    ::capnp::word(53, 0, 0, 0, 90, 0, 0, 0),
+    ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
+    ::capnp::word(7, 0, 0, 0, 0, 0, 0, 0),
+    ::capnp::word(49, 0, 0, 0, 50, 0, 0, 0),
     ::capnp::word(0, 0, 0, 0, 0, 0, 0, 0),
     ::capnp::word(117, 115, 101, 114, 0, 0, 0, 0),
     ::capnp::word(119, 111, 114, 107, 101, 114, 0, 0),
@@ -22373,6 +22378,7 @@ pub(crate) static ENCODED_NODE: [::capnp::Word; 48] = [
     ::capnp::word(97, 100, 109, 105, 110, 0, 0, 0),
     ::capnp::word(99, 111, 110, 116, 114, 111, 108, 108),
     ::capnp::word(101, 114, 0, 0, 0, 0, 0, 0),
+    ::capnp::word(108, 111, 103, 105, 110, 0, 0, 0),
 ];
 pub(crate) fn get_annotation_types(child_index: Option<u16>, index: u32) -> ::capnp::introspect::Type {
     ::capnp::introspect::panic_invalid_annotation_indices(child_index, index)

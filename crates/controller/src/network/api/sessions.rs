@@ -51,15 +51,18 @@ pub(super) async fn join(
                 this.backlog.set_peer();
                 (ReplyHeader::ok(), Vec::new())
             }
-            Role::User | Role::Scheduler | Role::Apiserver | Role::Operator | Role::Admin => {
-                match this.node.admit().await {
-                    Ok(()) => {
-                        this.set_session(role, None);
-                        (ReplyHeader::ok(), Vec::new())
-                    }
-                    Err(h) => (h, Vec::new()),
+            Role::User
+            | Role::Scheduler
+            | Role::Apiserver
+            | Role::Operator
+            | Role::Admin
+            | Role::Login => match this.node.admit().await {
+                Ok(()) => {
+                    this.set_session(role, None);
+                    (ReplyHeader::ok(), Vec::new())
                 }
-            }
+                Err(h) => (h, Vec::new()),
+            },
         },
     };
     let mut r = results.get();
