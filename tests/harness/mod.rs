@@ -428,6 +428,11 @@ impl Cluster {
     /// Runs the `xce` CLI against this cluster, in a TLS cluster with certificate holder
     /// `name`'s files (`XCE_TLS_*`).
     pub fn xce_as(&self, name: &str, args: &[&str]) -> Output {
+        self.xce_command_as(name, args).output().unwrap()
+    }
+
+    /// The `xce` command against this cluster with holder `name`'s TLS files, not yet run.
+    fn xce_command_as(&self, name: &str, args: &[&str]) -> Command {
         let mut cmd = xce_command(&self.peers, args, &self.dir.path().join("cache"));
         if let Some(dir) = self.local.tls_dir() {
             let paths = xce_devcluster::certs::paths_of(&dir, name);
@@ -435,20 +440,16 @@ impl Cluster {
                 .env("XCE_TLS_CERT", paths.cert)
                 .env("XCE_TLS_KEY", paths.key);
         }
-        cmd.output().unwrap()
+        cmd
     }
 
     /// Runs the `xce` CLI as a person holding `token` (`XCE_TOKEN`), on the login host (whose
     /// certificate, in a TLS cluster, lets it connect).
     pub fn xce_token(&self, token: &str, args: &[&str]) -> Output {
-        let mut cmd = xce_command(&self.peers, args, &self.dir.path().join("cache"));
-        if let Some(dir) = self.local.tls_dir() {
-            let paths = xce_devcluster::certs::paths_of(&dir, xce_devcluster::LOGIN);
-            cmd.env("XCE_TLS_CA", paths.ca)
-                .env("XCE_TLS_CERT", paths.cert)
-                .env("XCE_TLS_KEY", paths.key);
-        }
-        cmd.env("XCE_TOKEN", token).output().unwrap()
+        self.xce_command_as(xce_devcluster::LOGIN, args)
+            .env("XCE_TOKEN", token)
+            .output()
+            .unwrap()
     }
 
     /// A failover client of a person holding `token`, on the login host.

@@ -137,7 +137,7 @@ impl Session {
 
 /// Whether `role` is a person's (a token may carry it), not a daemon's.
 pub fn is_person(role: Role) -> bool {
-    matches!(role, Role::User | Role::Operator | Role::Admin)
+    crate::state::TOKEN_ROLES.contains(&role)
 }
 
 /// Whether a connection of `role` may present a token: a person's, or a login host's.

@@ -237,9 +237,9 @@ impl State {
                     role,
                     hash,
                     created_ms: at_ms,
-                    expires_ms: None,
+                    expires_ms: expires_in_ms.map(|ttl| at_ms.saturating_add(ttl)),
                 };
-                self.create_token(at_ms, id, token, expires_in_ms)
+                self.create_token(at_ms, id, token)
             }
             Command::RevokeToken { id, .. } => self.revoke_token(&id),
             Command::JobFinished {

@@ -42,13 +42,7 @@ impl UserToken {
 }
 
 impl State {
-    pub(super) fn create_token(
-        &mut self,
-        at_ms: u64,
-        id: String,
-        token: UserToken,
-        expires_in_ms: Option<u64>,
-    ) -> Outcome {
+    pub(super) fn create_token(&mut self, at_ms: u64, id: String, token: UserToken) -> Outcome {
         if self.user_tokens.contains_key(&id) {
             return Outcome::rejected(Status::Conflict, format!("token {id} exists"));
         }
@@ -61,11 +55,6 @@ impl State {
                 format!("the cluster holds {MAX_TOKENS} tokens, its most: revoke some first"),
             );
         }
-        let token = UserToken {
-            created_ms: at_ms,
-            expires_ms: expires_in_ms.map(|ttl| at_ms.saturating_add(ttl)),
-            ..token
-        };
         self.user_tokens.insert(id, token);
         Outcome::Done
     }
