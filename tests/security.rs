@@ -402,8 +402,9 @@ async fn install_snapshot(
     id: &str,
     offset: u64,
     done: bool,
-    chunk: &'static [u8],
+    chunk: &[u8],
 ) -> Result<Vec<u8>, String> {
+    let chunk = chunk.to_vec();
     let request = format!(
         r#"{{"vote":{{"leader_id":{{"term":1,"node_id":1}},"committed":true}},"meta":{{"last_log_id":null,"last_membership":{{"log_id":null,"membership":{{"configs":[],"nodes":{{}}}}}},"snapshot_id":"{id}"}},"offset":{offset},"data":[],"done":{done}}}"#
     );
@@ -411,7 +412,7 @@ async fn install_snapshot(
         Box::pin(async move {
             let mut req = raft.install_snapshot_request();
             req.get().set_request(request.as_bytes());
-            req.get().set_chunk(chunk);
+            req.get().set_chunk(&chunk);
             Ok(req.send().promise.await?.get()?.get_reply()?.to_vec())
         })
     })
@@ -420,7 +421,8 @@ async fn install_snapshot(
 
 /// The attacks of the security issue on the Raft interface, replayed by a peer that holds
 /// the controller role: a vote term of 2^64−1 (in an append and in a vote), a snapshot chunk
-/// at 1 TiB, and a whole snapshot of garbage. Each is refused; every controller stays up with
+/// at 1 TiB, a whole snapshot of garbage, and one that decodes but breaks the state's rules
+/// (an epoch that would overflow). Each is refused; every controller stays up with
 /// its state, term and primary, and starts again afterwards.
 #[tokio::test]
 async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
@@ -463,11 +465,21 @@ async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
             b"\xde\xad\xbe\xef not a snapshot",
         )
         .await;
+        // A snapshot that decodes, but holds a scheduler epoch of 2^64-1 (the next lease
+        // would overflow): postcard of a state with no jobs, queues, hosts, intents or
+        // tokens and a lease {name "s1", instance 1, epoch u64::MAX, expires 0}.
+        let mut forged = vec![
+            0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, b's', b'1', 0x01,
+        ];
+        forged.extend([0xff; 9]);
+        forged.extend([0x01, 0x00, 0x00]);
+        let overflowing = install_snapshot(&cluster, i, "o", 0, true, &forged).await;
         for (what, outcome) in [
             ("append", append),
             ("vote", vote),
             ("far chunk", far_chunk),
             ("garbage snapshot", garbage),
+            ("overflowing snapshot", overflowing),
         ] {
             let e = outcome.expect_err(what);
             assert!(e.contains("refused"), "c{} {what}: {e}", i + 1);

@@ -150,26 +150,23 @@ impl Config {
         data_dir: &Path,
         file: Option<&Path>,
     ) -> Result<Config, ConfigError> {
-        let peers = parse_candidates(peers)?;
-        if let Some(c) = peers.iter().find(|c| c.name == c.addr()) {
-            return Err(ConfigError::UnnamedPeer { entry: c.addr() });
-        }
-        let index =
-            peers
-                .iter()
-                .position(|c| c.name == name)
-                .ok_or_else(|| ConfigError::UnknownName {
-                    name: name.to_string(),
-                    known: peers
-                        .iter()
-                        .map(|c| c.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                })?;
+        // The flags first: their errors are named before the file's.
+        check_peers(name, peers)?;
         let file = match file {
             Some(path) => load_file(path)?,
             None => FileConfig::default(),
         };
+        Config::from_file(name, peers, data_dir, file)
+    }
+
+    /// Validates the flags and a parsed file.
+    pub fn from_file(
+        name: &str,
+        peers: &str,
+        data_dir: &Path,
+        file: FileConfig,
+    ) -> Result<Config, ConfigError> {
+        let (peers, index) = check_peers(name, peers)?;
         validate_file(&file)?;
         let tls = TlsArgs::default().resolve(&file.tls)?;
         Ok(Config {
@@ -294,6 +291,27 @@ fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
         path: path.to_path_buf(),
         detail,
     })
+}
+
+/// The candidates, and where this controller (`name`) is among them.
+fn check_peers(name: &str, peers: &str) -> Result<(Vec<Candidate>, usize), ConfigError> {
+    let peers = parse_candidates(peers)?;
+    if let Some(c) = peers.iter().find(|c| c.name == c.addr()) {
+        return Err(ConfigError::UnnamedPeer { entry: c.addr() });
+    }
+    let index =
+        peers
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| ConfigError::UnknownName {
+                name: name.to_string(),
+                known: peers
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+    Ok((peers, index))
 }
 
 /// Parses the YAML text of a config file.

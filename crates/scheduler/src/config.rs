@@ -88,13 +88,18 @@ pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
+    parse_file(&text).map_err(|detail| ConfigError::Parse {
+        path: path.to_path_buf(),
+        detail,
+    })
+}
+
+/// Parses the YAML text of a config file; an empty file is every default.
+pub fn parse_file(text: &str) -> Result<FileConfig, String> {
     if text.trim().is_empty() {
         return Ok(FileConfig::default());
     }
-    serde_yaml::from_str(&text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        detail: e.to_string(),
-    })
+    serde_yaml::from_str(text).map_err(|e| e.to_string())
 }
 
 /// Layers flags and environment over the file and validates the result.

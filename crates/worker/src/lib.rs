@@ -4,6 +4,7 @@
 //! stale copies and requeue lost ones.
 
 pub mod cgroup;
+pub mod config;
 pub mod fence;
 pub mod host;
 pub mod jobs;

@@ -1,12 +1,10 @@
 //! `xce-worker`: flags, logging, signals; the daemon itself is `xce_worker::run`.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use anyhow::Context;
 use clap::Parser;
-use xce_client::parse_candidates;
+use std::path::PathBuf;
 use xce_client::types::JobUsers;
+use xce_worker::config::{self, CgroupMode, FileConfig, Overrides, RunJobsAs, Settings};
 use xce_worker::{host, Config};
 
 /// An xce worker: runs jobs on this host for the cluster.
@@ -15,32 +13,38 @@ use xce_worker::{host, Config};
 struct Args {
     /// Controller candidates: name=host:port,...
     #[arg(long, env = "XCE_PEERS")]
-    peers: String,
+    peers: Option<String>,
     /// This host's name in the cluster.
     #[arg(long, env = "XCE_NAME")]
-    name: String,
+    name: Option<String>,
     /// Where job output and the outbox live.
     #[arg(long, env = "XCE_SPOOL_DIR")]
-    spool_dir: PathBuf,
+    spool_dir: Option<PathBuf>,
+    /// YAML file with the same settings (flags and XCE_* environment win).
+    #[arg(long, env = "XCE_CONFIG")]
+    config: Option<PathBuf>,
     /// CPUs offered (default: detected).
-    #[arg(long)]
+    #[arg(long, env = "XCE_CPUS")]
     cpus: Option<u32>,
     /// Memory offered in MiB (default: detected).
-    #[arg(long)]
+    #[arg(long, env = "XCE_MEM_MB")]
     mem_mb: Option<u64>,
-    /// Heartbeat interval in milliseconds.
-    #[arg(long, default_value_t = 2000)]
-    heartbeat_ms: u64,
-    /// How long a killed job has to exit after SIGTERM before SIGKILL, in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    kill_grace_ms: u64,
-    /// How often to re-sync held jobs with the primary without a failover, in milliseconds.
-    #[arg(long, default_value_t = 60_000)]
-    resync_ms: u64,
-    /// Run each job in a cgroup of its own where the host has cgroups (`auto`), or never
-    /// (`off`: process groups only, no cpu or memory limits, and no cgroup setup per job).
-    #[arg(long, env = "XCE_CGROUPS", value_enum, default_value_t = CgroupMode::Auto)]
-    cgroups: CgroupMode,
+    /// Heartbeat interval in milliseconds (default 2000).
+    #[arg(long, env = "XCE_HEARTBEAT_MS")]
+    heartbeat_ms: Option<u64>,
+    /// How long a killed job has to exit after SIGTERM before SIGKILL, in milliseconds
+    /// (default 10000).
+    #[arg(long, env = "XCE_KILL_GRACE_MS")]
+    kill_grace_ms: Option<u64>,
+    /// How often to re-sync held jobs with the primary without a failover, in milliseconds
+    /// (default 60000).
+    #[arg(long, env = "XCE_RESYNC_MS")]
+    resync_ms: Option<u64>,
+    /// Run each job in a cgroup of its own where the host has cgroups (`auto`, the default),
+    /// or never (`off`: process groups only, no cpu or memory limits, and no cgroup setup per
+    /// job).
+    #[arg(long, env = "XCE_CGROUPS", value_enum)]
+    cgroups: Option<CgroupMode>,
     #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// Run without TLS to controllers beyond loopback (no authentication at all).
@@ -55,30 +59,25 @@ struct Args {
     /// worker with `--run-jobs-as worker` or `any` at all.
     #[arg(long, env = "XCE_ALLOW_ROOT_JOBS")]
     allow_root_jobs: bool,
+    /// Validate the configuration and exit.
+    #[arg(long)]
+    check_config: bool,
 }
 
-/// Whom jobs run as (see `--run-jobs-as`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum RunJobsAs {
-    User,
-    Worker,
-    Any,
-}
-
-/// Whose jobs this worker runs, from its flags and the account it runs as.
-fn job_users(args: &Args) -> anyhow::Result<JobUsers> {
+/// Whose jobs this worker runs, from its settings and the account it runs as.
+fn job_users(settings: &Settings) -> anyhow::Result<JobUsers> {
     let me = nix::unistd::User::from_uid(nix::unistd::geteuid())
         .ok()
         .flatten()
         .map(|u| u.name);
     let root = nix::unistd::geteuid().is_root();
-    let mode = args.run_jobs_as.unwrap_or(if root {
+    let mode = settings.run_jobs_as.unwrap_or(if root {
         RunJobsAs::User
     } else {
         RunJobsAs::Worker
     });
     // As root, `worker` and `any` run jobs as root: say so with --allow-root-jobs.
-    if root && mode != RunJobsAs::User && !args.allow_root_jobs {
+    if root && mode != RunJobsAs::User && !settings.allow_root_jobs {
         anyhow::bail!(
             "--run-jobs-as {}: as root this runs jobs as root; give --allow-root-jobs too, or \
              --run-jobs-as user",
@@ -94,7 +93,7 @@ fn job_users(args: &Args) -> anyhow::Result<JobUsers> {
             "--run-jobs-as user needs root: a worker not running as root can run jobs only as itself"
         ),
         RunJobsAs::User => JobUsers::EachUser {
-            root: args.allow_root_jobs,
+            root: settings.allow_root_jobs,
         },
         RunJobsAs::Worker => JobUsers::Only(me.context(
             "this worker's account has no name in the user database: give --run-jobs-as any",
@@ -106,13 +105,6 @@ fn job_users(args: &Args) -> anyhow::Result<JobUsers> {
             JobUsers::Any
         }
     })
-}
-
-/// Whether jobs get cgroups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum CgroupMode {
-    Auto,
-    Off,
 }
 
 fn main() {
@@ -138,46 +130,62 @@ fn main() {
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let peers = parse_candidates(&args.peers).context("--peers")?;
-    if args.cpus == Some(0) {
-        anyhow::bail!("--cpus must be at least 1");
-    }
-    if args.heartbeat_ms < 10 {
-        anyhow::bail!("--heartbeat-ms must be at least 10");
-    }
-    if args.resync_ms < 100 {
-        anyhow::bail!("--resync-ms must be at least 100");
-    }
-    let mem_mb = match args.mem_mb {
+    let file = match &args.config {
+        Some(path) => config::read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let check_config = args.check_config;
+    let over = Overrides {
+        peers: args.peers,
+        name: args.name,
+        spool_dir: args.spool_dir,
+        cpus: args.cpus,
+        mem_mb: args.mem_mb,
+        heartbeat_ms: args.heartbeat_ms,
+        kill_grace_ms: args.kill_grace_ms,
+        resync_ms: args.resync_ms,
+        cgroups: args.cgroups,
+        run_jobs_as: args.run_jobs_as,
+        allow_root_jobs: args.allow_root_jobs,
+        insecure: args.insecure,
+        tls: args.tls,
+    };
+    let settings = config::resolve(over, file)?;
+    let mem_mb = match settings.mem_mb {
         Some(m) => m,
         None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
     };
-    let tls = args.tls.resolve(&xce_client::tls::TlsFile::default())?;
-    match &tls {
-        // Loaded (and its identity checked) by the worker itself.
+    match &settings.tls {
+        // Loaded (and its identity checked) by the worker itself; here only to report a
+        // bad file without starting.
+        Some(paths) if check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
         Some(_) => {}
         None => {
-            let addrs: Vec<String> = peers.iter().map(|c| c.addr()).collect();
+            let addrs: Vec<String> = settings.peers.iter().map(|c| c.addr()).collect();
             xce_client::tls::allow_plaintext(
                 "xce-worker",
                 addrs.iter().map(String::as_str),
-                args.insecure,
+                settings.insecure,
             )?;
         }
     }
-    let job_users = job_users(&args)?;
+    let job_users = job_users(&settings)?;
+    if check_config {
+        println!("configuration ok: worker {}", settings.name);
+        return Ok(());
+    }
     let config = Config {
-        tls,
-        name: args.name,
-        peers,
-        spool_dir: args.spool_dir,
-        cpus: args.cpus.unwrap_or_else(host::detect_cpus),
+        tls: settings.tls,
+        name: settings.name,
+        peers: settings.peers,
+        spool_dir: settings.spool_dir,
+        cpus: settings.cpus.unwrap_or_else(host::detect_cpus),
         mem_mb,
-        heartbeat: Duration::from_millis(args.heartbeat_ms),
-        kill_grace: Duration::from_millis(args.kill_grace_ms),
-        resync: Duration::from_millis(args.resync_ms),
+        heartbeat: settings.heartbeat,
+        kill_grace: settings.kill_grace,
+        resync: settings.resync,
         shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
-        cgroups: args.cgroups == CgroupMode::Auto,
+        cgroups: settings.cgroups == CgroupMode::Auto,
         job_users,
     };
     xce_worker::prepare_spool(&config.spool_dir)?;

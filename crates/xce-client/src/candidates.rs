@@ -119,10 +119,18 @@ pub fn parse_candidates(text: &str) -> Result<Vec<Candidate>, CandidateError> {
     Ok(out)
 }
 
-/// Formats a list back into the text `parse_candidates` accepts.
+/// Formats a list back into the text `parse_candidates` accepts: an unnamed candidate (its
+/// name is its address) is written as its bare address, which is how it was given.
 pub fn format_candidates(list: &[Candidate]) -> String {
     list.iter()
-        .map(ToString::to_string)
+        .map(|c| {
+            let addr = c.addr();
+            if c.name == addr {
+                addr
+            } else {
+                format!("{}={addr}", c.name)
+            }
+        })
         .collect::<Vec<_>>()
         .join(",")
 }

@@ -453,3 +453,22 @@ impl ClusterEvent {
         }
     }
 }
+
+/// Whether every character of `name` is one that host, scheduler and user names may hold.
+pub fn name_chars_ok(name: &str) -> bool {
+    name.chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+/// Checks a host name as a worker gives it (`--name`): the worker refuses to start with it,
+/// and the controller refuses a join that carries it.
+pub fn validate_host_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty() && name.len() <= 253 && name_chars_ok(name);
+    if valid {
+        Ok(())
+    } else {
+        Err(format!(
+            "host.name: {name:?} must be letters, digits, '-', '_' or '.'"
+        ))
+    }
+}

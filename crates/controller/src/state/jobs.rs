@@ -67,6 +67,9 @@ impl State {
         if spec.cpus == 0 {
             spec.cpus = 1;
         }
+        if self.next_job_id >= super::MAX_JOB_ID {
+            return Outcome::rejected(Status::Conflict, "job ids are exhausted".to_string());
+        }
         let id = self.next_job_id;
         self.next_job_id += 1;
         self.insert_job(Job {
@@ -199,6 +202,12 @@ impl State {
             return Outcome::rejected(
                 Status::Conflict,
                 format!("host {host:?} is {}", host_state.name()),
+            );
+        }
+        if job.attempt >= super::MAX_ATTEMPT {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("job {id} has run out of attempts ({})", job.attempt),
             );
         }
         if let Err(why) = may_run(&job_users, &job.spec.user) {

@@ -55,6 +55,12 @@ impl State {
                     ),
                 );
             }
+            Some(l) if l.epoch >= super::MAX_EPOCH => {
+                return Outcome::rejected(
+                    Status::Conflict,
+                    format!("scheduler epochs are exhausted ({})", l.epoch),
+                );
+            }
             Some(l) => l.epoch + 1,
             None => 1,
         };

@@ -881,8 +881,9 @@ impl State {
         }
     }
 
-    /// The state a snapshot holds, with its indexes rebuilt.
-    pub fn from_record(rec: StateRecord) -> State {
+    /// The state a snapshot holds, with its indexes rebuilt; unchecked (callers go through
+    /// [`State::try_from_record`]).
+    pub(super) fn from_record(rec: StateRecord) -> State {
         let mut window = TokenWindow::default();
         for (token, outcome) in rec.tokens {
             window.remember(RequestToken(token), outcome.into());

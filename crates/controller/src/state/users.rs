@@ -43,6 +43,10 @@ impl UserToken {
 
 impl State {
     pub(super) fn create_token(&mut self, at_ms: u64, id: String, token: UserToken) -> Outcome {
+        // Admission checked these; a log entry that was never admitted is refused here too.
+        if let Err(why) = check_token(&id, &token) {
+            return Outcome::rejected(Status::Invalid, why);
+        }
         if self.user_tokens.contains_key(&id) {
             return Outcome::rejected(Status::Conflict, format!("token {id} exists"));
         }
@@ -106,6 +110,18 @@ impl State {
             })
             .collect()
     }
+}
+
+/// What a stored token must be: a well-formed id, a valid user name and a person's role.
+pub(super) fn check_token(id: &str, token: &UserToken) -> Result<(), String> {
+    if !xce_client::tokens::is_id(id) {
+        return Err("token id: not 16 hex digits".to_string());
+    }
+    validate_user_name(&token.user)?;
+    if !TOKEN_ROLES.contains(&token.role) {
+        return Err(format!("role: a token cannot carry role {}", token.role));
+    }
+    Ok(())
 }
 
 /// A user name as tokens and jobs carry it: what a Unix account name may be.

@@ -98,23 +98,8 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether every character of `name` is one that host, scheduler and user names may hold.
-pub(super) fn name_chars_ok(name: &str) -> bool {
-    name.chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-/// Checks a host name as given by a worker (`--name`).
-pub fn validate_host_name(name: &str) -> Result<(), String> {
-    let valid = !name.is_empty() && name.len() <= 253 && name_chars_ok(name);
-    if valid {
-        Ok(())
-    } else {
-        Err(format!(
-            "host.name: {name:?} must be letters, digits, '-', '_' or '.'"
-        ))
-    }
-}
+pub(super) use xce_client::types::name_chars_ok;
+pub use xce_client::types::validate_host_name;
 
 /// Checks every field of a command a client proposes, before it can reach the log: each one
 /// is bounded, so no entry (and no batch of them) nears a message limit a follower would

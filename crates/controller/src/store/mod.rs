@@ -282,12 +282,19 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, 
     })
 }
 
-/// Whether `bytes` decode as a snapshot of the state: what a received snapshot must pass
+/// Whether `bytes` decode as a snapshot of a state that keeps its rules: what a received snapshot must pass
 /// before anything is replaced by it.
 pub fn check_snapshot(bytes: &[u8]) -> Result<(), String> {
-    decode::<crate::state::StateRecord>(bytes)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+    let record = decode::<crate::state::StateRecord>(bytes).map_err(|e| e.to_string())?;
+    crate::state::State::try_from_record(record).map(drop)
+}
+
+/// A snapshot that decodes but breaks the state's rules, as a storage error.
+pub(crate) fn corrupt_snapshot(reason: &str) -> redb::Error {
+    redb::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("snapshot breaks the state's rules: {reason}"),
+    ))
 }
 
 /// Maps a storage failure into openraft's error for a read.

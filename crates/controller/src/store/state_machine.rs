@@ -95,7 +95,8 @@ impl StateMachineStore {
             Some((meta, data)) => Applied {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership,
-                state: State::from_record(decode::<StateRecord>(&data)?),
+                state: State::try_from_record(decode::<StateRecord>(&data)?)
+                    .map_err(|e| super::corrupt_snapshot(&e))?,
             },
             None => Applied::default(),
         };
@@ -246,7 +247,8 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();
-        let state = State::from_record(decode::<StateRecord>(&data).map_err(read_err)?);
+        let state = State::try_from_record(decode::<StateRecord>(&data).map_err(read_err)?)
+            .map_err(|e| read_err(super::corrupt_snapshot(&e)))?;
         self.save_snapshot(meta, data).await?;
         let mut applied = self.applied.write();
         applied.last_applied = meta.last_log_id;

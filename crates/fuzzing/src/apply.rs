@@ -1,0 +1,293 @@
+//! `State::apply` over arbitrary command sequences, as a forged or corrupt log could hold
+//! them (no admission checks ran): the input is read as a program of commands drawn mostly
+//! from small pools of names, ids and tokens, so that commands meet each other's jobs and
+//! hosts, with arbitrary values mixed in. After every command the state keeps its
+//! invariants; applying the same sequence again gives the same state and outcomes; the final
+//! state's snapshot reads back equal.
+
+use arbitrary::{Result, Unstructured};
+use xce_client::types::{
+    HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobSpec, JobUsers,
+    Placement, QueueAction, RequestToken, Role,
+};
+use xce_controller::state::{Command, LostPolicy, QueueDef, State, StateRecord};
+
+const HOSTS: &[&str] = &["w1", "w2", "w3"];
+const QUEUES: &[&str] = &["normal", "high", "low"];
+const USERS: &[&str] = &["alice", "bob", "root"];
+const TOKEN_IDS: &[&str] = &["0123456789abcdef", "fedcba9876543210"];
+
+/// Fuzzes `State::apply` from an empty state.
+pub fn run(data: &[u8]) {
+    apply_all(State::default(), data);
+}
+
+/// Applies the commands `data` describes to `state`, checking after each one.
+pub fn apply_all(state: State, data: &[u8]) {
+    let Ok(program) = program(&mut Unstructured::new(data)) else {
+        return;
+    };
+    let mut first = state.clone();
+    let mut outcomes = Vec::new();
+    for (at_ms, cmd) in &program {
+        outcomes.push(first.apply(*at_ms, cmd.clone()));
+        if let Err(e) = first.check_invariants() {
+            panic!("after {cmd:?} at {at_ms}: {e}");
+        }
+    }
+    let mut second = state;
+    for ((at_ms, cmd), outcome) in program.iter().zip(&outcomes) {
+        assert_eq!(&second.apply(*at_ms, cmd.clone()), outcome, "{cmd:?}");
+    }
+    assert_eq!(second, first, "apply is deterministic");
+    let Ok(bytes) = first.snapshot_bytes() else {
+        panic!("a state does not encode");
+    };
+    match postcard::from_bytes::<StateRecord>(&bytes).map(State::try_from_record) {
+        Ok(Ok(back)) => assert_eq!(back, first, "a snapshot reads back the same"),
+        other => panic!("the snapshot of an applied state is refused: {other:?}"),
+    }
+}
+
+/// The commands and their times.
+fn program(u: &mut Unstructured<'_>) -> Result<Vec<(u64, Command)>> {
+    let mut at_ms: u64 = 1_000;
+    let mut out = Vec::new();
+    while !u.is_empty() && out.len() < 64 {
+        at_ms = match u.int_in_range(0..=15u8)? {
+            // A clock that jumps, in either direction, or to the ends of time.
+            0 => u.arbitrary()?,
+            _ => at_ms.saturating_add(u.int_in_range(0..=5_000)?),
+        };
+        out.push((at_ms, command(u)?));
+    }
+    Ok(out)
+}
+
+fn pick(u: &mut Unstructured<'_>, pool: &[&str]) -> Result<String> {
+    // Mostly from the pool; now and then anything at all.
+    if u.ratio(1, 12)? {
+        return u.arbitrary();
+    }
+    Ok((*u.choose(pool)?).to_string())
+}
+
+fn job_id(u: &mut Unstructured<'_>) -> Result<u64> {
+    if u.ratio(1, 16)? {
+        return u.arbitrary();
+    }
+    u.int_in_range(0..=12)
+}
+
+fn attempt(u: &mut Unstructured<'_>) -> Result<u32> {
+    if u.ratio(1, 16)? {
+        return u.arbitrary();
+    }
+    u.int_in_range(0..=4)
+}
+
+fn token(u: &mut Unstructured<'_>) -> Result<RequestToken> {
+    // A small pool, so that tokens repeat and replays are exercised.
+    Ok(RequestToken(u128::from(u.int_in_range(0..=40u8)?)))
+}
+
+fn small_or_any_i32(u: &mut Unstructured<'_>, max: i32) -> Result<i32> {
+    if u.ratio(1, 10)? {
+        return u.arbitrary();
+    }
+    u.int_in_range(0..=max)
+}
+
+fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
+    Ok(JobSpec {
+        name: pick(u, &["job"])?,
+        user: pick(u, USERS)?,
+        queue: pick(u, QUEUES)?,
+        command: vec!["true".into()],
+        env: if u.ratio(1, 8)? {
+            u.arbitrary()?
+        } else {
+            Vec::new()
+        },
+        cwd: String::new(),
+        cpus: small_or_any_i32(u, 4)?,
+        mem_mb: i64::from(small_or_any_i32(u, 2048)?),
+        priority: small_or_any_i32(u, 100)?,
+    })
+}
+
+fn job_users(u: &mut Unstructured<'_>) -> Result<JobUsers> {
+    Ok(match u.int_in_range(0..=2u8)? {
+        0 => JobUsers::Any,
+        1 => JobUsers::EachUser {
+            root: u.arbitrary()?,
+        },
+        _ => JobUsers::Only(pick(u, USERS)?),
+    })
+}
+
+fn held(u: &mut Unstructured<'_>) -> Result<Vec<HeldJob>> {
+    let n = u.int_in_range(0..=3)?;
+    (0..n)
+        .map(|_| {
+            Ok(HeldJob {
+                id: job_id(u)?,
+                attempt: attempt(u)?,
+                phase: *u.choose(&[
+                    HeldPhase::Running,
+                    HeldPhase::Suspended,
+                    HeldPhase::Finished,
+                ])?,
+            })
+        })
+        .collect()
+}
+
+fn end(u: &mut Unstructured<'_>) -> Result<JobEnd> {
+    Ok(match u.int_in_range(0..=3u8)? {
+        0 => JobEnd::Exit(u.arbitrary()?),
+        1 => JobEnd::Signal(u.arbitrary()?),
+        2 => JobEnd::Failed(u.arbitrary()?),
+        _ => JobEnd::OutOfMemory,
+    })
+}
+
+fn command(u: &mut Unstructured<'_>) -> Result<Command> {
+    Ok(match u.int_in_range(0..=15u8)? {
+        0 | 1 => Command::Submit {
+            token: token(u)?,
+            spec: spec(u)?,
+        },
+        2 => Command::ControlJob {
+            token: token(u)?,
+            id: job_id(u)?,
+            action: *u.choose(JobAction::ALL)?,
+            by: if u.arbitrary()? {
+                Some(pick(u, USERS)?)
+            } else {
+                None
+            },
+        },
+        3 => Command::ControlQueue {
+            token: token(u)?,
+            name: pick(u, QUEUES)?,
+            action: *u.choose(QueueAction::ALL)?,
+        },
+        4 => Command::RegisterHost {
+            token: token(u)?,
+            host: HostAttributes {
+                name: pick(u, HOSTS)?,
+                cpus: if u.ratio(1, 10)? {
+                    u.arbitrary()?
+                } else {
+                    u.int_in_range(0..=8)?
+                },
+                mem_mb: if u.ratio(1, 10)? {
+                    u.arbitrary()?
+                } else {
+                    u.int_in_range(0..=4096)?
+                },
+                spool_dir: "/spool".into(),
+                job_users: job_users(u)?,
+            },
+            held: held(u)?,
+        },
+        5 => Command::ControlHost {
+            token: token(u)?,
+            name: pick(u, HOSTS)?,
+            action: *u.choose(HostAction::ALL)?,
+        },
+        6 => Command::SetHostAvailable {
+            name: pick(u, HOSTS)?,
+            available: u.arbitrary()?,
+        },
+        7 => Command::Dispatch {
+            token: token(u)?,
+            id: job_id(u)?,
+            host: pick(u, HOSTS)?,
+        },
+        8 => Command::JobStarted {
+            token: token(u)?,
+            id: job_id(u)?,
+            attempt: attempt(u)?,
+            host: pick(u, HOSTS)?,
+        },
+        9 => Command::JobFinished {
+            token: token(u)?,
+            id: job_id(u)?,
+            attempt: attempt(u)?,
+            host: pick(u, HOSTS)?,
+            end: end(u)?,
+        },
+        10 => Command::HostLost {
+            name: pick(u, HOSTS)?,
+        },
+        11 => Command::Barrier {
+            term: u.arbitrary()?,
+            queues: (0..u.int_in_range(0..=2)?)
+                .map(|_| {
+                    Ok(QueueDef {
+                        name: pick(u, QUEUES)?,
+                        priority: u.arbitrary()?,
+                        on_host_lost: *u.choose(&[LostPolicy::Requeue, LostPolicy::Exit])?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        },
+        12 => Command::AcquireScheduler {
+            token: token(u)?,
+            name: pick(u, &["s1", "s2"])?,
+            instance: u.int_in_range(0..=2)?,
+            ttl_ms: if u.ratio(1, 8)? {
+                u.arbitrary()?
+            } else {
+                u.int_in_range(0..=3_000)?
+            },
+        },
+        13 => Command::DispatchBatch {
+            token: token(u)?,
+            epoch: epoch(u)?,
+            placements: (0..u.int_in_range(0..=4)?)
+                .map(|_| {
+                    Ok(Placement {
+                        id: job_id(u)?,
+                        host: pick(u, HOSTS)?,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        },
+        14 => Command::SetPendReasons {
+            token: token(u)?,
+            epoch: epoch(u)?,
+            reasons: (0..u.int_in_range(0..=3)?)
+                .map(|_| Ok((job_id(u)?, pick(u, &["no room"])?)))
+                .collect::<Result<_>>()?,
+        },
+        _ => tokens(u)?,
+    })
+}
+
+fn epoch(u: &mut Unstructured<'_>) -> Result<u64> {
+    if u.ratio(1, 10)? {
+        return u.arbitrary();
+    }
+    u.int_in_range(0..=4)
+}
+
+fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
+    Ok(if u.arbitrary()? {
+        Command::CreateToken {
+            token: token(u)?,
+            id: pick(u, TOKEN_IDS)?,
+            user: pick(u, USERS)?,
+            role: *u.choose(Role::ALL)?,
+            hash: u.arbitrary()?,
+            expires_in_ms: u.arbitrary()?,
+        }
+    } else {
+        Command::RevokeToken {
+            token: token(u)?,
+            id: pick(u, TOKEN_IDS)?,
+        }
+    })
+}
