@@ -177,9 +177,21 @@ async fn xce_dev_runs_a_cluster_and_stops_cleanly_on_sigterm() {
         .collect();
     assert_eq!(
         pids.len(),
-        6,
-        "3 controllers, 2 workers and a scheduler: {info}"
+        7,
+        "3 controllers, 2 workers, a scheduler and an apiserver: {info}"
     );
+    // The apiserver answers at the URL it announced, and the dev token is a token.
+    let api = info["api"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    assert!(
+        info["token"].as_str().unwrap().starts_with("xce_"),
+        "{info}"
+    );
+    let status = xce_devcluster::apiserver::get_status(&api, "/healthz", Duration::from_secs(5));
+    assert_eq!(status.await, Some(200));
 
     let out = xce(&peers, &["submit", "-o", "json", "--", "true"]);
     assert_eq!(ok_json(&out)["id"], 1);

@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+pub mod http;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -87,6 +89,8 @@ pub struct ClusterBuilder {
     worker_args: Vec<String>,
     schedulers: usize,
     scheduler_args: Vec<String>,
+    apiservers: usize,
+    apiserver_args: Vec<String>,
     links: bool,
     daemon_links: bool,
     tls: bool,
@@ -123,6 +127,13 @@ impl ClusterBuilder {
     pub fn schedulers(mut self, n: usize, args: &[&str]) -> Self {
         self.schedulers = n;
         self.scheduler_args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
+    /// `n` apiservers (`api1`..), each given `args`, on free ports ([`DevCluster::api_url`]).
+    pub fn apiservers(mut self, n: usize, args: &[&str]) -> Self {
+        self.apiservers = n;
+        self.apiserver_args = args.iter().map(|a| a.to_string()).collect();
         self
     }
 
@@ -163,6 +174,9 @@ impl ClusterBuilder {
         if self.schedulers > 0 {
             bin("xce-scheduler");
         }
+        if self.apiservers > 0 {
+            bin("xce-apiserver");
+        }
         let local = DevCluster::start(ClusterSpec {
             bin_dir: bin_dir(),
             data_dir: dir.path().to_path_buf(),
@@ -174,6 +188,9 @@ impl ClusterBuilder {
             worker_args: self.worker_args,
             schedulers: self.schedulers,
             scheduler_args: self.scheduler_args,
+            apiservers: self.apiservers,
+            apiserver_args: self.apiserver_args,
+            apiserver_port: None,
             links: self.links,
             daemon_links: self.daemon_links,
             tls: self.tls,
@@ -479,6 +496,16 @@ impl Cluster {
         json_of(&self.xce_ok(&args))["id"].as_u64().unwrap()
     }
 
+    /// An HTTP client of apiserver `i` (no token).
+    pub fn api(&self, i: usize) -> http::Http {
+        http::Http::new(&self.local.api_url(i))
+    }
+
+    /// A new user token for `user` with `role`, made by the cluster's admin.
+    pub async fn token(&self, user: &str, role: Role) -> String {
+        self.local.create_token(user, role).await.unwrap()
+    }
+
     /// One job as the primary reports it.
     pub async fn job(&self, id: u64) -> Option<Job> {
         self.client().call(GetJob { id }).await.ok()
@@ -516,7 +543,8 @@ impl Cluster {
     /// their effects, so those lines are expected.
     pub fn assert_no_errors(&self) {
         let daemons = self.local.controllers.iter().chain(&self.local.workers);
-        for c in daemons.chain(&self.local.schedulers) {
+        let daemons = daemons.chain(&self.local.schedulers);
+        for c in daemons.chain(&self.local.apiservers) {
             let log = std::fs::read_to_string(&c.log).unwrap_or_default();
             let errors: Vec<&str> = log
                 .lines()

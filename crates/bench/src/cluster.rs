@@ -7,6 +7,39 @@ use anyhow::Context;
 use xce_client::{parse_candidates, Client, ClientConfig};
 use xce_devcluster::{free_ports, sibling_bin_dir, ClusterSpec, DevCluster};
 
+/// What a benchmark's cluster holds.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchSpec<'a> {
+    pub controllers: usize,
+    pub workers: usize,
+    pub worker_args: &'a [&'a str],
+    /// The controllers' YAML.
+    pub config: Option<&'a str>,
+    /// `RUST_LOG` for the daemons.
+    pub log_filter: &'a str,
+    /// Fault links between the controllers.
+    pub links: bool,
+    pub schedulers: usize,
+    pub tls: bool,
+    pub apiservers: usize,
+}
+
+impl Default for BenchSpec<'_> {
+    fn default() -> Self {
+        BenchSpec {
+            controllers: 3,
+            workers: 0,
+            worker_args: &[],
+            config: None,
+            log_filter: "warn",
+            links: false,
+            schedulers: 0,
+            tls: false,
+            apiservers: 0,
+        }
+    }
+}
+
 /// A running benchmark cluster.
 pub struct BenchCluster {
     pub local: DevCluster,
@@ -22,7 +55,13 @@ impl BenchCluster {
     /// Starts `n` controllers, with mutual TLS when `tls` (and fault links when `links`),
     /// and waits until a primary serves; its clients then use the admin's certificate.
     pub async fn start_tls(n: usize, links: bool, tls: bool) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, 0, &[], None, "warn", links, 0, tls).await
+        Self::start_spec(BenchSpec {
+            controllers: n,
+            links,
+            tls,
+            ..BenchSpec::default()
+        })
+        .await
     }
 
     /// Starts `n` controllers and `workers` workers (`w1`, ...) given `worker_args`, and
@@ -32,7 +71,13 @@ impl BenchCluster {
         workers: usize,
         worker_args: &[&str],
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, workers, worker_args, None, "warn", false, 0, false).await
+        Self::start_spec(BenchSpec {
+            controllers: n,
+            workers,
+            worker_args,
+            ..BenchSpec::default()
+        })
+        .await
     }
 
     /// Starts `n` controllers (given `config`), `workers` workers and `schedulers`
@@ -45,16 +90,14 @@ impl BenchCluster {
         worker_args: &[&str],
         schedulers: usize,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(
-            n,
+        Self::start_spec(BenchSpec {
+            controllers: n,
+            config,
             workers,
             worker_args,
-            config,
-            "warn",
-            false,
             schedulers,
-            false,
-        )
+            ..BenchSpec::default()
+        })
         .await
     }
 
@@ -65,20 +108,28 @@ impl BenchCluster {
         config: &str,
         log_filter: &str,
     ) -> anyhow::Result<BenchCluster> {
-        Self::start_spec(n, 0, &[], Some(config), log_filter, false, 0, false).await
+        Self::start_spec(BenchSpec {
+            controllers: n,
+            config: Some(config),
+            log_filter,
+            ..BenchSpec::default()
+        })
+        .await
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn start_spec(
-        n: usize,
-        workers: usize,
-        worker_args: &[&str],
-        config: Option<&str>,
-        log_filter: &str,
-        links: bool,
-        schedulers: usize,
-        tls: bool,
-    ) -> anyhow::Result<BenchCluster> {
+    /// Starts the cluster `spec` describes and waits until every daemon is ready.
+    pub async fn start_spec(spec: BenchSpec<'_>) -> anyhow::Result<BenchCluster> {
+        let BenchSpec {
+            controllers: n,
+            workers,
+            worker_args,
+            config,
+            log_filter,
+            links,
+            schedulers,
+            tls,
+            apiservers,
+        } = spec;
         let dir = tempfile::Builder::new()
             .prefix("xce-bench-")
             .tempdir()
@@ -109,6 +160,9 @@ impl BenchCluster {
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
             schedulers,
             scheduler_args: Vec::new(),
+            apiservers,
+            apiserver_args: Vec::new(),
+            apiserver_port: None,
             links,
             daemon_links: false,
             tls,

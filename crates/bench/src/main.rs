@@ -3,6 +3,7 @@
 //! is one JSON line on stdout: `{"metric": NAME, "value": NUMBER, "unit": UNIT}`; progress and
 //! context go to stderr.
 
+mod api;
 mod cli;
 mod cluster;
 mod failover;
@@ -37,6 +38,9 @@ enum Bench {
     /// The scheduler: placement throughput over many pending jobs and hosts, submit-to-running
     /// latency on an idle cluster, and the drain of many jobs on two workers.
     Sched(sched::SchedArgs),
+    /// The HTTP API: GET and POST throughput and latency with concurrent connections, and
+    /// how fast a degraded apiserver answers 503.
+    Api(api::ApiArgs),
 }
 
 /// Prints one metric line.
@@ -95,6 +99,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Cli(args) => cli::run(args).await,
             Bench::Scale(args) => scale::run(args).await,
             Bench::Sched(args) => sched::run(args).await,
+            Bench::Api(args) => api::run(&args).await,
         }
     })
 }

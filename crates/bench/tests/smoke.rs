@@ -57,3 +57,32 @@ fn failover_under_a_partition_prints_its_outage_per_fault_kind() {
         assert!(l["value"].as_f64().unwrap() > 0.0, "{l}");
     }
 }
+
+#[test]
+fn api_prints_the_documented_metric_lines() {
+    let (stderr, lines) = run_bench(&[
+        "api",
+        "--connections",
+        "4",
+        "--seconds",
+        "1",
+        "--jobs",
+        "20",
+        "--degraded-requests",
+        "5",
+    ]);
+    assert!(stderr.contains("api: get:"), "{stderr}");
+    assert_eq!(
+        names(&lines),
+        [
+            "api_get_rps",
+            "api_get_p99_ms",
+            "api_post_rps",
+            "api_post_p99_ms",
+            "api_degraded_p99_ms"
+        ]
+    );
+    for l in &lines {
+        assert!(l["value"].as_f64().unwrap() > 0.0, "{l}");
+    }
+}

@@ -27,7 +27,11 @@ pub struct DevArgs {
     /// Number of schedulers: one places jobs, the others stand by to take over.
     #[arg(long, default_value_t = 1)]
     schedulers: usize,
-    /// First client port; controllers take consecutive ports (default: any free ports).
+    /// Number of HTTP API servers (0 for none).
+    #[arg(long, default_value_t = 1)]
+    apiservers: usize,
+    /// First client port; controllers take consecutive ports, then the apiservers (default:
+    /// any free ports).
     #[arg(long)]
     base_port: Option<u16>,
     /// Mutual TLS everywhere: a CA and a certificate per daemon (and an admin's for you) are
@@ -75,6 +79,14 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?,
         None => free_ports(args.controllers)?,
     };
+    let apiserver_port = match args.base_port {
+        Some(base) => Some(
+            base.checked_add((args.controllers + args.apiservers) as u16)
+                .map(|end| end - args.apiservers as u16)
+                .context("--base-port leaves no room for the apiservers")?,
+        ),
+        None => None,
+    };
     let mut cluster = DevCluster::start(ClusterSpec {
         bin_dir: sibling_bin_dir()?,
         data_dir: data_dir.clone(),
@@ -85,6 +97,9 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         worker_args: Vec::new(),
         schedulers: args.schedulers,
         scheduler_args: Vec::new(),
+        apiservers: args.apiservers,
+        apiserver_args: Vec::new(),
+        apiserver_port,
         links: false,
         daemon_links: false,
         tls: args.tls,
@@ -93,8 +108,29 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         cluster.stop_all(STOP_GRACE);
         return Err(e.into());
     }
-    announce(format, &cluster, &data_dir, args.data_dir.is_none());
-    wait_for_stop(&mut cluster).await;
+    let token = match cluster.apiservers.is_empty() {
+        true => None,
+        false => match cluster
+            .create_token(&dev_user(), xce_client::types::Role::Admin)
+            .await
+        {
+            Ok(token) => Some(token),
+            Err(e) => {
+                cluster.stop_all(STOP_GRACE);
+                return Err(e.into());
+            }
+        },
+    };
+    // Listening before the announcement: a SIGTERM right after it still stops cleanly.
+    let stop = xce_client::shutdown::listen();
+    announce(
+        format,
+        &cluster,
+        &data_dir,
+        args.data_dir.is_none(),
+        token.as_deref(),
+    );
+    wait_for_stop(&mut cluster, stop).await;
     eprintln!("xce dev: stopping");
     for name in cluster.stop_all(STOP_GRACE) {
         eprintln!("xce dev: {name} did not stop in {STOP_GRACE:?}; killed it");
@@ -102,7 +138,23 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) {
+/// Whose the dev token is: the account running `xce dev`.
+fn dev_user() -> String {
+    let name = std::env::var("USER").unwrap_or_default();
+    if xce_client::types::name_chars_ok(&name) && !name.is_empty() && !name.starts_with('-') {
+        name
+    } else {
+        "dev".to_string()
+    }
+}
+
+fn announce(
+    format: Format,
+    cluster: &DevCluster,
+    data: &Path,
+    temporary: bool,
+    token: Option<&str>,
+) {
     let peers = cluster.peers();
     // With TLS, the environment a CLI needs: the CA and the admin's certificate.
     let tls_env: Vec<(&str, String)> = cluster.tls_dir().map_or_else(Vec::new, |dir| {
@@ -120,9 +172,11 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
             .collect();
         let v = serde_json::json!({
             "peers": peers,
+            "api": (!cluster.apiservers.is_empty()).then(|| cluster.api_url(0)),
+            "token": token,
             "env": env,
             "data_dir": data.display().to_string(),
-            "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).chain(cluster.schedulers.iter()).map(|d| serde_json::json!({
+            "daemons": cluster.controllers.iter().chain(cluster.workers.iter()).chain(cluster.schedulers.iter()).chain(cluster.apiservers.iter()).map(|d| serde_json::json!({
                 "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
             })).collect::<Vec<_>>(),
         });
@@ -130,10 +184,11 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
         return;
     }
     println!(
-        "xce dev: {} controllers, {} workers and {} schedulers are up on 127.0.0.1.",
+        "xce dev: {} controllers, {} workers, {} schedulers and {} apiservers are up on 127.0.0.1.",
         cluster.controllers.len(),
         cluster.workers.len(),
-        cluster.schedulers.len()
+        cluster.schedulers.len(),
+        cluster.apiservers.len()
     );
     println!();
     println!("    export XCE_PEERS={peers}");
@@ -141,6 +196,17 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
         println!("    export {name}={value}");
     }
     println!();
+    if !cluster.apiservers.is_empty() {
+        println!("api: {}", cluster.api_url(0));
+        if let Some(token) = token {
+            println!("token: {token}");
+            println!(
+                "    curl -H 'Authorization: Bearer {token}' {}/v1/jobs",
+                cluster.api_url(0)
+            );
+        }
+        println!();
+    }
     println!("Then try: xce cluster; xce hosts; xce submit --wait -- echo hello; xce jobs");
     println!(
         "Data and logs: {}{}",
@@ -151,11 +217,9 @@ fn announce(format: Format, cluster: &DevCluster, data: &Path, temporary: bool) 
 }
 
 /// Waits for SIGINT or SIGTERM, reporting any daemon that dies meanwhile.
-async fn wait_for_stop(cluster: &mut DevCluster) {
-    let stop = xce_client::shutdown::signal();
+async fn wait_for_stop(cluster: &mut DevCluster, stop: impl std::future::Future<Output = ()>) {
     tokio::pin!(stop);
-    let mut reported =
-        vec![false; cluster.controllers.len() + cluster.workers.len() + cluster.schedulers.len()];
+    let mut reported = vec![false; cluster.daemons_mut().count()];
     loop {
         tokio::select! {
             () = &mut stop => return,

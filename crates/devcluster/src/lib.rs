@@ -18,6 +18,7 @@ use std::time::Duration;
 use xce_client::tls::Tls;
 use xce_client::ClientConfig;
 
+pub mod apiserver;
 pub mod certs;
 pub mod controller;
 pub mod link;
@@ -60,23 +61,29 @@ pub enum LaunchError {
     Certs(#[from] certs::CertError),
     #[error("{0}")]
     Tls(#[from] xce_client::tls::TlsError),
+    #[error("create a token for {user}: {reason}")]
+    Token { user: String, reason: String },
 }
 
 /// A CA and certificates for controllers `names`, workers `w1..`, schedulers `s1..`,
+/// apiservers `api1..`,
 /// [`ADMIN`] and [`LOGIN`], in `dir`.
 fn make_certs(
     dir: &std::path::Path,
     names: &[String],
-    workers: usize,
-    schedulers: usize,
+    spec: &ClusterSpec,
 ) -> Result<(), LaunchError> {
     use xce_client::types::Role;
     let mut holders: Vec<certs::Holder> = names
         .iter()
         .map(|n| certs::Holder::new(Role::Controller, n))
         .collect();
-    holders.extend((1..=workers).map(|i| certs::Holder::new(Role::Worker, &format!("w{i}"))));
-    holders.extend((1..=schedulers).map(|i| certs::Holder::new(Role::Scheduler, &format!("s{i}"))));
+    let numbered = |role: Role, prefix: &'static str, n: usize| {
+        (1..=n).map(move |i| certs::Holder::new(role, &format!("{prefix}{i}")))
+    };
+    holders.extend(numbered(Role::Worker, "w", spec.workers));
+    holders.extend(numbered(Role::Scheduler, "s", spec.schedulers));
+    holders.extend(numbered(Role::Apiserver, "api", spec.apiservers));
     holders.push(certs::Holder::new(Role::Admin, ADMIN));
     holders.push(certs::Holder::new(Role::Login, LOGIN));
     Ok(certs::init(dir, &holders, &[])?)
@@ -129,6 +136,12 @@ pub struct ClusterSpec {
     pub schedulers: usize,
     /// Extra flags for every scheduler.
     pub scheduler_args: Vec<String>,
+    /// Apiservers to start (`api1`, ...), each on a free port of 127.0.0.1.
+    pub apiservers: usize,
+    /// Extra flags for every apiserver.
+    pub apiserver_args: Vec<String>,
+    /// The first apiserver's port (the others take the next ones); free ports when `None`.
+    pub apiserver_port: Option<u16>,
     /// Route controller-to-controller traffic through [`Link`]s so that a test can partition
     /// or slow it ([`DevCluster::partition`], [`DevCluster::delay`]).
     pub links: bool,
@@ -155,6 +168,7 @@ pub enum Kind {
     Controller,
     Worker,
     Scheduler,
+    Apiserver,
 }
 
 /// One daemon of the cluster: its name, where its data and log live, and its process.
@@ -162,7 +176,8 @@ pub enum Kind {
 pub struct Daemon {
     pub name: String,
     pub kind: Kind,
-    /// The client port (controllers), 0 for daemons that do not listen.
+    /// The client port (controllers) or HTTP port (apiservers), 0 for daemons that do not
+    /// listen.
     pub port: u16,
     pub data_dir: PathBuf,
     pub log: PathBuf,
@@ -200,6 +215,7 @@ pub struct DevCluster {
     pub controllers: Vec<Daemon>,
     pub workers: Vec<Daemon>,
     pub schedulers: Vec<Daemon>,
+    pub apiservers: Vec<Daemon>,
     links: Vec<Link>,
 }
 
@@ -222,7 +238,7 @@ impl DevCluster {
         };
         let tls_dir = spec.data_dir.join("tls");
         if spec.tls {
-            make_certs(&tls_dir, &names, spec.workers, spec.schedulers)?;
+            make_certs(&tls_dir, &names, &spec)?;
         }
         let tls_args = |name: &str| -> Vec<String> {
             if !spec.tls {
@@ -281,12 +297,27 @@ impl DevCluster {
             args.extend(tls_args(&name));
             schedulers.push(daemon(&spec, &name, Kind::Scheduler, 0, data_dir, args));
         }
+        let mut apiservers = Vec::new();
+        let api_ports = match spec.apiserver_port {
+            Some(first) => (0..spec.apiservers)
+                .map(|i| first.saturating_add(i as u16))
+                .collect(),
+            None => free_ports(spec.apiservers)?,
+        };
+        for (i, port) in (1..=spec.apiservers).zip(api_ports) {
+            let name = format!("api{i}");
+            let data_dir = spec.data_dir.join(&name);
+            let mut args = apiserver::args(port, &peers_of(&name)?, &spec.apiserver_args);
+            args.extend(tls_args(&name));
+            apiservers.push(daemon(&spec, &name, Kind::Apiserver, port, data_dir, args));
+        }
         let mut cluster = DevCluster {
             spec,
             peers,
             controllers,
             workers,
             schedulers,
+            apiservers,
             links,
         };
         for i in 0..cluster.controllers.len() {
@@ -297,6 +328,9 @@ impl DevCluster {
         }
         for i in 0..cluster.schedulers.len() {
             cluster.start_scheduler(i)?;
+        }
+        for i in 0..cluster.apiservers.len() {
+            cluster.start_apiserver(i)?;
         }
         Ok(cluster)
     }
@@ -333,6 +367,7 @@ impl DevCluster {
             .iter_mut()
             .chain(self.workers.iter_mut())
             .chain(self.schedulers.iter_mut())
+            .chain(self.apiservers.iter_mut())
     }
 
     /// The daemon called `name`.
@@ -376,6 +411,57 @@ impl DevCluster {
     /// Crashes scheduler `i` (SIGKILL) and reaps it.
     pub fn kill9_scheduler(&mut self, i: usize) -> Result<(), LaunchError> {
         self.schedulers[i].process.kill9()
+    }
+
+    /// Starts apiserver `i` (again); its log is appended to.
+    pub fn start_apiserver(&mut self, i: usize) -> Result<(), LaunchError> {
+        self.apiservers[i].process.start(&self.spec.log_filter)
+    }
+
+    /// Stops apiserver `i` cleanly (SIGTERM, then SIGKILL after `grace`).
+    pub fn stop_apiserver(
+        &mut self,
+        i: usize,
+        grace: Duration,
+    ) -> Result<Option<ExitStatus>, LaunchError> {
+        self.apiservers[i].process.stop(grace)
+    }
+
+    /// Makes a user token (as the cluster's admin: with TLS the admin's certificate, without
+    /// it a claimed admin role) and returns it.
+    pub async fn create_token(
+        &self,
+        user: &str,
+        role: xce_client::types::Role,
+    ) -> Result<String, LaunchError> {
+        use xce_client::ops::{claim_role, CreateToken};
+        use xce_client::types::RequestToken;
+        let client = xce_client::Client::new(
+            xce_client::parse_candidates(self.peers())?,
+            self.client_config()?,
+        );
+        if !self.spec.tls {
+            claim_role(&client, xce_client::types::Role::Admin);
+        }
+        let token = xce_client::tokens::Token::generate();
+        let op = CreateToken {
+            token: RequestToken::random(),
+            id: token.id().to_string(),
+            user: user.to_string(),
+            role,
+            secret_hash: token.hash(),
+            expires_in: None,
+        };
+        client.call(op).await.map_err(|source| LaunchError::Token {
+            user: user.to_string(),
+            reason: source.to_string(),
+        })?;
+        Ok(token.reveal())
+    }
+
+    /// The base URL of apiserver `i` (`http://127.0.0.1:PORT`).
+    pub fn api_url(&self, i: usize) -> String {
+        format!("http://{}", self.apiservers[i].addr())
     }
 
     /// Freezes worker `i` (SIGSTOP): cut off from the cluster while its jobs run on.
@@ -422,8 +508,9 @@ impl DevCluster {
     /// those that had to be killed.
     pub fn stop_all(&mut self, grace: Duration) -> Vec<String> {
         let procs = self
-            .schedulers
+            .apiservers
             .iter_mut()
+            .chain(self.schedulers.iter_mut())
             .chain(self.workers.iter_mut())
             .chain(self.controllers.iter_mut())
             .map(|d| &mut d.process);
@@ -535,6 +622,7 @@ fn daemon(
         Kind::Controller => "xce-controller",
         Kind::Worker => "xce-worker",
         Kind::Scheduler => "xce-scheduler",
+        Kind::Apiserver => "xce-apiserver",
     };
     let log = spec.data_dir.join(format!("{name}.log"));
     Daemon {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use xce_client::{parse_candidates, Client};
 
-use crate::{controller, scheduler, worker, DevCluster, LaunchError};
+use crate::{apiserver, controller, scheduler, worker, DevCluster, LaunchError};
 
 /// How long one probe may take before the loop checks the daemons again.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -21,6 +21,7 @@ impl DevCluster {
     pub async fn wait_ready(&mut self, timeout: Duration) -> Result<String, LaunchError> {
         let workers: Vec<String> = self.workers.iter().map(|w| w.name.clone()).collect();
         let schedulers = !self.schedulers.is_empty();
+        let apiservers: Vec<String> = self.apiservers.iter().map(|a| a.addr()).collect();
         let mut what = "a primary".to_string();
         if !workers.is_empty() {
             what += &format!(", workers {}", workers.join(", "));
@@ -28,8 +29,12 @@ impl DevCluster {
         if schedulers {
             what += ", an active scheduler";
         }
+        if !apiservers.is_empty() {
+            what += ", ready apiservers";
+        }
         self.wait_until(&what, timeout, |client| {
             let workers = workers.clone();
+            let apiservers = apiservers.clone();
             async move {
                 let primary = controller::primary(&client).await?;
                 if !worker::all_up(&client, &workers).await {
@@ -37,6 +42,11 @@ impl DevCluster {
                 }
                 if schedulers && scheduler::active(&client).await.is_none() {
                     return None;
+                }
+                for addr in &apiservers {
+                    if !apiserver::ready(addr).await {
+                        return None;
+                    }
                 }
                 Some(primary)
             }

@@ -65,6 +65,7 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
                 host: Some("w1".into()),
                 attempt: 1,
                 queue: "normal".into(),
+                user: "alice".into(),
                 pend_reason: None,
                 reason: None,
             };

@@ -731,6 +731,7 @@ mod tests {
             host: None,
             attempt: 0,
             queue: "normal".into(),
+            user: "alice".into(),
             pend_reason: None,
             reason: None,
         }

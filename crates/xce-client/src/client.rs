@@ -324,6 +324,35 @@ impl<T: Transport> Client<T> {
         self.call_from(op, 1).await
     }
 
+    /// The degraded breaker's half-open probe: runs `op` through the failover loop even while
+    /// degraded and fail-fast (running the rejoin first when one is due), and clears the
+    /// breaker when it succeeds, since a primary has just served. A background health check
+    /// calls this, so that an idle client that fails fast notices recovery (and rejoins) with
+    /// no request to trigger it.
+    pub async fn probe<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
+        self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
+        let result = self.failover_loop(op, 0).await;
+        match &result {
+            Ok(_) => *lock(&self.inner.degraded_until) = None,
+            Err(ClientError::ClusterNotReady { .. }) => self.set_degraded(),
+            Err(_) => {}
+        }
+        result
+    }
+
+    fn set_degraded(&self) {
+        self.inner
+            .stats
+            .cluster_not_ready
+            .fetch_add(1, Ordering::Relaxed);
+        *lock(&self.inner.degraded_until) = Some(Instant::now() + self.inner.config.degraded_ttl);
+    }
+
+    /// How much longer the degraded breaker holds, if it is set.
+    pub fn degraded_for(&self) -> Option<Duration> {
+        self.degraded_remaining()
+    }
+
     async fn call_from<O: Op>(&self, op: O, earlier_sends: u32) -> Result<O::Output, ClientError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         if self.inner.config.fail_fast_when_degraded {
@@ -333,12 +362,7 @@ impl<T: Transport> Client<T> {
         }
         let result = self.failover_loop(op, earlier_sends).await;
         if let Err(ClientError::ClusterNotReady { .. }) = &result {
-            self.inner
-                .stats
-                .cluster_not_ready
-                .fetch_add(1, Ordering::Relaxed);
-            *lock(&self.inner.degraded_until) =
-                Some(Instant::now() + self.inner.config.degraded_ttl);
+            self.set_degraded();
         }
         result
     }

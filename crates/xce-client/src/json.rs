@@ -1,89 +1,364 @@
-//! The JSON shapes of DESIGN §3, shared by `xce -o json` and the HTTP API.
+//! The JSON shapes of DESIGN §3, shared by `xce -o json` and the HTTP API: typed views of the
+//! domain types (each built `From` its domain value), so a field added to a domain type never
+//! changes what either prints, and the apiserver's OpenAPI document is generated from these
+//! very types (feature `openapi`).
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::types::{ClusterInfo, Host, Job, Queue};
 
+/// Derives the OpenAPI schema of a shape when the `openapi` feature is on.
+macro_rules! shape {
+    ($(#[$meta:meta])* pub struct $name:ident $body:tt) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+        pub struct $name $body
+    };
+}
+
+shape! {
+    /// A job.
+    pub struct JobJson {
+        pub id: u64,
+        pub name: String,
+        pub user: String,
+        pub queue: String,
+        pub command: Vec<String>,
+        pub cwd: String,
+        pub cpus: i32,
+        pub mem_mb: i64,
+        pub priority: i32,
+        /// `pending`, `dispatched`, `running`, `suspended`, `done` or `exited`.
+        pub state: String,
+        /// Why a pending job waits.
+        pub pend_reason: Option<String>,
+        /// Why a job ended as it did.
+        pub reason: Option<String>,
+        pub host: Option<String>,
+        pub attempt: u32,
+        pub exit_code: Option<i32>,
+        pub signal: Option<i32>,
+        /// RFC 3339, UTC.
+        pub submit_time: String,
+        pub start_time: Option<String>,
+        pub end_time: Option<String>,
+    }
+}
+
+impl From<&Job> for JobJson {
+    fn from(job: &Job) -> JobJson {
+        JobJson {
+            id: job.id,
+            name: job.spec.name.clone(),
+            user: job.spec.user.clone(),
+            queue: job.spec.queue.clone(),
+            command: job.spec.command.clone(),
+            cwd: job.spec.cwd.clone(),
+            cpus: job.spec.cpus,
+            mem_mb: job.spec.mem_mb,
+            priority: job.spec.priority,
+            state: job.state.name().to_string(),
+            pend_reason: job.pend_reason.clone(),
+            reason: job.reason.clone(),
+            host: job.host.clone(),
+            attempt: job.attempt,
+            exit_code: job.exit_code,
+            signal: job.signal,
+            submit_time: rfc3339(job.submit_time_ms),
+            start_time: job.start_time_ms.map(rfc3339),
+            end_time: job.end_time_ms.map(rfc3339),
+        }
+    }
+}
+
+shape! {
+    /// A queue, with its jobs pending and running.
+    pub struct QueueJson {
+        pub name: String,
+        pub priority: i32,
+        pub open: bool,
+        pub active: bool,
+        pub pending: u32,
+        pub running: u32,
+    }
+}
+
+impl From<&Queue> for QueueJson {
+    fn from(queue: &Queue) -> QueueJson {
+        QueueJson {
+            name: queue.name.clone(),
+            priority: queue.priority,
+            open: queue.open,
+            active: queue.active,
+            pending: queue.pending,
+            running: queue.running,
+        }
+    }
+}
+
+shape! {
+    /// A worker host and its load.
+    pub struct HostJson {
+        pub name: String,
+        pub cpus: u32,
+        pub mem_mb: u64,
+        /// `ok`, `closed` or `unavailable`.
+        pub state: String,
+        pub running: u32,
+        pub cpus_used: u32,
+    }
+}
+
+impl From<&Host> for HostJson {
+    fn from(host: &Host) -> HostJson {
+        HostJson {
+            name: host.name.clone(),
+            cpus: host.cpus,
+            mem_mb: host.mem_mb,
+            state: host.state.name().to_string(),
+            running: host.running,
+            cpus_used: host.cpus_used,
+        }
+    }
+}
+
+shape! {
+    /// A controller candidate and what it is now.
+    pub struct MemberJson {
+        pub name: String,
+        pub addr: String,
+        /// `primary`, `standby` or `unreachable`.
+        pub role: String,
+    }
+}
+
+shape! {
+    /// A scheduler the primary heard from; `active` holds the lease.
+    pub struct SchedulerJson {
+        pub name: String,
+        pub active: bool,
+    }
+}
+
+shape! {
+    /// The cluster: who is primary, in which term, and every member and scheduler.
+    pub struct ClusterJson {
+        pub primary: Option<String>,
+        pub term: u64,
+        pub members: Vec<MemberJson>,
+        pub schedulers: Vec<SchedulerJson>,
+    }
+}
+
+impl From<&ClusterInfo> for ClusterJson {
+    fn from(info: &ClusterInfo) -> ClusterJson {
+        ClusterJson {
+            primary: info.primary.clone(),
+            term: info.term,
+            members: info
+                .members
+                .iter()
+                .map(|m| MemberJson {
+                    name: m.name.clone(),
+                    addr: m.addr.clone(),
+                    role: m.role.name().to_string(),
+                })
+                .collect(),
+            schedulers: info
+                .schedulers
+                .iter()
+                .map(|s| SchedulerJson {
+                    name: s.name.clone(),
+                    active: s.active,
+                })
+                .collect(),
+        }
+    }
+}
+
+shape! {
+    /// A user token as listed: never its secret.
+    pub struct TokenJson {
+        pub id: String,
+        pub user: String,
+        pub role: String,
+        pub created: String,
+        /// `null`: never.
+        pub expires: Option<String>,
+    }
+}
+
+impl From<&crate::types::TokenInfo> for TokenJson {
+    fn from(t: &crate::types::TokenInfo) -> TokenJson {
+        TokenJson {
+            id: t.id.clone(),
+            user: t.user.clone(),
+            role: t.role.name().to_string(),
+            created: rfc3339(t.created_ms),
+            expires: t.expires_ms.map(rfc3339),
+        }
+    }
+}
+
+shape! {
+    /// What went wrong: `code` is a status name (`invalid`, `noEnt`, `perm`, ...) or
+    /// `clusterNotReady`.
+    pub struct ErrorBody {
+        pub code: String,
+        pub message: String,
+    }
+}
+
+shape! {
+    /// Every error, from the CLI (`-o json`) and the HTTP API alike.
+    pub struct ErrorJson {
+        pub error: ErrorBody,
+    }
+}
+
+impl ErrorJson {
+    /// An error with its code and message.
+    pub fn new(code: &str, message: &str) -> ErrorJson {
+        ErrorJson {
+            error: ErrorBody {
+                code: code.to_string(),
+                message: message.to_string(),
+            },
+        }
+    }
+}
+
+/// One item of an event stream (`xce -o json events`, and the data of the apiserver's
+/// server-sent events): every item has `kind` (`job`, `host`, `queue` or `resync`); a job
+/// event also `id`, `state`, `host`, `attempt`; a host event `name` and `state`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum EventJson {
+    /// A job was created, or its state, host, attempt or reasons changed.
+    Job {
+        /// The log index of the change.
+        index: u64,
+        id: u64,
+        state: String,
+        host: Option<String>,
+        attempt: u32,
+        queue: String,
+        user: String,
+        pend_reason: Option<String>,
+        reason: Option<String>,
+    },
+    /// A host registered, or its state changed.
+    Host {
+        index: u64,
+        name: String,
+        state: String,
+    },
+    /// A queue was defined, or its priority or flags changed.
+    Queue {
+        index: u64,
+        name: String,
+        priority: i32,
+        open: bool,
+        active: bool,
+    },
+    /// Events may have been missed (a new primary, a dropped subscription, a gap): re-read
+    /// state.
+    Resync { reason: String },
+}
+
+impl From<&crate::events::StreamItem> for EventJson {
+    fn from(item: &crate::events::StreamItem) -> EventJson {
+        use crate::events::StreamItem;
+        use crate::types::ClusterEvent;
+        match item {
+            StreamItem::Resync { reason } => EventJson::Resync {
+                reason: reason.clone(),
+            },
+            StreamItem::Event(ClusterEvent::Job {
+                index,
+                id,
+                state,
+                host,
+                attempt,
+                queue,
+                user,
+                pend_reason,
+                reason,
+            }) => EventJson::Job {
+                index: *index,
+                id: *id,
+                state: state.name().to_string(),
+                host: host.clone(),
+                attempt: *attempt,
+                queue: queue.clone(),
+                user: user.clone(),
+                pend_reason: pend_reason.clone(),
+                reason: reason.clone(),
+            },
+            StreamItem::Event(ClusterEvent::Host { index, name, state }) => EventJson::Host {
+                index: *index,
+                name: name.clone(),
+                state: state.name().to_string(),
+            },
+            StreamItem::Event(ClusterEvent::Queue {
+                index,
+                name,
+                priority,
+                open,
+                active,
+            }) => EventJson::Queue {
+                index: *index,
+                name: name.clone(),
+                priority: *priority,
+                open: *open,
+                active: *active,
+            },
+        }
+    }
+}
+
+/// A shape as a JSON value (they hold only strings, numbers, booleans and lists, so this
+/// cannot fail).
+fn value<T: Serialize>(shape: &T) -> Value {
+    serde_json::to_value(shape).unwrap_or(Value::Null)
+}
+
 /// A job in the contract shape.
 pub fn job(job: &Job) -> Value {
-    json!({
-        "id": job.id,
-        "name": job.spec.name,
-        "user": job.spec.user,
-        "queue": job.spec.queue,
-        "command": job.spec.command,
-        "cwd": job.spec.cwd,
-        "cpus": job.spec.cpus,
-        "mem_mb": job.spec.mem_mb,
-        "priority": job.spec.priority,
-        "state": job.state.name(),
-        "pend_reason": job.pend_reason,
-        "reason": job.reason,
-        "host": job.host,
-        "attempt": job.attempt,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "submit_time": rfc3339(job.submit_time_ms),
-        "start_time": job.start_time_ms.map(rfc3339),
-        "end_time": job.end_time_ms.map(rfc3339),
-    })
+    value(&JobJson::from(job))
 }
 
 /// A queue in the contract shape.
 pub fn queue(queue: &Queue) -> Value {
-    json!({
-        "name": queue.name,
-        "priority": queue.priority,
-        "open": queue.open,
-        "active": queue.active,
-        "pending": queue.pending,
-        "running": queue.running,
-    })
+    value(&QueueJson::from(queue))
 }
 
 /// A host in the contract shape.
 pub fn host(host: &Host) -> Value {
-    json!({
-        "name": host.name,
-        "cpus": host.cpus,
-        "mem_mb": host.mem_mb,
-        "state": host.state.name(),
-        "running": host.running,
-        "cpus_used": host.cpus_used,
-    })
+    value(&HostJson::from(host))
 }
 
 /// The cluster in the contract shape.
 pub fn cluster(info: &ClusterInfo) -> Value {
-    json!({
-        "primary": info.primary,
-        "term": info.term,
-        "members": info.members.iter().map(|m| json!({
-            "name": m.name,
-            "addr": m.addr,
-            "role": m.role,
-        })).collect::<Vec<_>>(),
-        "schedulers": info.schedulers.iter().map(|s| json!({
-            "name": s.name,
-            "active": s.active,
-        })).collect::<Vec<_>>(),
-    })
+    value(&ClusterJson::from(info))
 }
 
-/// An error in the contract shape: `code` is a status name or `clusterNotReady`.
-/// A user token as listed (DESIGN §3 style: times as RFC 3339, `null` for never).
+/// A user token as listed.
 pub fn token_info(t: &crate::types::TokenInfo) -> Value {
-    json!({
-        "id": t.id,
-        "user": t.user,
-        "role": t.role.name(),
-        "created": rfc3339(t.created_ms),
-        "expires": t.expires_ms.map(rfc3339),
-    })
+    value(&TokenJson::from(t))
 }
 
+/// An error in the contract shape.
 pub fn error(code: &str, message: &str) -> Value {
-    json!({"error": {"code": code, "message": message}})
+    value(&ErrorJson::new(code, message))
+}
+
+/// One item of an event stream in the `xce -o json events` shape.
+pub fn stream_item(item: &crate::events::StreamItem) -> Value {
+    value(&EventJson::from(item))
 }
 
 /// Formats milliseconds since the Unix epoch as RFC 3339 UTC with second precision
@@ -112,57 +387,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-/// One item of an event stream in the `xce -o json events` shape: every line has `kind`
-/// (`job`, `host`, `queue` or `resync`); a job event also `id`, `state`, `host`, `attempt`;
-/// a host event `name` and `state`.
-pub fn stream_item(item: &crate::events::StreamItem) -> Value {
-    use crate::events::StreamItem;
-    use crate::types::ClusterEvent;
-    match item {
-        StreamItem::Resync { reason } => json!({"kind": "resync", "reason": reason}),
-        StreamItem::Event(ClusterEvent::Job {
-            index,
-            id,
-            state,
-            host,
-            attempt,
-            queue,
-            pend_reason,
-            reason,
-        }) => json!({
-            "kind": "job",
-            "index": index,
-            "id": id,
-            "state": state.name(),
-            "host": host,
-            "attempt": attempt,
-            "queue": queue,
-            "pend_reason": pend_reason,
-            "reason": reason,
-        }),
-        StreamItem::Event(ClusterEvent::Host { index, name, state }) => json!({
-            "kind": "host",
-            "index": index,
-            "name": name,
-            "state": state.name(),
-        }),
-        StreamItem::Event(ClusterEvent::Queue {
-            index,
-            name,
-            priority,
-            open,
-            active,
-        }) => json!({
-            "kind": "queue",
-            "index": index,
-            "name": name,
-            "priority": priority,
-            "open": open,
-            "active": active,
-        }),
-    }
 }
 
 #[cfg(test)]

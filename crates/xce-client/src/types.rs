@@ -424,6 +424,8 @@ pub enum ClusterEvent {
         host: Option<String>,
         attempt: u32,
         queue: String,
+        /// Whose job it is.
+        user: String,
         pend_reason: Option<String>,
         reason: Option<String>,
     },

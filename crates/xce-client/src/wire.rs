@@ -496,6 +496,7 @@ pub fn write_event(mut b: w::event::Builder<'_>, e: &ClusterEvent) {
             host,
             attempt,
             queue,
+            user,
             pend_reason,
             reason,
         } => {
@@ -506,6 +507,7 @@ pub fn write_event(mut b: w::event::Builder<'_>, e: &ClusterEvent) {
             j.set_host(host.as_deref().unwrap_or(""));
             j.set_attempt(*attempt);
             j.set_queue(queue.as_str());
+            j.set_user(user.as_str());
             j.set_pend_reason(pend_reason.as_deref().unwrap_or(""));
             j.set_reason(reason.as_deref().unwrap_or(""));
         }
@@ -545,6 +547,7 @@ pub fn read_event(r: w::event::Reader<'_>) -> Result<ClusterEvent, Error> {
                 host: opt_text(text(j.get_host()?)?),
                 attempt: j.get_attempt(),
                 queue: text(j.get_queue()?)?,
+                user: text(j.get_user()?)?,
                 pend_reason: opt_text(text(j.get_pend_reason()?)?),
                 reason: opt_text(text(j.get_reason()?)?),
             }
@@ -665,6 +668,7 @@ mod tests {
                 host: Some("w1".into()),
                 attempt: 2,
                 queue: "normal".into(),
+                user: "alice".into(),
                 pend_reason: None,
                 reason: Some("x".into()),
             },

@@ -139,7 +139,9 @@ struct JobFilter {
 
 # The client-facing interface, and the bootstrap capability of every controller port.
 interface Controller {
-  submit @0 (token :Token, spec :JobSpec) -> (header :ReplyHeader, jobId :UInt64);
+  # `job` is the job as the primary holds it right after the submit (also for `dupJob`), so a
+  # caller that shows it (the HTTP API) needs no second call.
+  submit @0 (token :Token, spec :JobSpec) -> (header :ReplyHeader, jobId :UInt64, job :Job);
   # One page of the jobs passing `filter`, in id order, with ids above `after` (0: from the
   # start): at most `limit` jobs (0: the controller's default page; it caps both the count
   # and the bytes of a page far below the message limit). `next` is the `after` of the next
@@ -219,6 +221,14 @@ interface Controller {
                    expiresInMs :UInt64) -> (header :ReplyHeader);
   listTokens @22 () -> (header :ReplyHeader, tokens :List(TokenInfo));
   revokeToken @23 (token :Token, id :Text) -> (header :ReplyHeader);
+  # An apiserver's connection only: acts for the person a user token names. The returned
+  # capability's calls are that person's, as if they had connected and authenticated (their
+  # user and role; the token is re-checked on every call, so a revocation is felt at once).
+  # The apiserver pipelines each request's call on it, so acting for someone costs no round
+  # trip. `auth` for a token that proves no one. With authentication off (a connection
+  # without a certificate) an empty token acts as an operator with no user, as any
+  # connection could by joining.
+  actAs @24 (token :Text) -> (header :ReplyHeader, controller :Controller, user :Text, role :Role);
 }
 
 # A user token as listed: never its secret or hash.
@@ -286,6 +296,7 @@ struct JobEvent {
   queue @4 :Text;
   pendReason @5 :Text;   # Empty: none.
   reason @6 :Text;       # Empty: none.
+  user @7 :Text;         # Whose job it is (what an event filter by user needs).
 }
 
 # A host registered, or its state changed.

@@ -182,11 +182,12 @@ pub enum Method {
     CreateToken,
     ListTokens,
     RevokeToken,
+    ActAs,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 24] = [
+    pub const ALL: [Method; 25] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -211,6 +212,7 @@ impl Method {
         Method::CreateToken,
         Method::ListTokens,
         Method::RevokeToken,
+        Method::ActAs,
     ];
 
     /// The schema name, for messages.
@@ -240,6 +242,7 @@ impl Method {
             Method::CreateToken => "createToken",
             Method::ListTokens => "listTokens",
             Method::RevokeToken => "revokeToken",
+            Method::ActAs => "actAs",
         }
     }
 }
@@ -258,9 +261,10 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::ListHosts
         | Method::Subscribe => role != Login,
         Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
-        // People's own work. The apiserver will act for the user a request's token names
-        // (issue 12); until then its certificate alone controls no one's jobs.
+        // People's own work. The apiserver acts for the person a request's token names
+        // (`actAs`); its certificate alone controls no one's jobs.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
+        Method::ActAs => role == Apiserver,
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
         // Placement by hand: an operator's. A scheduler places through `dispatchBatch`, whose
         // lease epoch fences a deposed scheduler; a plain dispatch carries none.
@@ -316,7 +320,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 24] = [
+        let expected: [(Method, &[Role]); 25] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -341,6 +345,7 @@ mod tests {
             (Method::CreateToken, &[Admin]),
             (Method::ListTokens, &[Admin]),
             (Method::RevokeToken, &[Admin]),
+            (Method::ActAs, &[Apiserver]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

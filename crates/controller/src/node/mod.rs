@@ -146,6 +146,14 @@ impl Node {
         self.state.read().state.job(id).cloned()
     }
 
+    /// A job as applied on this node and as readers see it at `now_ms` (no linearizability
+    /// check: for the primary's answer to a change it just committed).
+    pub fn applied_job_shown(&self, id: JobId, now_ms: u64) -> Option<xce_client::types::Job> {
+        let applied = self.state.read();
+        let job = applied.state.job(id)?.clone();
+        Some(applied.state.shown(job, now_ms))
+    }
+
     /// Who a presented token proves its caller to be, by the state as applied here: on the
     /// ready primary that holds every creation and revocation it has answered, so a check
     /// costs no Raft round.

@@ -15,6 +15,7 @@ pub enum Event {
         host: Option<String>,
         attempt: u32,
         queue: String,
+        user: String,
         pend_reason: Option<String>,
         reason: Option<String>,
     },

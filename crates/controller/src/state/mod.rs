@@ -369,6 +369,7 @@ fn job_event(job: &Job) -> Event {
         host: job.host.clone(),
         attempt: job.attempt,
         queue: job.spec.queue.clone(),
+        user: job.spec.user.clone(),
         pend_reason: job.pend_reason.clone(),
         reason: job.reason.clone(),
     }

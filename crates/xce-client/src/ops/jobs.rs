@@ -32,6 +32,69 @@ impl Op for Submit {
     }
 }
 
+/// Submit a job and get it back as the primary holds it. A token already applied is not an
+/// error here but the original job, marked `replayed`: the caller chose the token (an HTTP
+/// `Idempotency-Key`) and asks to be told which submit made the job.
+#[derive(Debug, Clone)]
+pub struct SubmitJob {
+    pub token: RequestToken,
+    pub spec: JobSpec,
+}
+
+/// What a [`SubmitJob`] made (or had made before).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Submitted {
+    pub id: JobId,
+    /// The job right after the submit; `None` from a controller too old to send it.
+    pub job: Option<Job>,
+    /// Whether an earlier submit with the same token made it.
+    pub replayed: bool,
+}
+
+impl Op for SubmitJob {
+    type Output = Submitted;
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "submit";
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<Submitted>, capnp::Error>> {
+        async move {
+            let mut req = client.submit_request();
+            wire::write_token(req.get().init_token(), self.token);
+            wire::write_spec(req.get().init_spec(), &self.spec);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            let mut header = wire::read_header(r.get_header()?)?;
+            let replayed = header.status == xce_proto::Status::DupJob;
+            if replayed {
+                header = wire::ReplyHeader::ok();
+            }
+            if header.status != xce_proto::Status::Ok {
+                return Ok(Reply {
+                    header,
+                    value: None,
+                });
+            }
+            let job = if r.has_job() {
+                Some(wire::read_job(r.get_job()?)?)
+            } else {
+                None
+            };
+            let value = Submitted {
+                id: r.get_job_id(),
+                job,
+                replayed,
+            };
+            Ok(Reply {
+                header,
+                value: Some(value),
+            })
+        }
+        .boxed_local()
+    }
+}
+
 /// One page of the jobs matching a filter (see [`list_jobs`] for all of them).
 #[derive(Debug, Clone, Default)]
 pub struct ListJobs {

@@ -22,10 +22,12 @@ mod workers;
 pub use cluster::GetCluster;
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
-pub use jobs::{all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Submit};
+pub use jobs::{
+    all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Submit, SubmitJob, Submitted,
+};
 pub use queues::{ControlQueue, ListQueues};
 pub use schedulers::{AcquireScheduler, DispatchBatch, SetPendReasons};
-pub use sessions::{claim_role, Join, Joined};
+pub use sessions::{claim_role, ActAs, Join, Joined};
 pub use tokens::{Authenticate, CreateToken, ListTokens, RevokeToken};
 pub use workers::{Heartbeat, JobFinished, JobStarted};
 

@@ -80,3 +80,42 @@ pub fn claim_role<T: crate::transport::Transport>(client: &crate::Client<T>, rol
         })
     }));
 }
+
+/// An op made for the person a user token names: the apiserver's way to act for its callers.
+/// `actAs` and the op go out together, the op pipelined on the capability `actAs` returns,
+/// so acting for someone costs no round trip. An empty token (authentication off) acts as an
+/// operator with no user.
+#[derive(Debug, Clone)]
+pub struct ActAs<O> {
+    pub token: std::sync::Arc<str>,
+    pub op: O,
+}
+
+impl<O: Op> Op for ActAs<O> {
+    type Output = O::Output;
+    const KIND: OpKind = O::KIND;
+    const NAME: &'static str = O::NAME;
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<O::Output>, capnp::Error>> {
+        async move {
+            let mut req = client.act_as_request();
+            req.get().set_token(&*self.token);
+            let acting = req.send();
+            let op = self.op.send(acting.pipeline.get_controller());
+            let (acted, done) = futures::future::join(acting.promise, op).await;
+            // Refused (no such token, not the primary, ...): that answer is the op's; the
+            // op itself failed on a capability that never came.
+            let header = wire::read_header(acted?.get()?.get_header()?)?;
+            if header.status != xce_proto::Status::Ok {
+                return Ok(Reply {
+                    header,
+                    value: None,
+                });
+            }
+            done
+        }
+        .boxed_local()
+    }
+}

@@ -61,6 +61,7 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             host,
             attempt,
             queue,
+            user,
             pend_reason,
             reason,
         } => ClusterEvent::Job {
@@ -70,6 +71,7 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             host: host.clone(),
             attempt: *attempt,
             queue: queue.clone(),
+            user: user.clone(),
             pend_reason: pend_reason.clone(),
             reason: reason.clone(),
         },

@@ -35,6 +35,9 @@ pub(super) async fn submit(
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header);
     r.set_job_id(id.unwrap_or(0));
+    if let Some(job) = id.and_then(|id| this.node.applied_job_shown(id, now_ms())) {
+        wire::write_job(r.init_job(), &this.as_seen(job));
+    }
     Ok(())
 }
 

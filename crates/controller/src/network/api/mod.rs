@@ -55,6 +55,19 @@ fn weight(method: Method) -> usize {
 }
 
 impl ControllerService {
+    /// This connection's service with another session: what `actAs` hands the apiserver.
+    /// It shares the connection's idle clock and calls in flight.
+    fn acting_as(&self, session: Session) -> ControllerService {
+        ControllerService {
+            node: self.node.clone(),
+            agents: self.agents.clone(),
+            session: StdRc::new(RefCell::new(session)),
+            last_call: self.last_call.clone(),
+            backlog: self.backlog.clone(),
+            snapshots: self.snapshots.clone(),
+        }
+    }
+
     /// Commits a write whose reply is just a header.
     async fn write_for_header(&self, cmd: Command) -> ReplyHeader {
         match self.node.write(cmd).await {
@@ -178,4 +191,5 @@ methods! {
     create_token(CreateTokenParams, CreateTokenResults) => CreateToken: users::create_token;
     list_tokens(ListTokensParams, ListTokensResults) => ListTokens: users::list_tokens;
     revoke_token(RevokeTokenParams, RevokeTokenResults) => RevokeToken: users::revoke_token;
+    act_as(ActAsParams, ActAsResults) => ActAs: users::act_as;
 }

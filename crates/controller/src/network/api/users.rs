@@ -2,12 +2,13 @@
 
 use tracing::{debug, info};
 use xce_client::tokens::{SecretHash, Token};
-use xce_client::types::Role;
+use xce_client::types::{Principal, Role};
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
 use xce_proto::Status;
 
 use super::{header_of, ControllerService};
+use crate::network::session::Session;
 use crate::state::Command;
 
 pub(super) async fn authenticate(
@@ -36,7 +37,21 @@ pub(super) async fn authenticate(
 
 /// Checks a presented token and, when it holds, gives the session its user and role.
 fn prove(this: &ControllerService, text: &str) -> Result<(String, Role), ReplyHeader> {
-    let auth = |why: String| ReplyHeader::status(Status::Auth, format!("authenticate: {why}"));
+    let (token, who) = principal_of(this, text, "authenticate")?;
+    let answer = (who.user.clone(), who.role);
+    this.session
+        .borrow_mut()
+        .authenticated(token.id(), token.hash(), who);
+    Ok(answer)
+}
+
+/// The person a presented token proves, answering `auth` (for `method`) when it proves no one.
+fn principal_of(
+    this: &ControllerService,
+    text: &str,
+    method: &str,
+) -> Result<(Token, Principal), ReplyHeader> {
+    let auth = |why: String| ReplyHeader::status(Status::Auth, format!("{method}: {why}"));
     let token = Token::parse(text).map_err(|e| auth(e.to_string()))?;
     let who = this
         .node
@@ -51,12 +66,54 @@ fn prove(this: &ControllerService, text: &str) -> Result<(String, Role), ReplyHe
             who.role
         )));
     }
-    debug!(user = %who.user, role = %who.role, token = token.id(), "authenticated");
-    let answer = (who.user.clone(), who.role);
-    this.session
-        .borrow_mut()
-        .authenticated(token.id(), token.hash(), who);
-    Ok(answer)
+    debug!(user = %who.user, role = %who.role, token = token.id(), "{method}");
+    Ok((token, who))
+}
+
+/// The apiserver acts for the person a token names: a capability of its own, on this
+/// connection, whose session is that person's.
+pub(super) async fn act_as(
+    this: &ControllerService,
+    params: controller::ActAsParams,
+    mut results: controller::ActAsResults,
+) -> Result<(), capnp::Error> {
+    let text = params.get()?.get_token()?.to_str()?.to_string();
+    let acting = match this.node.admit().await {
+        Err(not_primary) => Err(not_primary),
+        Ok(()) => session_for(this, &text),
+    };
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&acting));
+    if let Ok(session) = acting {
+        r.set_user(session.user.as_deref().unwrap_or(""));
+        r.set_role(session.role.into());
+        r.set_controller(capnp_rpc::new_client(this.acting_as(session)));
+    }
+    Ok(())
+}
+
+/// The session of the person `text` names, for [`act_as`]. It keeps the apiserver's
+/// certificate, so it can neither join as anything else nor take another token.
+fn session_for(this: &ControllerService, text: &str) -> Result<Session, ReplyHeader> {
+    let certified = this.session.borrow().certified.clone();
+    if text.is_empty() {
+        // Authentication is off: anyone could join as an operator; say so rather than
+        // pretend a user was proven.
+        return match certified {
+            None => Ok(Session {
+                role: Role::Operator,
+                ..Session::default()
+            }),
+            Some(_) => Err(ReplyHeader::status(
+                Status::Auth,
+                "actAs: no token: with authentication on every request names its person",
+            )),
+        };
+    }
+    let (token, who) = principal_of(this, text, "actAs")?;
+    let mut session = Session::new(certified);
+    session.authenticated(token.id(), token.hash(), who);
+    Ok(session)
 }
 
 pub(super) async fn create_token(

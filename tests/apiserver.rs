@@ -1,0 +1,456 @@
+//! The HTTP API through real binaries: jobs over HTTP, idempotent submits across an apiserver
+//! restart, a primary killed under eight HTTP submitters, the majority down (fast 503s, then
+//! recovery without a restart, the event stream included), a failover no request saw, users'
+//! tokens acting as their users, the listener's limits, and `xce dev`'s `api:` line.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use xce_client::ops::SubmitJob;
+use xce_client::types::{JobSpec, RequestToken, Role};
+use xce_tests::http::Http;
+use xce_tests::{bin, wait_for, Cluster};
+
+/// A cluster of three controllers, `workers` workers with a scheduler, and an apiserver,
+/// every daemon ready.
+async fn cluster(workers: usize) -> Cluster {
+    let mut builder = Cluster::builder().controllers(3).apiservers(1, &[]);
+    if workers > 0 {
+        builder = builder.workers(workers, &[]).schedulers(1, &[]);
+    }
+    let mut cluster = builder.start();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    cluster
+}
+
+async fn wait_state(api: &Http, id: u64, state: &str) -> Value {
+    wait_for(
+        &format!("job {id} {state}"),
+        Duration::from_secs(30),
+        || async {
+            let got = api.get(&format!("/v1/jobs/{id}")).await;
+            (got.body["state"] == state).then_some(got.body)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn jobs_are_submitted_listed_read_and_killed_over_http_and_a_key_submits_once() {
+    let mut cluster = cluster(1).await;
+    let api = cluster.api(0);
+    let made = api
+        .post(
+            "/v1/jobs",
+            &json!({"command": ["sleep", "30"], "name": "nap"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    let id = made.body["id"].as_u64().unwrap();
+    assert_eq!(made.body["job"]["name"], "nap");
+    wait_state(&api, id, "running").await;
+    let listed = api.get("/v1/jobs?state=running").await;
+    assert_eq!(listed.status, 200);
+    let ids: Vec<u64> = listed.body["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![id]);
+    let killed = api.post(&format!("/v1/jobs/{id}/kill"), &json!({})).await;
+    assert_eq!(killed.status, 200, "{:?}", killed.body);
+    let ended = wait_state(&api, id, "exited").await;
+    assert_eq!(ended["reason"], "killed");
+    assert_eq!(api.get("/v1/jobs/424242").await.status, 404);
+
+    // One key, one job: again, and again after the apiserver restarted.
+    let keyed = || async {
+        api.request(
+            "POST",
+            "/v1/jobs",
+            Some(&json!({"command": ["true"]})),
+            &[("Idempotency-Key", "nightly-2026-12-02")],
+        )
+        .await
+        .unwrap()
+    };
+    let first = keyed().await;
+    let again = keyed().await;
+    assert_eq!((first.status, again.status), (201, 200));
+    assert_eq!(first.body["id"], again.body["id"]);
+    cluster
+        .local
+        .stop_apiserver(0, Duration::from_secs(10))
+        .unwrap();
+    cluster.local.start_apiserver(0).unwrap();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let after_restart = keyed().await;
+    assert_eq!(after_restart.status, 200);
+    assert_eq!(after_restart.body["id"], first.body["id"]);
+    cluster.assert_no_errors();
+}
+
+/// Eight HTTP clients submit, each with its own Idempotency-Keys and retrying a 503, while
+/// the primary is killed: every answer is 201, 200 or a 503 inside the failover window, and
+/// every key made exactly one job.
+#[tokio::test]
+async fn a_primary_killed_under_eight_http_submitters_loses_and_repeats_no_job() {
+    const CLIENTS: usize = 8;
+    const EACH: usize = 25;
+    let mut cluster = cluster(0).await;
+    let api = cluster.api(0);
+    let done = Arc::new(Mutex::new(BTreeMap::<String, u64>::new()));
+    let unavailable = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let (api, done, unavailable) = (api.clone(), done.clone(), unavailable.clone());
+        tasks.push(tokio::spawn(async move {
+            for n in 0..EACH {
+                let key = format!("client{c}-job{n}");
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    assert!(Instant::now() < deadline, "{key}: no answer within 30 s");
+                    let got = api
+                        .request(
+                            "POST",
+                            "/v1/jobs",
+                            Some(&json!({"command": ["true"], "name": key})),
+                            &[("Idempotency-Key", key.as_str())],
+                        )
+                        .await;
+                    let Ok(got) = got else { continue };
+                    match got.status {
+                        200 | 201 => {
+                            let id = got.body["id"].as_u64().unwrap();
+                            done.lock().unwrap().insert(key.clone(), id);
+                            break;
+                        }
+                        503 => {
+                            assert!(got.headers.contains_key("retry-after"));
+                            unavailable.lock().unwrap().push(Instant::now());
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        other => panic!("{key}: {other} {:?}", got.body),
+                    }
+                }
+            }
+        }));
+    }
+    wait_for(
+        "a quarter of the submits",
+        Duration::from_secs(30),
+        || async { (done.lock().unwrap().len() >= CLIENTS * EACH / 4).then_some(()) },
+    )
+    .await;
+    let (primary, _) = cluster.wait_primary().await;
+    let killed_at = Instant::now();
+    cluster.kill9(primary);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let done = done.lock().unwrap().clone();
+    assert_eq!(done.len(), CLIENTS * EACH);
+    let ids: BTreeSet<u64> = done.values().copied().collect();
+    assert_eq!(ids.len(), CLIENTS * EACH, "two keys share a job");
+    // The cluster holds exactly those jobs, each once, named by its key.
+    let mut seen = BTreeMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/jobs?limit=100&cursor={c}"),
+            None => "/v1/jobs?limit=100".to_string(),
+        };
+        let page = api.get(&path).await;
+        assert_eq!(page.status, 200, "{:?}", page.body);
+        for job in page.body["jobs"].as_array().unwrap() {
+            let name = job["name"].as_str().unwrap().to_string();
+            assert!(
+                seen.insert(name.clone(), job["id"].as_u64().unwrap())
+                    .is_none(),
+                "{name} twice"
+            );
+        }
+        match page.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen, done,
+        "the cluster's jobs are exactly the acknowledged ones"
+    );
+    // 503s only inside the failover window.
+    for at in unavailable.lock().unwrap().iter() {
+        let after = at.saturating_duration_since(killed_at);
+        assert!(
+            *at >= killed_at && after < Duration::from_secs(5),
+            "a 503 {after:?} after the kill"
+        );
+    }
+}
+
+/// With the majority down, requests answer 503 fast once degraded and `/readyz` says why;
+/// after recovery the apiserver is ready and its event stream delivers again, with no
+/// restart of it and no request needed to notice.
+#[tokio::test]
+async fn with_the_majority_down_requests_fail_fast_then_everything_resumes_by_itself() {
+    let mut cluster = cluster(0).await;
+    let api = cluster.api(0);
+    let mut events = api.events("/v1/events?kind=job", None).await.unwrap();
+    let (primary, _) = cluster.wait_primary().await;
+    let others: Vec<usize> = (0..3).filter(|i| *i != primary).collect();
+    cluster.kill9(primary);
+    cluster.kill9(others[0]);
+    // The first requests spend their budget; once one has, the rest fail fast.
+    wait_for("a 503", Duration::from_secs(30), || async {
+        (api.get("/v1/queues").await.status == 503).then_some(())
+    })
+    .await;
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let got = api.get("/v1/queues").await;
+        assert_eq!(got.status, 503, "{:?}", got.body);
+        assert!(got.headers.contains_key("retry-after"));
+        assert_eq!(got.body["error"]["code"], "clusterNotReady");
+        slowest = slowest.max(got.took);
+    }
+    // Fast is milliseconds (xce-bench api measures it); a request that spent its retry
+    // budget instead would take seconds.
+    assert!(
+        slowest < Duration::from_millis(500),
+        "a degraded request took {slowest:?}"
+    );
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status, 503);
+    assert!(ready.body["reason"].as_str().is_some(), "{:?}", ready.body);
+    assert_eq!(api.get("/healthz").await.status, 200);
+
+    cluster.restart(primary);
+    cluster.restart(others[0]);
+    // No API request: only the apiserver's own health check can notice.
+    wait_for("/readyz 200 again", Duration::from_secs(30), || async {
+        (api.get("/readyz").await.status == 200).then_some(())
+    })
+    .await;
+    // Events are not replayed across primaries: the stream says so once it is back.
+    events
+        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
+        .await
+        .expect("a resync item once the subscription is renewed");
+    let made = cluster
+        .client()
+        .call(SubmitJob {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await
+        .unwrap();
+    events
+        .until(Duration::from_secs(30), |e| {
+            e.data["kind"] == "job" && e.data["id"].as_u64() == Some(made.id)
+        })
+        .await
+        .expect("the event stream delivers again");
+}
+
+/// A failover that no HTTP request saw: the apiserver joins the new primary by itself, and
+/// its event stream goes on.
+#[tokio::test]
+async fn a_failover_no_request_saw_is_followed_by_the_health_check_and_the_stream() {
+    let mut cluster = cluster(0).await;
+    let api = cluster.api(0);
+    let mut events = api.events("/v1/events", None).await.unwrap();
+    let (primary, _) = cluster.wait_primary().await;
+    cluster.kill9(primary);
+    cluster.wait_primary().await;
+    wait_for(
+        "/readyz 200 on the new primary",
+        Duration::from_secs(30),
+        || async {
+            let ready = api.get("/readyz").await;
+            let moved =
+                ready.body["connected_to"].as_str() != Some(&cluster.controllers()[primary].addr());
+            (ready.status == 200 && moved).then_some(())
+        },
+    )
+    .await;
+    events
+        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
+        .await
+        .expect("a resync item once the subscription follows the new primary");
+    let made = cluster
+        .client()
+        .call(SubmitJob {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await
+        .unwrap();
+    events
+        .until(Duration::from_secs(30), |e| {
+            e.data["id"].as_u64() == Some(made.id)
+        })
+        .await
+        .expect("the stream follows the new primary");
+    let last = api.get(&format!("/v1/jobs/{}", made.id)).await;
+    assert_eq!(last.status, 200);
+}
+
+/// With TLS the apiserver acts for each request's token: a user controls only their own
+/// jobs, an operator all; no token is 401, and a revoked token is refused at once.
+#[tokio::test]
+async fn with_tls_each_request_acts_as_its_token_s_user() {
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &[])
+        .schedulers(1, &[])
+        .apiservers(1, &[])
+        .tls()
+        .start();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let api = cluster.api(0);
+    let alice = api.with_token(&cluster.token("alice", Role::User).await);
+    let bob = api.with_token(&cluster.token("bob", Role::User).await);
+    let operator = api.with_token(&cluster.token("olga", Role::Operator).await);
+    let ready = api.get("/readyz").await;
+    assert_eq!(ready.status, 200, "{:?}", ready.body);
+    assert_eq!(ready.body["authentication"], true);
+    assert_eq!(api.get("/v1/jobs").await.status, 401);
+    let made = alice
+        .post(
+            "/v1/jobs",
+            &json!({"command": ["sleep", "30"], "user": "bob"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    let id = made.body["id"].as_u64().unwrap();
+    assert_eq!(
+        made.body["job"]["user"], "alice",
+        "a job is its token's user's"
+    );
+    let refused = bob.post(&format!("/v1/jobs/{id}/kill"), &json!({})).await;
+    assert_eq!(refused.status, 403, "{:?}", refused.body);
+    assert_eq!(
+        bob.post("/v1/queues/normal/close", &json!({})).await.status,
+        403
+    );
+    let killed = operator
+        .post(&format!("/v1/jobs/{id}/kill"), &json!({}))
+        .await;
+    assert_eq!(killed.status, 200, "{:?}", killed.body);
+    // Revoked: refused on the very next request.
+    let alice_id = alice
+        .token
+        .as_deref()
+        .unwrap()
+        .split('_')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let out = cluster.xce(&["token", "revoke", &alice_id]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = alice.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(after.status, 401, "{:?}", after.body);
+    cluster.assert_no_errors();
+}
+
+/// The listener's limits: connections beyond the limit are refused at once, and idle ones
+/// are closed, so a client that opens and holds connections cannot lock others out.
+#[tokio::test]
+async fn connections_beyond_the_limit_are_refused_and_idle_ones_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("apiserver.yaml");
+    std::fs::write(
+        &config,
+        "limits:\n  max_connections: 16\n  idle_timeout_ms: 1000\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let mut cluster = Cluster::builder()
+        .controllers(1)
+        .apiservers(1, &["--config", &config])
+        .start();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let api = cluster.api(0);
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        held.push(tokio::net::TcpStream::connect(&api.addr).await.unwrap());
+    }
+    // Let the apiserver accept them all, then one more is answered 503.
+    wait_for("a 503 at the limit", Duration::from_secs(10), || async {
+        let got = api.request("GET", "/healthz", None, &[]).await.ok()?;
+        (got.status == 503).then_some(())
+    })
+    .await;
+    // The idle ones are closed within the idle timeout, and then there is room.
+    wait_for("room again", Duration::from_secs(10), || async {
+        let got = api.request("GET", "/healthz", None, &[]).await.ok()?;
+        (got.status == 200).then_some(())
+    })
+    .await;
+    drop(held);
+}
+
+/// `xce dev` prints the apiserver's URL on a line starting `api: `.
+#[tokio::test]
+async fn xce_dev_prints_the_apiserver_s_url() {
+    let mut dev = Command::new(bin("xce"))
+        .args(["dev", "--workers", "0", "--schedulers", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(dev.id() as i32);
+    let stdout = dev.stdout.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("api: ").map(str::to_string))
+    });
+    let url = tokio::time::timeout(Duration::from_secs(60), url).await;
+    let stopped = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    let url = url.expect("xce dev announces within 60 s").unwrap();
+    let url = url.expect("an api: line");
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    stopped.unwrap();
+    let status = tokio::task::spawn_blocking(move || dev.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
