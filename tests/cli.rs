@@ -101,7 +101,7 @@ async fn failures_exit_non_zero_with_the_json_error_naming_the_problem() {
         (&["job", "999"], "noEnt", "999"),
         (&["kill", "999"], "noEnt", "999"),
         (&["submit", "--cpus", "-2", "--", "x"], "invalid", "cpus"),
-        (&["submit", "-q", "nope", "--", "x"], "invalid", "queue"),
+        (&["submit", "-q", "nope", "--", "x"], "noEnt", "queue"),
         (&["queue", "open", "nope"], "noEnt", "nope"),
     ];
     for (args, code, fragment) in cases {

@@ -12,7 +12,8 @@ use xce_client::json::JobJson;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    /// The command line: the program, then its arguments.
+    /// The command line: the program (not blank), then its arguments.
+    #[schema(schema_with = command_schema)]
     pub command: Vec<String>,
     #[serde(default)]
     pub name: Option<String>,
@@ -20,14 +21,17 @@ pub struct SubmitRequest {
     #[serde(default)]
     pub queue: Option<String>,
     /// Default 1.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0)]
     pub cpus: Option<i32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0)]
     pub mem_mb: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
     pub priority: Option<i32>,
-    /// Environment variables the job gets.
+    /// Environment variables the job gets (names neither empty nor holding `=`).
     #[serde(default)]
+    #[schema(schema_with = env_schema)]
     pub env: Option<BTreeMap<String, String>>,
     /// Working directory (default: the user's home on the host).
     #[serde(default)]
@@ -35,8 +39,62 @@ pub struct SubmitRequest {
     /// The job's user, honoured only while authentication is off; with it on, a job is its
     /// token's user's.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")]
     pub user: Option<String>,
 }
+
+/// An optional integer that may be written as a number with no fraction (`5.0`): JSON
+/// has one number type, and JSON Schema counts such numbers as integers.
+fn whole_number<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i64>,
+{
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let whole = n.as_i64().or_else(|| {
+        n.as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| f as i64)
+    });
+    whole
+        .and_then(|i| T::try_from(i).ok())
+        .map(Some)
+        .ok_or_else(|| serde::de::Error::custom(format!("{n} is not an integer in range")))
+}
+
+/// A command line's schema: at least one element, the first (the program) not blank.
+fn command_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .prefix_items([ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(r"\S"))
+            .build()])
+        .items(ObjectBuilder::new().schema_type(Type::String).build())
+        .min_items(Some(1))
+        .build()
+}
+
+/// An environment's schema: string values under names neither empty nor holding `=`, or
+/// null (none).
+fn env_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
+    let string = ObjectBuilder::new().schema_type(Type::String).build();
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[^=]+$")),
+        ))
+        .additional_properties(Some(AdditionalProperties::RefOr(string.into())))
+        .build()
+}
+
+/// The most jobs one page may hold (the cluster's cap).
+pub const MAX_LIMIT: u32 = 5000;
 
 /// What a submit made.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -60,12 +118,17 @@ pub struct JobPageJson {
 #[into_params(parameter_in = Query)]
 pub struct ListJobsQuery {
     /// Job states, comma-separated (`pending,running`).
+    #[param(
+        pattern = r"^((pending|dispatched|running|suspended|done|exited)(,(pending|dispatched|running|suspended|done|exited))*)?$"
+    )]
     pub state: Option<String>,
     pub queue: Option<String>,
     pub user: Option<String>,
     /// Where the page starts: the `next_cursor` of the previous page.
+    #[param(pattern = r"^[0-9]{0,19}$")]
     pub cursor: Option<String>,
-    /// Most jobs in the page (the cluster caps it).
+    /// Most jobs in the page (0 or none: the cluster's default page).
+    #[param(minimum = 0, maximum = 5000)]
     pub limit: Option<u32>,
 }
 

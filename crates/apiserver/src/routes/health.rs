@@ -66,7 +66,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 /// Prometheus text.
-#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, description = "Prometheus text exposition", content_type = "application/openmetrics-text")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(

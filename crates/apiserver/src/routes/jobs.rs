@@ -11,7 +11,9 @@ use super::AppState;
 use crate::backend::{Answer, Call, Caller};
 use crate::error::ApiError;
 use crate::extract::{Body, Path, Query};
-use crate::shapes::{ActionJson, JobPageJson, ListJobsQuery, SubmitRequest, SubmitResponse};
+use crate::shapes::{
+    ActionJson, JobPageJson, ListJobsQuery, SubmitRequest, SubmitResponse, MAX_LIMIT,
+};
 
 /// The header that makes a submit idempotent.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
@@ -24,13 +26,15 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
     path = "/v1/jobs",
     tag = "jobs",
     request_body = SubmitRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "1 to 255 visible ASCII characters; the same key from the same caller submits once")),
+    params(("Idempotency-Key" = Option<String>, Header, pattern = r"^[!-~]{1,255}$", description = "1 to 255 visible ASCII characters; the same key from the same caller submits once")),
     responses(
         (status = 201, description = "Submitted", body = SubmitResponse),
         (status = 200, description = "The job an earlier request with this Idempotency-Key made", body = SubmitResponse),
         (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
-        (status = 403, body = ErrorJson), (status = 409, body = ErrorJson),
-        (status = 413, body = ErrorJson), (status = 503, body = ErrorJson)
+        (status = 403, body = ErrorJson),
+        (status = 404, description = "No such queue", body = ErrorJson),
+        (status = 409, body = ErrorJson), (status = 413, body = ErrorJson),
+        (status = 503, body = ErrorJson)
     ),
     security(("bearer" = []))
 )]
@@ -44,6 +48,14 @@ pub async fn submit(
         Some(key) => idempotent_token(&caller, key.as_bytes())?,
         None => RequestToken::random(),
     };
+    if let Some(user) = req.user.as_deref() {
+        check_user(user)?;
+    }
+    if req.command.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err(ApiError::invalid(
+            "command: the program (its first element) must be given and not blank",
+        ));
+    }
     let call = Call::Submit {
         token,
         spec: spec_of(req),
@@ -86,6 +98,21 @@ pub fn idempotent_token(caller: &Caller, key: &[u8]) -> Result<RequestToken, Api
     Ok(RequestToken(u128::from_be_bytes(bytes)))
 }
 
+/// A user name as the HTTP API takes it (the schema's pattern): refused even with
+/// authentication on, where the field is ignored, rather than silently dropped.
+fn check_user(user: &str) -> Result<(), ApiError> {
+    let valid = (1..=64).contains(&user.len())
+        && !user.starts_with('-')
+        && xce_client::types::name_chars_ok(user);
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "user: 1 to 64 letters, digits, '.', '_' or '-', not starting with '-'",
+        ))
+    }
+}
+
 fn spec_of(req: SubmitRequest) -> JobSpec {
     JobSpec {
         name: req.name.unwrap_or_default(),
@@ -118,7 +145,8 @@ pub async fn list(
     caller: Caller,
     Query(q): Query<ListJobsQuery>,
 ) -> Result<Json<JobPageJson>, ApiError> {
-    let states = match &q.state {
+    // An empty parameter is one not given.
+    let states = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => Vec::new(),
         Some(list) => list
             .split(',')
@@ -126,12 +154,18 @@ pub async fn list(
             .collect::<Result<_, _>>()
             .map_err(|e| ApiError::invalid(format!("state: {e}")))?,
     };
-    let after = match &q.cursor {
+    let after = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
         None => 0,
         Some(c) => c
             .parse::<u64>()
-            .map_err(|_| ApiError::invalid("cursor: not one this API gave"))?,
+            .ok()
+            .filter(|_| c.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| ApiError::invalid("cursor: not one this API gave"))?,
     };
+    let limit = q.limit.unwrap_or(0);
+    if limit > MAX_LIMIT {
+        return Err(ApiError::invalid(format!("limit: at most {MAX_LIMIT}")));
+    }
     let call = Call::ListJobs {
         filter: JobFilter {
             queue: q.queue.filter(|s| !s.is_empty()),
@@ -139,7 +173,7 @@ pub async fn list(
             user: q.user.filter(|s| !s.is_empty()),
         },
         after,
-        limit: q.limit.unwrap_or(0),
+        limit,
     };
     let Answer::Jobs(page) = state.call("listJobs", &caller, call).await? else {
         return Err(ApiError::internal(

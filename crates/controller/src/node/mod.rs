@@ -36,6 +36,9 @@ const MAX_BATCH_BYTES: usize = 512 * 1024;
 const RECHECK: Duration = Duration::from_millis(25);
 /// Batches in flight at once; while they are, new proposals queue up and form the next batch.
 const MAX_INFLIGHT_BATCHES: usize = 4;
+/// Reads queued for the next linearizability check; more wait to be queued (each has its
+/// caller's connection behind it, which bounds them).
+const MAX_WAITING_READS: usize = 8192;
 
 /// How long a node waits for a write to commit or a read to be confirmed before telling the
 /// client `noMaster` (it lost its majority); the client then backs off and rotates.
@@ -64,6 +67,9 @@ struct Proposal {
     reply: oneshot::Sender<Result<Outcome, ReplyHeader>>,
 }
 
+/// A read waiting for its linearizability check (see `proposer::run_reads`).
+type ReadWaiter = oneshot::Sender<Result<(), ReplyHeader>>;
+
 /// A controller node, shared by the service, the proposer and the readiness task.
 pub struct Node {
     pub id: NodeId,
@@ -73,6 +79,8 @@ pub struct Node {
     pub raft: Raft<TypeConfig>,
     state: SharedState,
     proposals: mpsc::Sender<Proposal>,
+    /// Reads waiting to share one linearizability check.
+    reads: mpsc::Sender<ReadWaiter>,
     /// The term whose barrier entry this node has applied as primary; the node serves only
     /// while it is primary in exactly this term. A watch, so that held requests wake on it.
     ready_term: watch::Sender<u64>,
@@ -112,6 +120,7 @@ impl Node {
         network: Network,
     ) -> Arc<Node> {
         let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
+        let (reads, reads_rx) = mpsc::channel(MAX_WAITING_READS);
         let name = peers[(id - 1) as usize].name.clone();
         let node = Arc::new(Node {
             id,
@@ -120,6 +129,7 @@ impl Node {
             raft,
             state,
             proposals: tx,
+            reads,
             ready_term: watch::Sender::new(0),
             reach: network.reach.clone(),
             timeouts,
@@ -131,6 +141,7 @@ impl Node {
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
         tokio::spawn(proposer::run_proposer(node.clone(), rx));
+        tokio::spawn(proposer::run_reads(node.clone(), reads_rx));
         tokio::spawn(liveness::run_liveness(node.clone()));
         tokio::spawn(readiness::run_readiness(node.clone(), queues));
         node

@@ -52,7 +52,7 @@ impl State {
         match self.queues.get(&spec.queue) {
             None => {
                 return Outcome::rejected(
-                    Status::Invalid,
+                    Status::NoEnt,
                     format!("queue: no such queue {:?}", spec.queue),
                 )
             }
@@ -398,7 +398,7 @@ mod tests {
         rejected_with(&submit(&mut s, 4, neg), Status::Invalid, "mem_mb");
         let mut unknown = spec(&["x"]);
         unknown.queue = "nope".into();
-        rejected_with(&submit(&mut s, 5, unknown), Status::Invalid, "queue");
+        rejected_with(&submit(&mut s, 5, unknown), Status::NoEnt, "queue");
         assert_eq!(s.job_count(), before.job_count());
         assert_eq!(s.next_job_id, 1);
     }

@@ -1,0 +1,100 @@
+"""The web view in a real headless Chromium against a real `xce dev` cluster: the page shows
+a submitted job and its state change without a reload, and a banner once the majority of
+controllers is killed. Run by scripts/webview-test (which installs what it needs)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+
+def wait(what, timeout, check):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def submit(api, token, command):
+    req = urllib.request.Request(
+        api + "/v1/jobs",
+        data=json.dumps({"command": command}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + token},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 201, r.status
+        return json.load(r)["id"]
+
+
+def job_state(driver, job_id):
+    rows = driver.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-id="{job_id}"] td.state')
+    return rows[0].text if rows else None
+
+
+def main(xce):
+    dev = subprocess.Popen(
+        [xce, "dev", "-o", "json", "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    driver = None
+    try:
+        info = json.loads(dev.stdout.readline())
+        api, token = info["api"], info["token"]
+        pids = {d["name"]: d["pid"] for d in info["daemons"]}
+        options = Options()
+        options.binary_location = "/usr/bin/chromium"
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+            options.add_argument(arg)
+        driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        driver.get(api + "/")
+        wait("the event stream", 30, lambda: driver.find_element(By.ID, "live").text == "events: live")
+        assert not driver.find_element(By.ID, "banner").is_displayed(), "a banner on a ready cluster"
+        # A marker that a reload would lose.
+        driver.execute_script("window.__notReloaded = true;")
+
+        job_id = submit(api, token, ["sh", "-c", "sleep 1"])
+        first = wait(f"job {job_id} on the page", 30, lambda: job_state(driver, job_id))
+        print(f"webview: job {job_id} appeared as {first}")
+        wait(f"job {job_id} done on the page", 60, lambda: job_state(driver, job_id) == "done")
+        assert driver.execute_script("return window.__notReloaded === true;"), "the page reloaded"
+        print(f"webview: job {job_id} went from {first} to done without a reload")
+
+        for name in ("c1", "c2"):
+            os.kill(pids[name], signal.SIGKILL)
+        banner = wait(
+            "the not-ready banner",
+            60,
+            lambda: driver.find_element(By.ID, "banner").is_displayed()
+            and driver.find_element(By.ID, "banner").text,
+        )
+        assert "not ready" in banner, banner
+        print(f"webview: with the majority down the page says: {banner}")
+    finally:
+        if driver is not None:
+            driver.quit()
+        dev.send_signal(signal.SIGTERM)
+        try:
+            dev.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            dev.wait()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+    print("webview: ok")
