@@ -454,3 +454,81 @@ async fn xce_dev_prints_the_apiserver_s_url() {
         .unwrap();
     assert!(status.success(), "{status}");
 }
+
+/// Every daemon serves Prometheus metrics on its `--metrics-listen` address (the controller
+/// from its YAML), and the apiserver on `/metrics`.
+#[tokio::test]
+async fn every_daemon_serves_its_metrics() {
+    let ports = xce_tests::free_ports(3);
+    let addr = |i: usize| format!("127.0.0.1:{}", ports[i]);
+    let (worker, scheduler) = (addr(1), addr(2));
+    let mut cluster = Cluster::builder()
+        .controllers(1)
+        .config(&format!("metrics_listen: {}\n", addr(0)))
+        .workers(1, &["--metrics-listen", &worker])
+        .schedulers(1, &["--metrics-listen", &scheduler])
+        .apiservers(1, &[])
+        .start();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let api = cluster.api(0);
+    let made = api.post("/v1/jobs", &json!({"command": ["true"]})).await;
+    assert_eq!(made.status, 201);
+    wait_state(&api, made.body["id"].as_u64().unwrap(), "done").await;
+    let text = |addr: String, wanted: &'static [&'static str]| async move {
+        wait_for(
+            &format!("{wanted:?} at {addr}"),
+            Duration::from_secs(30),
+            || {
+                let addr = addr.clone();
+                async move {
+                    let body = raw_get(&addr, "/metrics").await?;
+                    wanted.iter().all(|w| body.contains(w)).then_some(body)
+                }
+            },
+        )
+        .await
+    };
+    text(
+        addr(0),
+        &[
+            "xce_controller_jobs{state=\"done\"} 1",
+            "xce_controller_raft_term ",
+            "xce_controller_primary 1",
+            "xce_controller_heartbeats_total ",
+            "xce_controller_apply_duration_seconds_bucket",
+            "xce_controller_raft_leader_changes_total ",
+        ],
+    )
+    .await;
+    text(
+        worker,
+        &["xce_worker_heartbeats_total ", "xce_worker_attempts_held "],
+    )
+    .await;
+    text(
+        scheduler,
+        &[
+            "xce_scheduler_placements_total 1",
+            "xce_scheduler_active 1",
+            "xce_scheduler_publish_retries_total 0",
+        ],
+    )
+    .await;
+    let body = raw_get(&api.addr, "/metrics").await.unwrap();
+    assert!(body.contains("xce_apiserver_http_requests_total{route=\"/v1/jobs\",method=\"POST\",status=\"201\"} 1"), "{body}");
+}
+
+/// The body of `GET path` on `addr` as text (the metrics endpoints are not JSON).
+async fn raw_get(addr: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    Some(text)
+}

@@ -93,6 +93,8 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     /// TLS files (`ca`, `cert`, `key`); the `--tls-*` flags win over them.
     pub tls: TlsFile,
+    /// Where Prometheus metrics are served (`host:port`); none by default.
+    pub metrics_listen: Option<String>,
 }
 
 /// Why a configuration was rejected.
@@ -140,6 +142,8 @@ pub struct Config {
     /// TLS for every connection, in and out: flags over the file's `tls:` keys.
     pub tls: Option<TlsPaths>,
     tls_file: TlsFile,
+    /// Where Prometheus metrics are served (`--metrics-listen`, or `metrics_listen`).
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Config {
@@ -169,6 +173,10 @@ impl Config {
         let (peers, index) = check_peers(name, peers)?;
         validate_file(&file)?;
         let tls = TlsArgs::default().resolve(&file.tls)?;
+        let metrics_listen = match &file.metrics_listen {
+            Some(addr) => Some(metrics_addr("metrics_listen", addr)?),
+            None => None,
+        };
         Ok(Config {
             name: name.to_string(),
             node_id: node_id_of(index),
@@ -185,6 +193,7 @@ impl Config {
             raft_addrs: BTreeMap::new(),
             tls,
             tls_file: file.tls,
+            metrics_listen,
         })
     }
 
@@ -244,6 +253,12 @@ impl Config {
         Ok(self)
     }
 
+    /// Applies `--metrics-listen` over the file's `metrics_listen`.
+    pub fn with_metrics_listen(mut self, addr: &str) -> Result<Config, ConfigError> {
+        self.metrics_listen = Some(metrics_addr("--metrics-listen", addr)?);
+        Ok(self)
+    }
+
     /// This controller's own candidate entry.
     pub fn me(&self) -> &Candidate {
         &self.peers[(self.node_id - 1) as usize]
@@ -290,6 +305,15 @@ fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
     parse_file(&text).map_err(|detail| ConfigError::Parse {
         path: path.to_path_buf(),
         detail,
+    })
+}
+
+/// A metrics address, or an error naming `key`.
+fn metrics_addr(key: &str, addr: &str) -> Result<std::net::SocketAddr, ConfigError> {
+    addr.parse().map_err(|e| {
+        ConfigError::Invalid(format!(
+            "{key}: {addr:?} is not an address (host:port, e.g. 127.0.0.1:9101): {e}"
+        ))
     })
 }
 

@@ -7,6 +7,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod config;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod state;
@@ -43,7 +44,11 @@ pub async fn run(
         }
         None => None,
     };
-    let store = store::open(&config.data_dir, &config.identity()).await?;
+    let mut store = store::open(&config.data_dir, &config.identity()).await?;
+    let metrics = metrics::Metrics::default();
+    store
+        .state_machine
+        .observe_apply(metrics.apply_seconds.clone());
     let state = store.state_machine.shared();
     let reach = Arc::new(Reachability::default());
     let lease = Arc::new(Lease::new(config.primary_lease()));
@@ -81,7 +86,14 @@ pub async fn run(
             host_lost_grace: Duration::from_millis(config.hosts.lost_grace_ms),
         },
         network,
+        metrics.clone(),
     );
+    if let Some(addr) = config.metrics_listen {
+        let listener = xce_client::metrics::bind(addr).await?;
+        let registry = Arc::new(metrics.registry(node.clone()));
+        tokio::spawn(xce_client::metrics::serve(listener, registry));
+    }
+    tokio::spawn(metrics.watch_leader(raft.clone()));
     info!(
         node = %config.name,
         addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),

@@ -30,6 +30,9 @@ struct Args {
     /// name=host:port,... (a separate peer network, NAT, or a test's fault links).
     #[arg(long, env = "XCE_RAFT_ADDRS")]
     raft_addrs: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
+    #[arg(long, env = "XCE_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
     #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// Run without TLS on addresses beyond loopback (no authentication at all).
@@ -68,6 +71,9 @@ fn real_main() -> anyhow::Result<()> {
         config = config.with_raft_addrs(spec)?;
     }
     config = config.with_tls(&args.tls)?;
+    if let Some(addr) = &args.metrics_listen {
+        config = config.with_metrics_listen(addr)?;
+    }
     let listen = args.listen.unwrap_or_else(|| config.me().addr());
     match &config.tls {
         // Loaded by the daemon itself; here only to report a bad file without starting.

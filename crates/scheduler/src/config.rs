@@ -27,6 +27,8 @@ pub struct FileConfig {
     pub retry_attempts: Option<u32>,
     /// TLS files (`ca`, `cert`, `key`), as `--tls-ca`, `--tls-cert`, `--tls-key`.
     pub tls: TlsFile,
+    /// Where Prometheus metrics are served (`host:port`), as `--metrics-listen`.
+    pub metrics_listen: Option<String>,
 }
 
 /// What flags and environment gave (`None`: not given).
@@ -37,6 +39,7 @@ pub struct Overrides {
     pub lease_ttl_ms: Option<u64>,
     pub reread_ms: Option<u64>,
     pub retry_attempts: Option<u32>,
+    pub metrics_listen: Option<String>,
     pub tls: TlsArgs,
 }
 
@@ -50,6 +53,8 @@ pub struct Config {
     /// `None`: the client library's default budget.
     pub retry_attempts: Option<u32>,
     pub tls: Option<TlsPaths>,
+    /// Where Prometheus metrics are served.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Why a configuration was rejected.
@@ -147,6 +152,14 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
         ));
     }
     let tls = over.tls.resolve(&file.tls)?;
+    let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
+        Some(addr) => Some(addr.parse().map_err(|e| {
+            ConfigError::Invalid(format!(
+                "--metrics-listen: {addr:?} is not an address (host:port): {e}"
+            ))
+        })?),
+        None => None,
+    };
     Ok(Config {
         name,
         peers,
@@ -154,6 +167,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
         lease_ttl: Duration::from_millis(ttl),
         reread: Duration::from_millis(reread),
         retry_attempts,
+        metrics_listen,
     })
 }
 

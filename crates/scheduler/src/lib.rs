@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod lease;
+pub mod metrics;
 pub mod pipeline;
 pub mod place;
 pub mod view;
@@ -59,6 +60,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let (rounds_tx, rounds) = mpsc::channel(pipeline::ROUNDS_BUFFERED);
     let (requests_tx, requests) = mpsc::channel(pipeline::REQUESTS_BUFFERED);
     let (feedback_tx, feedback) = mpsc::unbounded_channel();
+    if let Some(addr) = config.metrics_listen {
+        let listener = xce_client::metrics::bind(addr).await?;
+        tokio::spawn(xce_client::metrics::serve(
+            listener,
+            Arc::new(metrics::registry()),
+        ));
+    }
     info!(scheduler = %config.name, "scheduler starting");
     let mut tasks: Vec<(&str, JoinHandle<()>)> = vec![
         (

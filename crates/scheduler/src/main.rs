@@ -33,6 +33,9 @@ struct Args {
     /// Run without TLS to controllers beyond loopback (no authentication at all).
     #[arg(long, env = "XCE_INSECURE")]
     insecure: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
+    #[arg(long, env = "XCE_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -64,6 +67,7 @@ fn real_main() -> anyhow::Result<()> {
         lease_ttl_ms: args.lease_ttl_ms,
         reread_ms: args.reread_ms,
         retry_attempts: args.retry_attempts,
+        metrics_listen: args.metrics_listen,
         tls: args.tls,
     };
     let config = config::resolve(over, file)?;

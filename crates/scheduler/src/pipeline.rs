@@ -16,6 +16,7 @@
 //! resumes by itself when the publisher drains.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::stopped;
@@ -349,8 +350,10 @@ impl Picker {
             if let (false, Some(host)) = (refused.contains(id), decided) {
                 self.view.placed_now(*id, host.clone());
                 self.confirmed_unseen.insert(*id, host);
+                crate::metrics::PLACEMENTS.fetch_add(1, Ordering::Relaxed);
             }
         }
+        crate::metrics::REFUSED.fetch_add(published.refused.len() as u64, Ordering::Relaxed);
         for refusal in &published.refused {
             // The world changed under the decision: read the job (and the hosts) again.
             debug!(job = refusal.id, status = %refusal.status, message = %refusal.message, "placement refused");
@@ -476,6 +479,8 @@ pub async fn picker(
             debug!(error = %e, "could not read what the events left out; retrying");
         }
         let epoch = Held::epoch_now(&inputs.lease.borrow());
+        crate::metrics::ACTIVE.store(i64::from(epoch.is_some()), Ordering::Relaxed);
+        crate::metrics::PENDING.store(me.view.pending.len() as i64, Ordering::Relaxed);
         let behind = !me.unknown.is_empty() || me.hosts_stale || me.queues_stale;
         let ready = epoch.is_some() && me.dirty && !behind && !me.view_stale;
         tokio::select! {

@@ -34,6 +34,8 @@ pub struct FileConfig {
     pub allow_root_jobs: Option<bool>,
     /// Run without TLS beyond loopback, as `--insecure`.
     pub insecure: Option<bool>,
+    /// Where Prometheus metrics are served (`host:port`), as `--metrics-listen`.
+    pub metrics_listen: Option<String>,
     /// TLS files (`ca`, `cert`, `key`), as `--tls-ca`, `--tls-cert`, `--tls-key`.
     pub tls: TlsFile,
 }
@@ -75,6 +77,7 @@ pub struct Overrides {
     pub run_jobs_as: Option<RunJobsAs>,
     pub allow_root_jobs: bool,
     pub insecure: bool,
+    pub metrics_listen: Option<String>,
     pub tls: TlsArgs,
 }
 
@@ -96,6 +99,7 @@ pub struct Settings {
     pub run_jobs_as: Option<RunJobsAs>,
     pub allow_root_jobs: bool,
     pub insecure: bool,
+    pub metrics_listen: Option<std::net::SocketAddr>,
     pub tls: Option<TlsPaths>,
 }
 
@@ -186,6 +190,14 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Settings, ConfigErro
         .unwrap_or(DEFAULT_RESYNC_MS);
     at_least("--resync-ms", resync_ms, 100)?;
     let tls = over.tls.resolve(&file.tls)?;
+    let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
+        Some(addr) => Some(addr.parse().map_err(|e| {
+            ConfigError::Invalid(format!(
+                "--metrics-listen: {addr:?} is not an address (host:port): {e}"
+            ))
+        })?),
+        None => None,
+    };
     Ok(Settings {
         name,
         peers,
@@ -199,6 +211,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Settings, ConfigErro
         run_jobs_as: over.run_jobs_as.or(file.run_jobs_as),
         allow_root_jobs: over.allow_root_jobs || file.allow_root_jobs.unwrap_or(false),
         insecure: over.insecure || file.insecure.unwrap_or(false),
+        metrics_listen,
         tls,
     })
 }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod fence;
 pub mod host;
 pub mod jobs;
+pub mod metrics;
 pub mod outbox;
 pub mod procs;
 pub mod shim;
@@ -48,6 +49,8 @@ pub struct Config {
     pub tls: Option<xce_client::tls::TlsPaths>,
     /// Whose jobs this worker runs, and as whom; reported at join.
     pub job_users: JobUsers,
+    /// Where Prometheus metrics are served.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// Why the worker refused to start.
@@ -148,6 +151,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     )?;
     jobs.recover()?;
     client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
+    if let Some(addr) = config.metrics_listen {
+        let listener = xce_client::metrics::bind(addr).await?;
+        let registry = metrics::registry(jobs.clone(), client.clone());
+        tokio::spawn(xce_client::metrics::serve(listener, Arc::new(registry)));
+    }
     let served = jobs.clone();
     let (start_lease, start_client) = (lease.clone(), client.clone());
     tokio::spawn(async move {
@@ -265,7 +273,13 @@ async fn heartbeats(
         }
         let beat = Heartbeat { name: name.clone() };
         let sent = fence::now();
-        match client.notify(beat).await {
+        let delivered = client.notify(beat).await;
+        let counter = match &delivered {
+            Ok(()) => &metrics::HEARTBEATS,
+            Err(_) => &metrics::HEARTBEATS_FAILED,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match delivered {
             Ok(()) => lease.renew_from(sent),
             // noEnt: the primary does not know this host (or marked it unavailable); perm: the
             // connection has not joined as this worker (a reconnect made by the heartbeat

@@ -59,6 +59,9 @@ struct Args {
     /// worker with `--run-jobs-as worker` or `any` at all.
     #[arg(long, env = "XCE_ALLOW_ROOT_JOBS")]
     allow_root_jobs: bool,
+    /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
+    #[arg(long, env = "XCE_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
     /// Validate the configuration and exit.
     #[arg(long)]
     check_config: bool,
@@ -148,6 +151,7 @@ fn real_main() -> anyhow::Result<()> {
         run_jobs_as: args.run_jobs_as,
         allow_root_jobs: args.allow_root_jobs,
         insecure: args.insecure,
+        metrics_listen: args.metrics_listen,
         tls: args.tls,
     };
     let settings = config::resolve(over, file)?;
@@ -187,6 +191,7 @@ fn real_main() -> anyhow::Result<()> {
         shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
         cgroups: settings.cgroups == CgroupMode::Auto,
         job_users,
+        metrics_listen: settings.metrics_listen,
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

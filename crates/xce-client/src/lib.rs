@@ -12,6 +12,8 @@ pub mod connection;
 pub mod events;
 pub mod fit;
 pub mod json;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod ops;
 pub mod publish;
 pub mod shutdown;

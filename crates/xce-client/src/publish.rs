@@ -12,6 +12,10 @@ use crate::client::{Client, ClientError};
 use crate::ops::Op;
 use crate::transport::Transport;
 
+/// Rounds published after the first, by every `publish_until_done` of this process: a
+/// decision that needed a fresh budget (an outage longer than one). For a daemon's metrics.
+pub static EXTENDED_ROUNDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Publishes `op` until it succeeds, a terminal status comes back, or `shutdown` turns true
 /// (then `ClientError::Shutdown`). Re-sends carry the op's own request token, so a publish that
 /// landed during a lost round is answered `dupJob` and counts as done.
@@ -49,6 +53,7 @@ pub async fn publish_until_done<T: Transport, O: Op>(
             }
             Err(ClientError::ClusterNotReady { .. }) => {
                 rounds += 1;
+                EXTENDED_ROUNDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 warn!(
                     op = O::NAME,
                     rounds, "no primary yet; retrying the decision with a fresh budget"
@@ -57,6 +62,7 @@ pub async fn publish_until_done<T: Transport, O: Op>(
             Err(ClientError::Degraded { remaining }) => {
                 // A fail-fast client: wait out the breaker instead of spinning on it.
                 rounds += 1;
+                EXTENDED_ROUNDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tokio::select! {
                     () = tokio::time::sleep(remaining) => {}
                     _ = shutdown.wait_for(|stop| *stop) => return Err(ClientError::Shutdown),

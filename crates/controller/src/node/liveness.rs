@@ -40,6 +40,7 @@ impl Node {
             }
         }
         self.saw_host(name);
+        self.metrics.heartbeats.inc();
         ReplyHeader::ok()
     }
 

@@ -96,6 +96,7 @@ pub struct Node {
     /// When each scheduler last asked this node for the lease (standbys ask too), for the
     /// cluster report.
     schedulers_seen: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    metrics: crate::metrics::Metrics,
 }
 
 /// How long a scheduler that stopped asking for the lease is still listed.
@@ -110,6 +111,7 @@ impl Node {
     /// Creates the node and starts its tasks (lease, elections, proposer, liveness,
     /// readiness). `network` is the one Raft was given: the node shares its reachability and
     /// lease, and asks pre-votes through it.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         id: NodeId,
         peers: Vec<Candidate>,
@@ -118,6 +120,7 @@ impl Node {
         queues: Vec<QueueDef>,
         timeouts: Timeouts,
         network: Network,
+        metrics: crate::metrics::Metrics,
     ) -> Arc<Node> {
         let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
         let (reads, reads_rx) = mpsc::channel(MAX_WAITING_READS);
@@ -137,6 +140,7 @@ impl Node {
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
+            metrics,
         });
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
@@ -155,6 +159,15 @@ impl Node {
     /// right after it committed a change to it).
     pub fn applied_job(&self, id: JobId) -> Option<xce_client::types::Job> {
         self.state.read().state.job(id).cloned()
+    }
+
+    /// How many jobs are in each state (`JobState::ALL` order), as applied here.
+    pub fn jobs_by_state(&self) -> Vec<usize> {
+        let applied = self.state.read();
+        xce_client::types::JobState::ALL
+            .iter()
+            .map(|s| applied.state.count_in_state(*s))
+            .collect()
     }
 
     /// A job as applied on this node and as readers see it at `now_ms` (no linearizability

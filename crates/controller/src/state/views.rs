@@ -129,6 +129,11 @@ impl State {
         self.jobs.get(&id).map(|j| &**j)
     }
 
+    /// How many jobs are in `state` (from the index: no scan).
+    pub fn count_in_state(&self, state: JobState) -> usize {
+        self.index.in_state(state).len()
+    }
+
     /// How many jobs exist.
     pub fn job_count(&self) -> usize {
         self.jobs.len()

@@ -79,6 +79,8 @@ impl SharedState {
 pub struct StateMachineStore {
     db: Arc<Database>,
     applied: SharedState,
+    /// Where each entry's apply time goes, when someone watches it.
+    apply_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl StateMachineStore {
@@ -103,7 +105,13 @@ impl StateMachineStore {
         Ok(StateMachineStore {
             db,
             applied: SharedState::new(applied),
+            apply_seconds: None,
         })
+    }
+
+    /// Records how long each entry takes to apply in `histogram`.
+    pub fn observe_apply(&mut self, histogram: prometheus_client::metrics::histogram::Histogram) {
+        self.apply_seconds = Some(histogram);
     }
 
     /// The state the service reads.
@@ -202,6 +210,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let mut applied = self.applied.write();
         let mut out = Vec::new();
         for entry in entries {
+            let started = std::time::Instant::now();
             applied.last_applied = Some(entry.log_id);
             let outcome = match entry.payload {
                 EntryPayload::Blank => BatchOutcome::default(),
@@ -227,6 +236,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 }
             };
             out.push(outcome);
+            if let Some(h) = &self.apply_seconds {
+                h.observe(started.elapsed().as_secs_f64());
+            }
         }
         Ok(out)
     }
