@@ -295,6 +295,105 @@ async fn a_certificate_proves_its_role_and_name() {
     cluster.assert_no_errors();
 }
 
+/// A worker's certificate reports only for its own host: unjoined it reports nothing, and
+/// joined as itself it cannot end (or start) the job another host runs, whatever host the
+/// request names; that job keeps running where it was placed.
+#[tokio::test]
+async fn a_worker_certificate_cannot_report_another_hosts_job() {
+    let mut cluster = Cluster::builder()
+        .controllers(1)
+        .workers(2, &["--heartbeat-ms", "200"])
+        .tls()
+        .start();
+    cluster.wait_primary().await;
+    let operator = cluster.client();
+    cluster
+        .wait_host("w2", xce_client::types::HostState::Ok)
+        .await;
+    let sleep = xce_client::ops::Submit {
+        token: RequestToken::random(),
+        spec: xce_client::types::JobSpec {
+            command: vec!["sleep".into(), "60".into()],
+            ..Default::default()
+        },
+    };
+    let id = operator.call(sleep).await.unwrap();
+    let placed = Dispatch {
+        token: RequestToken::random(),
+        id,
+        host: "w2".into(),
+    };
+    operator.call(placed).await.unwrap();
+    let running = cluster
+        .wait_job(id, "the job running on w2", |j| {
+            j.state == JobState::Running
+        })
+        .await;
+    assert_eq!(running.host.as_deref(), Some("w2"));
+
+    // w1's real worker is gone; its certificate is in an attacker's hands.
+    cluster.local.kill9_worker(0).unwrap();
+    let conn = Connection::connect(
+        &cluster.controllers()[0].addr(),
+        ConnectOptions {
+            tls: cluster.tls_of("w1"),
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let ask = |op: xce_client::ops::JobFinished| {
+        let conn = conn.clone();
+        async move {
+            conn.call(Duration::from_secs(5), move |client| op.send(client))
+                .await
+                .unwrap()
+                .header
+        }
+    };
+    let finished = xce_client::ops::JobFinished {
+        token: RequestToken::random(),
+        host: "w2".into(),
+        id,
+        attempt: running.attempt,
+        end: xce_client::types::JobEnd::Exit(0),
+    };
+    let unjoined = ask(finished.clone()).await;
+    assert_eq!(unjoined.status, Status::Perm, "{unjoined:?}");
+
+    let joined = conn
+        .call(Duration::from_secs(5), |client| {
+            join(Role::Worker, "w1").send(client)
+        })
+        .await
+        .unwrap();
+    assert_eq!(joined.header.status, Status::Ok, "{:?}", joined.header);
+    let ended = ask(xce_client::ops::JobFinished {
+        token: RequestToken::random(),
+        ..finished
+    })
+    .await;
+    assert_ne!(ended.status, Status::Ok, "{ended:?}");
+    let started = conn
+        .call(Duration::from_secs(5), move |client| {
+            xce_client::ops::JobStarted {
+                token: RequestToken::random(),
+                host: "w2".into(),
+                id,
+                attempt: running.attempt,
+            }
+            .send(client)
+        })
+        .await
+        .unwrap();
+    assert_ne!(started.header.status, Status::Ok, "{:?}", started.header);
+    let after = cluster.job(id).await.unwrap();
+    assert_eq!(
+        (after.state, after.host.as_deref(), after.attempt),
+        (JobState::Running, Some("w2"), running.attempt)
+    );
+}
+
 #[tokio::test]
 async fn the_cli_speaks_tls_with_its_certificate_and_tls_init_writes_the_contract_files() {
     let dir = tempfile::tempdir().unwrap();
@@ -454,7 +553,12 @@ async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
             })
         })
         .await;
-        // A chunk at 1 TiB, and a whole snapshot of garbage.
+        // A chunk at 1 GiB is within the size bound, but not where the snapshot's bytes
+        // go on: answered as a mismatch, with nothing allocated (see the memory check).
+        let gib_chunk = install_snapshot(&cluster, i, "y", 1 << 30, false, b"x").await;
+        let answer = String::from_utf8_lossy(&gib_chunk.expect("an answer")).into_owned();
+        assert!(answer.contains("SnapshotMismatch"), "c{}: {answer}", i + 1);
+        // One at 1 TiB, and a whole snapshot of garbage.
         let far_chunk = install_snapshot(&cluster, i, "x", 1 << 40, false, b"x").await;
         let garbage = install_snapshot(
             &cluster,
@@ -487,6 +591,13 @@ async fn forged_raft_messages_from_a_peer_are_refused_and_break_nothing() {
     }
     for c in cluster.local.controllers.iter_mut() {
         assert!(c.is_running(), "{} is down", c.name);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", c.pid().unwrap())).unwrap();
+        let rss_kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        assert!(rss_kib < 256 * 1024, "{} holds {rss_kib} KiB", c.name);
     }
     let (_, after) = cluster.wait_all_standbys().await;
     assert_eq!((after.term, after.primary), (before.term, before.primary));

@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub limits: LimitsFile,
     /// Plain HTTP or backend connections beyond loopback, as `--insecure`.
     pub insecure: Option<bool>,
+    /// Log format and level (`format: text|json`, `level:`); the flags win.
+    pub log: xce_client::logging::LogFile,
 }
 
 /// `backend:` keys.

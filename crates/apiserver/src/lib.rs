@@ -87,6 +87,13 @@ pub async fn run(
         controllers = config.peers.len(),
         "apiserver listening"
     );
+    xce_client::systemd::ready("apiserver serving");
+    // Pinged from the runtime that serves the requests.
+    tokio::spawn(xce_client::systemd::keep_alive(|| true));
+    let shutdown = async {
+        shutdown.await;
+        xce_client::systemd::stopping();
+    };
     server::serve(listener, app, config.limits, https, shutdown).await;
     info!("apiserver stopped");
     Ok(())

@@ -20,6 +20,8 @@ struct Args {
     #[arg(long, env = "XCE_CONFIG")]
     config: Option<PathBuf>,
     #[command(flatten)]
+    log: xce_client::logging::LogArgs,
+    #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// HTTPS certificate for the listener.
     #[arg(long, env = "XCE_HTTPS_CERT")]
@@ -36,13 +38,7 @@ struct Args {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    xce_client::systemd::init();
     if let Err(e) = real_main() {
         eprintln!("xce-apiserver: {e:#}");
         std::process::exit(1);
@@ -55,6 +51,7 @@ fn real_main() -> anyhow::Result<()> {
         Some(path) => config::read_file(path)?,
         None => FileConfig::default(),
     };
+    args.log.resolve(&file.log, "info").install()?;
     let over = Overrides {
         listen: args.listen,
         peers: args.peers,

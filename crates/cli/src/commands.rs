@@ -403,8 +403,9 @@ fn claimed_role(command: &Command) -> Option<Role> {
 /// `xce tls ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum TlsCommand {
-    /// Make a CA and a certificate for every name given, in DIR: ca.pem, and NAME.pem and
-    /// NAME-key.pem for each (keys readable by their owner only; ca-key.pem too).
+    /// Make a certificate for every name given, in DIR: NAME.pem and NAME-key.pem for each,
+    /// signed by DIR's CA (ca.pem, ca-key.pem), which is made when DIR has none. Keys are
+    /// readable by their owner only; an existing name is an error, not a replacement.
     Init(TlsInitArgs),
 }
 

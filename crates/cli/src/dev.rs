@@ -155,6 +155,10 @@ fn announce(
     temporary: bool,
     token: Option<&str>,
 ) {
+    use std::fmt::Write as _;
+    // Written whole, and a reader that has gone (a script that read the line it wanted)
+    // is not an error: the cluster keeps running until it is told to stop.
+    let mut out = String::new();
     let peers = cluster.peers();
     // With TLS, the environment a CLI needs: the CA and the admin's certificate.
     let tls_env: Vec<(&str, String)> = cluster.tls_dir().map_or_else(Vec::new, |dir| {
@@ -180,40 +184,55 @@ fn announce(
                 "name": d.name, "pid": d.pid(), "log": d.log.display().to_string(),
             })).collect::<Vec<_>>(),
         });
-        println!("{v}");
-        return;
+        let _ = writeln!(out, "{v}");
+        return print_ignoring_a_closed_pipe(&out);
     }
-    println!(
+    let _ =
+        writeln!(out,
         "xce dev: {} controllers, {} workers, {} schedulers and {} apiservers are up on 127.0.0.1.",
         cluster.controllers.len(),
         cluster.workers.len(),
         cluster.schedulers.len(),
         cluster.apiservers.len()
     );
-    println!();
-    println!("    export XCE_PEERS={peers}");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "    export XCE_PEERS={peers}");
     for (name, value) in &tls_env {
-        println!("    export {name}={value}");
+        let _ = writeln!(out, "    export {name}={value}");
     }
-    println!();
+    let _ = writeln!(out);
     if !cluster.apiservers.is_empty() {
-        println!("api: {}", cluster.api_url(0));
+        let _ = writeln!(out, "api: {}", cluster.api_url(0));
         if let Some(token) = token {
-            println!("token: {token}");
-            println!(
+            let _ = writeln!(out, "token: {token}");
+            let _ = writeln!(
+                out,
                 "    curl -H 'Authorization: Bearer {token}' {}/v1/jobs",
                 cluster.api_url(0)
             );
         }
-        println!();
+        let _ = writeln!(out);
     }
-    println!("Then try: xce cluster; xce hosts; xce submit --wait -- echo hello; xce jobs");
-    println!(
+    let _ = writeln!(
+        out,
+        "Then try: xce cluster; xce hosts; xce submit --wait -- echo hello; xce jobs"
+    );
+    let _ = writeln!(
+        out,
         "Data and logs: {}{}",
         data.display(),
         if temporary { " (removed on exit)" } else { "" }
     );
-    println!("Press Ctrl-C to stop.");
+    let _ = writeln!(out, "Press Ctrl-C to stop.");
+    print_ignoring_a_closed_pipe(&out);
+}
+
+/// Prints `text` to stdout; a closed pipe is no reason to stop.
+fn print_ignoring_a_closed_pipe(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
 }
 
 /// Waits for SIGINT or SIGTERM, reporting any daemon that dies meanwhile.

@@ -95,6 +95,8 @@ pub struct FileConfig {
     pub tls: TlsFile,
     /// Where Prometheus metrics are served (`host:port`); none by default.
     pub metrics_listen: Option<String>,
+    /// Log format and level (`format: text|json`, `level:`); the flags win.
+    pub log: xce_client::logging::LogFile,
 }
 
 /// Why a configuration was rejected.
@@ -144,6 +146,8 @@ pub struct Config {
     tls_file: TlsFile,
     /// Where Prometheus metrics are served (`--metrics-listen`, or `metrics_listen`).
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The file's `log:` keys, for `main`'s log setup.
+    pub log: xce_client::logging::LogFile,
 }
 
 impl Config {
@@ -194,6 +198,7 @@ impl Config {
             tls,
             tls_file: file.tls,
             metrics_listen,
+            log: file.log,
         })
     }
 

@@ -100,10 +100,18 @@ pub async fn run(
         peers = config.peers.len(),
         "controller started"
     );
+    xce_client::systemd::ready(&format!("controller {} serving", config.name));
+    // Pinged from this LocalSet, which serves every request: a stuck loop, or a Raft core
+    // that has ended, stops the pings.
+    let core = raft.metrics();
+    tokio::task::spawn_local(xce_client::systemd::keep_alive(move || {
+        core.has_changed().is_ok()
+    }));
     tokio::select! {
         () = network::serve(listener, node, config.limits, tls) => {}
         () = shutdown => {}
     }
+    xce_client::systemd::stopping();
     info!(node = %config.name, "controller shutting down");
     raft.shutdown().await.ok();
     Ok(())

@@ -34,6 +34,8 @@ struct Args {
     #[arg(long, env = "XCE_METRICS_LISTEN")]
     metrics_listen: Option<String>,
     #[command(flatten)]
+    log: xce_client::logging::LogArgs,
+    #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// Run without TLS on addresses beyond loopback (no authentication at all).
     #[arg(long, env = "XCE_INSECURE")]
@@ -44,15 +46,7 @@ struct Args {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal; log files stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    xce_client::systemd::init();
     if let Err(e) = real_main() {
         eprintln!("xce-controller: {e:#}");
         std::process::exit(1);
@@ -67,6 +61,9 @@ fn real_main() -> anyhow::Result<()> {
         &args.data_dir,
         args.config.as_deref(),
     )?;
+    args.log
+        .resolve(&config.log, "info,openraft=warn")
+        .install()?;
     if let Some(spec) = &args.raft_addrs {
         config = config.with_raft_addrs(spec)?;
     }

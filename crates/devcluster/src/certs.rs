@@ -5,7 +5,8 @@
 //! any extra host given, so a client that dials a controller by any of those can check it.
 //!
 //! Written to `DIR/ca.pem`, `DIR/ca-key.pem` and, per name, `DIR/NAME.pem` and
-//! `DIR/NAME-key.pem`; keys are readable by their owner only.
+//! `DIR/NAME-key.pem`; keys are readable by their owner only. A later run in the same `DIR`
+//! signs with the CA already there, so holders can be added without reissuing the others.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -30,6 +31,12 @@ pub enum CertError {
     Duplicate(String),
     #[error("{0:?} is not a host name or IP address")]
     BadHost(String),
+    #[error("{0} exists: remove it (and its key) to issue a new certificate for that name")]
+    Exists(PathBuf),
+    #[error("{0}: found without ca-key.pem beside it, so no certificate can be added to this CA")]
+    NoCaKey(PathBuf),
+    #[error("{path}: {reason}")]
+    Read { path: PathBuf, reason: String },
     #[error("make a certificate: {0}")]
     Make(#[from] rcgen::Error),
     #[error("{path}: {source}")]
@@ -85,7 +92,9 @@ pub fn paths_of(dir: &Path, name: &str) -> TlsPaths {
     }
 }
 
-/// Makes a new CA in `dir` and a certificate for every holder, valid for `hosts` too.
+/// Makes a certificate for every holder, valid for `hosts` too, signed by the CA in `dir`:
+/// the one already there (so certificates issued earlier stay valid), or a new one. A holder
+/// whose files exist is an error rather than a silent replacement.
 pub fn init(dir: &Path, holders: &[Holder], hosts: &[String]) -> Result<(), CertError> {
     let mut seen = std::collections::HashSet::new();
     for h in holders {
@@ -96,27 +105,19 @@ pub fn init(dir: &Path, holders: &[Holder], hosts: &[String]) -> Result<(), Cert
             return Err(CertError::Duplicate(h.name.clone()));
         }
     }
+    for h in holders {
+        let files = files_of(dir, &h.name);
+        if let Some(existing) = [files.cert, files.key].into_iter().find(|p| p.exists()) {
+            return Err(CertError::Exists(existing));
+        }
+    }
     let extra: Vec<SanType> = hosts.iter().map(|h| san(h)).collect::<Result<_, _>>()?;
     std::fs::create_dir_all(dir).map_err(|source| CertError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
     let (not_before, not_after) = validity();
-    let ca_key = KeyPair::generate()?;
-    let mut ca = CertificateParams::default();
-    ca.distinguished_name = DistinguishedName::new();
-    ca.distinguished_name
-        .push(DnType::CommonName, "xce cluster CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    (ca.not_before, ca.not_after) = (not_before, not_after);
-    let ca_cert = ca.self_signed(&ca_key)?;
-    write(&ca_of(dir), &ca_cert.pem(), false)?;
-    write(&dir.join("ca-key.pem"), &ca_key.serialize_pem(), true)?;
+    let (ca_cert, ca_key) = ca_in(dir)?;
     for h in holders {
         let key = KeyPair::generate()?;
         let mut p = CertificateParams::default();
@@ -142,6 +143,52 @@ pub fn init(dir: &Path, holders: &[Holder], hosts: &[String]) -> Result<(), Cert
         write(&files.key, &key.serialize_pem(), true)?;
     }
     Ok(())
+}
+
+/// The CA of `dir` as an issuer: the existing one (its key from `ca-key.pem`; `ca.pem` is
+/// left as it is, and what it signs verifies against it, having the same subject and key),
+/// or a new one written there.
+fn ca_in(dir: &Path) -> Result<(rcgen::Certificate, KeyPair), CertError> {
+    let (ca_pem, key_pem) = (ca_of(dir), dir.join("ca-key.pem"));
+    let key = match std::fs::read_to_string(&key_pem) {
+        Ok(text) => Some(KeyPair::from_pem(&text).map_err(|e| CertError::Read {
+            path: key_pem.clone(),
+            reason: e.to_string(),
+        })?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            return Err(CertError::Read {
+                path: key_pem,
+                reason: e.to_string(),
+            })
+        }
+    };
+    let fresh = key.is_none();
+    if fresh && ca_pem.exists() {
+        return Err(CertError::NoCaKey(ca_pem));
+    }
+    let key = match key {
+        Some(key) => key,
+        None => KeyPair::generate()?,
+    };
+    let (not_before, not_after) = validity();
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name = DistinguishedName::new();
+    ca.distinguished_name
+        .push(DnType::CommonName, "xce cluster CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    (ca.not_before, ca.not_after) = (not_before, not_after);
+    let cert = ca.self_signed(&key)?;
+    if fresh {
+        write(&ca_pem, &cert.pem(), false)?;
+        write(&key_pem, &key.serialize_pem(), true)?;
+    }
+    Ok((cert, key))
 }
 
 /// From an hour ago (clocks differ a little) for [`VALID_DAYS`].
@@ -291,6 +338,28 @@ mod tests {
         assert!(e.to_string().contains("bad host!"), "{e}");
     }
 
+    #[tokio::test]
+    async fn a_later_run_adds_holders_to_the_same_ca_and_replaces_no_one() {
+        let dir = tempfile::tempdir().unwrap();
+        cluster(dir.path());
+        let ca = std::fs::read(ca_of(dir.path())).unwrap();
+        let c1 = std::fs::read(files_of(dir.path(), "c1").cert).unwrap();
+        init(dir.path(), &[Holder::new(Role::Admin, "bob")], &[]).unwrap();
+        assert_eq!(std::fs::read(ca_of(dir.path())).unwrap(), ca);
+        // The new holder and the earlier ones trust each other.
+        let (server, client) = handshake(tls(dir.path(), "c1"), Some(tls(dir.path(), "bob"))).await;
+        assert_eq!(client, Ok(()));
+        assert_eq!(server.unwrap().unwrap().name, "bob");
+        // An existing holder is not silently reissued.
+        let e = init(dir.path(), &[Holder::new(Role::Controller, "c1")], &[]).unwrap_err();
+        assert!(e.to_string().contains("c1.pem exists"), "{e}");
+        assert_eq!(std::fs::read(files_of(dir.path(), "c1").cert).unwrap(), c1);
+        // A CA certificate without its key cannot be added to.
+        std::fs::remove_file(dir.path().join("ca-key.pem")).unwrap();
+        let e = init(dir.path(), &[Holder::new(Role::Admin, "carol")], &[]).unwrap_err();
+        assert!(e.to_string().contains("without ca-key.pem"), "{e}");
+    }
+
     #[test]
     fn a_reload_keeps_the_identity_and_a_broken_file_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
@@ -308,7 +377,9 @@ mod tests {
         let e = c1.reload().unwrap_err();
         assert!(e.to_string().contains("cannot change who"), "{e}");
         // A fresh one for the same holder is taken.
-        cluster(dir.path());
+        std::fs::remove_file(&files.cert).unwrap();
+        std::fs::remove_file(&files.key).unwrap();
+        init(dir.path(), &[Holder::new(Role::Controller, "c1")], &[]).unwrap();
         assert_eq!(c1.reload().map(|id| id.name), Ok("c1".to_string()));
     }
 }

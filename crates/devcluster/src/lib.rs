@@ -86,6 +86,13 @@ fn make_certs(
     holders.extend(numbered(Role::Apiserver, "api", spec.apiservers));
     holders.push(certs::Holder::new(Role::Admin, ADMIN));
     holders.push(certs::Holder::new(Role::Login, LOGIN));
+    // The dev cluster's own files: made anew for the names of this run.
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io(format!("remove {}", dir.display()))(e))
+        }
+        _ => {}
+    }
     Ok(certs::init(dir, &holders, &[])?)
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-/// Fuzzes the controller's, the scheduler's and the worker's config files.
+/// Fuzzes the controller's, the scheduler's, the worker's and the apiserver's config files.
 pub fn run(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
         return;
@@ -12,10 +12,11 @@ pub fn run(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(rest) else {
         return;
     };
-    match which % 3 {
+    match which % 4 {
         0 => controller(text),
         1 => scheduler(text),
-        _ => worker(text),
+        2 => worker(text),
+        _ => apiserver(text),
     }
 }
 
@@ -50,6 +51,18 @@ fn worker(text: &str) {
         peers: Some("c1=127.0.0.1:7101".into()),
         name: Some("w1".into()),
         spool_dir: Some("/nonexistent".into()),
+        ..Overrides::default()
+    };
+    let _ = resolve(Overrides::default(), file.clone());
+    let _ = resolve(over, file);
+}
+
+fn apiserver(text: &str) {
+    use xce_apiserver::config::{parse_file, resolve, Overrides};
+    let Ok(file) = parse_file(text) else { return };
+    let over = Overrides {
+        peers: Some("c1=127.0.0.1:7101".into()),
+        listen: Some("127.0.0.1:8080".into()),
         ..Overrides::default()
     };
     let _ = resolve(Overrides::default(), file.clone());

@@ -31,8 +31,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
         include_str!("../../../deploy/controller.yaml"),
         include_str!("../../../deploy/scheduler.yaml"),
         include_str!("../../../deploy/worker.yaml"),
+        include_str!("../../../deploy/apiserver.yaml"),
     ];
-    for (which, (name, text)) in ["controller", "scheduler", "worker"]
+    for (which, (name, text)) in ["controller", "scheduler", "worker", "apiserver"]
         .iter()
         .zip(configs)
         .enumerate()

@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub tls: TlsFile,
     /// Where Prometheus metrics are served (`host:port`), as `--metrics-listen`.
     pub metrics_listen: Option<String>,
+    /// Log format and level (`format: text|json`, `level:`); the flags win.
+    pub log: xce_client::logging::LogFile,
 }
 
 /// What flags and environment gave (`None`: not given).

@@ -119,6 +119,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             )),
         ),
     ];
+    xce_client::systemd::ready(&format!("scheduler {} running", config.name));
+    // Every task's end stops the scheduler (below); the pings prove this loop still turns.
+    tokio::spawn(xce_client::systemd::keep_alive(|| true));
     // Every task runs until shutdown: one that ends before it (or panics) would leave a
     // scheduler that holds the lease and places nothing, locking its standby out. Exit
     // instead, so that the standby (or the service manager) takes over.
@@ -130,6 +133,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Some(which)
         }
     };
+    xce_client::systemd::stopping();
     stop_tx.send_replace(true);
     match ended {
         None => info!(scheduler = %config.name, "stopping"),

@@ -29,6 +29,8 @@ struct Args {
     #[arg(long, env = "XCE_RETRY_ATTEMPTS")]
     retry_attempts: Option<u32>,
     #[command(flatten)]
+    log: xce_client::logging::LogArgs,
+    #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// Run without TLS to controllers beyond loopback (no authentication at all).
     #[arg(long, env = "XCE_INSECURE")]
@@ -42,13 +44,7 @@ struct Args {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    xce_client::systemd::init();
     if let Err(e) = real_main() {
         eprintln!("xce-scheduler: {e:#}");
         std::process::exit(1);
@@ -61,6 +57,7 @@ fn real_main() -> anyhow::Result<()> {
         Some(path) => config::read_file(path)?,
         None => FileConfig::default(),
     };
+    args.log.resolve(&file.log, "info").install()?;
     let over = Overrides {
         peers: args.peers,
         name: args.name,

@@ -38,6 +38,8 @@ pub struct FileConfig {
     pub metrics_listen: Option<String>,
     /// TLS files (`ca`, `cert`, `key`), as `--tls-ca`, `--tls-cert`, `--tls-key`.
     pub tls: TlsFile,
+    /// Log format and level (`format: text|json`, `level:`); the flags win.
+    pub log: xce_client::logging::LogFile,
 }
 
 /// Whether jobs get cgroups.

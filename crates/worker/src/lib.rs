@@ -197,6 +197,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         lease.clone(),
         stop_tx.subscribe(),
     ));
+    xce_client::systemd::ready(&format!("worker {} running", config.name));
+    let beating = beats.abort_handle();
+    tokio::spawn(xce_client::systemd::keep_alive(move || {
+        !beating.is_finished()
+    }));
     let confinement = cgroups.as_ref().map_or_else(
         || "none (process groups only)".to_string(),
         cgroup::Cgroups::describe,
@@ -227,6 +232,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             () = tokio::time::sleep(config.heartbeat) => {}
         }
     }
+    xce_client::systemd::stopping();
     stop_tx.send_replace(true);
     let _ = beats.await;
     jobs.stop_all().await;

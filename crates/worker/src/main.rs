@@ -46,6 +46,8 @@ struct Args {
     #[arg(long, env = "XCE_CGROUPS", value_enum)]
     cgroups: Option<CgroupMode>,
     #[command(flatten)]
+    log: xce_client::logging::LogArgs,
+    #[command(flatten)]
     tls: xce_client::tls::TlsArgs,
     /// Run without TLS to controllers beyond loopback (no authentication at all).
     #[arg(long, env = "XCE_INSECURE")]
@@ -111,18 +113,20 @@ fn job_users(settings: &Settings) -> anyhow::Result<JobUsers> {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal; log files stay plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    xce_client::systemd::init();
     // The per-job supervisor is this same program, so it is always the worker's version.
     if std::env::args_os().nth(1).as_deref()
         == Some(std::ffi::OsStr::new(xce_worker::shim::SHIM_ARG))
     {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_writer(std::io::stderr)
+            // Colour only for a person at a terminal; log files stay plain text.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
         std::process::exit(xce_worker::shim::main());
     }
     if let Err(e) = real_main() {
@@ -137,6 +141,7 @@ fn real_main() -> anyhow::Result<()> {
         Some(path) => config::read_file(path)?,
         None => FileConfig::default(),
     };
+    args.log.resolve(&file.log, "info").install()?;
     let check_config = args.check_config;
     let over = Overrides {
         peers: args.peers,

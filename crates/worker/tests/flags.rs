@@ -104,3 +104,32 @@ fn a_config_file_is_checked_and_flags_win_over_it() {
     assert!(stdout.contains("configuration ok: worker w9"), "{stdout}");
     assert!(!spool.exists(), "--check-config prepared the spool");
 }
+
+/// Secure by default: plaintext to controllers beyond loopback needs `--insecure`.
+#[test]
+fn plaintext_beyond_loopback_needs_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let check = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_xce-worker"))
+            .args(["--peers", "c1=10.9.8.7:1", "--name", "w1", "--check-config"])
+            .args(extra)
+            .arg("--spool-dir")
+            .arg(dir.path())
+            .env_remove("XCE_INSECURE")
+            .output()
+            .unwrap()
+    };
+    let out = check(&[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("10.9.8.7:1 is not a loopback address"),
+        "{err}"
+    );
+    let out = check(&["--insecure"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

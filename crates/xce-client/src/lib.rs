@@ -12,12 +12,15 @@ pub mod connection;
 pub mod events;
 pub mod fit;
 pub mod json;
+#[cfg(feature = "logging")]
+pub mod logging;
 #[cfg(feature = "metrics")]
 pub mod metrics;
 pub mod ops;
 pub mod publish;
 pub mod shutdown;
 pub mod socket;
+pub mod systemd;
 pub mod tls;
 pub mod tokens;
 pub mod transport;
