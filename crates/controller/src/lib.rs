@@ -59,6 +59,7 @@ pub async fn run(
         budget: config.peer_budget(),
         lease,
         tls: tls.clone(),
+        links: Default::default(),
     };
     let raft = Raft::new(
         config.node_id,

@@ -172,11 +172,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for PausingReader<R> {
     }
 }
 
-/// Takes whatever capnp writes at once and hands each flushed message to the drain task.
+/// Takes whatever capnp writes at once and hands each flushed message to the drain task,
+/// which writes every message queued meanwhile in one go: capnp flushes after each message,
+/// and one syscall (and, with `TCP_NODELAY`, one packet) per message is most of what a busy
+/// connection costs.
 pub struct QueuedWriter {
     buf: Vec<u8>,
     tx: mpsc::UnboundedSender<Vec<u8>>,
-    backlog: Rc<Backlog>,
+    /// A server connection's debts, bounded; none on a client's (its callers bound it).
+    backlog: Option<Rc<Backlog>>,
     /// Dropped with the writer: stops the drain task, however stuck its peer is.
     _stop: oneshot::Sender<()>,
 }
@@ -184,6 +188,21 @@ pub struct QueuedWriter {
 impl QueuedWriter {
     /// A writer whose bytes reach `socket` through a task spawned on the current `LocalSet`.
     pub fn spawn<W>(socket: W, backlog: Rc<Backlog>) -> QueuedWriter
+    where
+        W: tokio::io::AsyncWrite + Unpin + 'static,
+    {
+        Self::spawn_with(socket, Some(backlog))
+    }
+
+    /// A client connection's writer: batched the same way, with no server-side accounting.
+    pub fn spawn_client<W>(socket: W) -> QueuedWriter
+    where
+        W: tokio::io::AsyncWrite + Unpin + 'static,
+    {
+        Self::spawn_with(socket, None)
+    }
+
+    fn spawn_with<W>(socket: W, backlog: Option<Rc<Backlog>>) -> QueuedWriter
     where
         W: tokio::io::AsyncWrite + Unpin + 'static,
     {
@@ -198,14 +217,44 @@ impl QueuedWriter {
         }
     }
 
-    fn refuse(&self, why: String) -> io::Error {
-        if !self.backlog.failed.replace(true) {
+    fn refuse(backlog: &Backlog, why: String) -> io::Error {
+        if !backlog.failed.replace(true) {
             warn!(
-                unsent_bytes = self.backlog.unsent(),
+                unsent_bytes = backlog.unsent(),
                 "closing a connection: {why}"
             );
         }
         io::Error::other(why)
+    }
+
+    /// Counts `len` more unsent bytes, or refuses them when this connection's peer, or every
+    /// peer together, has left too many replies unread.
+    fn admit(backlog: &Backlog, len: usize) -> io::Result<()> {
+        if backlog.failed.get() {
+            return Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        }
+        let mine = backlog.unsent() + len;
+        if mine > MAX_UNSENT_BYTES {
+            let why = format!(
+                "its peer has left {} MiB of replies unread (the limit is {} MiB)",
+                mine >> 20,
+                MAX_UNSENT_BYTES >> 20
+            );
+            return Err(Self::refuse(backlog, why));
+        }
+        // Over the total, only a laggard (one that has stopped being read itself) is closed:
+        // a client that reads its replies never pays for others that do not.
+        let all = Backlog::unsent_total() + len;
+        if all > MAX_UNSENT_BYTES_TOTAL && backlog.unsent() >= PAUSE_READING_BYTES {
+            let why = format!(
+                "peers have left {} MiB of replies unread in all (the limit is {} MiB)",
+                all >> 20,
+                MAX_UNSENT_BYTES_TOTAL >> 20
+            );
+            return Err(Self::refuse(backlog, why));
+        }
+        backlog.queued(len);
+        Ok(())
     }
 }
 
@@ -215,30 +264,11 @@ impl AsyncWrite for QueuedWriter {
         _cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.backlog.failed.get() {
-            return Poll::Ready(Err(io::Error::from(io::ErrorKind::BrokenPipe)));
+        if let Some(backlog) = &self.backlog {
+            if let Err(e) = Self::admit(backlog, data.len()) {
+                return Poll::Ready(Err(e));
+            }
         }
-        let mine = self.backlog.unsent() + data.len();
-        if mine > MAX_UNSENT_BYTES {
-            let why = format!(
-                "its peer has left {} MiB of replies unread (the limit is {} MiB)",
-                mine >> 20,
-                MAX_UNSENT_BYTES >> 20
-            );
-            return Poll::Ready(Err(self.refuse(why)));
-        }
-        // Over the total, only a laggard (one that has stopped being read itself) is closed:
-        // a client that reads its replies never pays for others that do not.
-        let all = Backlog::unsent_total() + data.len();
-        if all > MAX_UNSENT_BYTES_TOTAL && self.backlog.unsent() >= PAUSE_READING_BYTES {
-            let why = format!(
-                "peers have left {} MiB of replies unread in all (the limit is {} MiB)",
-                all >> 20,
-                MAX_UNSENT_BYTES_TOTAL >> 20
-            );
-            return Poll::Ready(Err(self.refuse(why)));
-        }
-        self.backlog.queued(data.len());
         self.buf.extend_from_slice(data);
         Poll::Ready(Ok(data.len()))
     }
@@ -266,7 +296,7 @@ async fn drain<W: tokio::io::AsyncWrite + Unpin>(
     mut socket: W,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     mut stop: oneshot::Receiver<()>,
-    backlog: Rc<Backlog>,
+    backlog: Option<Rc<Backlog>>,
 ) {
     loop {
         let mut batch = tokio::select! {
@@ -288,10 +318,14 @@ async fn drain<W: tokio::io::AsyncWrite + Unpin>(
             _ = &mut stop => break,
         };
         if !written {
-            backlog.failed.set(true);
+            if let Some(backlog) = &backlog {
+                backlog.failed.set(true);
+            }
             break;
         }
-        backlog.sent(batch.len());
+        if let Some(backlog) = &backlog {
+            backlog.sent(batch.len());
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use capnp_rpc::rpc_twoparty_capnp::Side;
 use capnp_rpc::twoparty::VatNetwork;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf};
 use tokio::net::TcpStream;
-use tokio_util::compat::{Compat, TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+use tokio_util::compat::{Compat, TokioAsyncReadCompatExt};
 
 use std::rc::Rc;
 
@@ -155,14 +155,15 @@ pub async fn accept(
 /// frames of capnp's default 64 MiB.
 pub const MAX_INBOUND_BYTES: u64 = 48 << 20;
 
-/// The client side's two-party RPC network over `stream`. Writes are buffered: capnp writes
-/// a segment table and then the segments, flushing after each message; unbuffered that is
-/// two syscalls and, with `TCP_NODELAY`, two packets per message.
+/// The client side's two-party RPC network over `stream`. Writes are queued and written in
+/// batches ([`QueuedWriter`]): capnp flushes after every message, and a connection shared by
+/// many callers (an apiserver's) would otherwise pay a syscall and a packet for each. Must
+/// run on a `LocalSet`: its writes drain through a local task.
 pub fn network(stream: Stream, side: Side) -> Network {
     let (reader, writer) = tokio::io::split(stream);
     VatNetwork::new(
         reader.compat(),
-        futures::io::BufWriter::with_capacity(64 * 1024, writer.compat_write()),
+        QueuedWriter::spawn_client(writer),
         side,
         capnp::message::ReaderOptions::new(),
     )

@@ -70,21 +70,43 @@ pub struct Network {
     pub lease: Arc<Lease>,
     /// TLS to the other controllers, when the cluster has it.
     pub tls: Option<Arc<Tls>>,
+    /// One connection per peer address, shared by every [`PeerClient`] made for it.
+    pub links: Links,
+}
+
+/// The connections to the peers, by address. openraft makes a new client for every
+/// leadership check (each linearizable read round) besides the one of each replication
+/// stream; a connection of its own each time cost a thread, a TCP (and TLS) handshake and a
+/// join per peer per round, hundreds a second under reads.
+pub type Links = Arc<std::sync::Mutex<BTreeMap<String, Arc<std::sync::Mutex<Link>>>>>;
+
+/// One peer's connection, or the connect under way.
+#[derive(Default)]
+pub struct Link {
+    conn: Option<Connection>,
+    connecting: Option<Connecting>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        let addr = self
+            .routes
+            .get(&target)
+            .cloned()
+            .unwrap_or_else(|| node.addr.clone());
+        let link = self
+            .links
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(addr.clone())
+            .or_default()
+            .clone();
         PeerClient {
             target,
-            addr: self
-                .routes
-                .get(&target)
-                .cloned()
-                .unwrap_or_else(|| node.addr.clone()),
-            conn: None,
-            connecting: None,
+            addr,
+            link,
             budget: self.budget,
             reach: self.reach.clone(),
             lease: self.lease.clone(),
@@ -111,8 +133,7 @@ type Connecting = Shared<BoxFuture<'static, Result<Connection, String>>>;
 pub struct PeerClient {
     target: NodeId,
     addr: String,
-    conn: Option<Connection>,
-    connecting: Option<Connecting>,
+    link: Arc<std::sync::Mutex<Link>>,
     budget: Duration,
     reach: Arc<Reachability>,
     lease: Arc<Lease>,
@@ -122,21 +143,29 @@ pub struct PeerClient {
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl PeerClient {
+    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.link
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The open connection, or the outcome of the background connect within `wait`.
     async fn connection<E: std::error::Error>(
         &mut self,
         wait: Duration,
     ) -> Result<Connection, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
-        if let Some(c) = self.conn.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(c.clone());
-        }
-        self.conn = None;
-        let connecting = self
-            .connecting
-            .get_or_insert_with(|| {
-                connect_in_background(self.addr.clone(), self.budget, self.tls.clone())
-            })
-            .clone();
+        let connecting = {
+            let mut link = self.link();
+            if let Some(c) = link.conn.as_ref().filter(|c| !c.is_closed()) {
+                return Ok(c.clone());
+            }
+            link.conn = None;
+            link.connecting
+                .get_or_insert_with(|| {
+                    connect_in_background(self.addr.clone(), self.budget, self.tls.clone())
+                })
+                .clone()
+        };
         let unreachable = |e: String| {
             RPCError::Unreachable(Unreachable::new(&TransportError::Connect {
                 addr: self.addr.clone(),
@@ -149,12 +178,13 @@ impl PeerClient {
                 self.budget
             ))),
             Ok(Ok(c)) => {
-                self.connecting = None;
-                self.conn = Some(c.clone());
+                let mut link = self.link();
+                link.connecting = None;
+                link.conn = Some(c.clone());
                 Ok(c)
             }
             Ok(Err(e)) => {
-                self.connecting = None;
+                self.link().connecting = None;
                 self.reach.mark(self.target, false);
                 Err(unreachable(e))
             }
