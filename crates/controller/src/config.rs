@@ -86,6 +86,12 @@ impl Default for LimitsConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FileConfig {
+    /// This controller's name in `peers`, as `--name` (which wins).
+    pub name: Option<String>,
+    /// Every candidate, as `--peers` (which wins).
+    pub peers: Option<String>,
+    /// Where the Raft log, vote and snapshots live, as `--data-dir` (which wins).
+    pub data_dir: Option<PathBuf>,
     /// Queues beside the default `normal`.
     pub queues: Vec<QueueDef>,
     pub raft: RaftTuning,
@@ -165,6 +171,45 @@ impl Config {
             None => FileConfig::default(),
         };
         Config::from_file(name, peers, data_dir, file)
+    }
+
+    /// The settings that identify this controller from the flags (and their `XCE_*`
+    /// variables) or, for what they leave out, the file; then as [`Config::from_file`].
+    pub fn load(
+        name: Option<&str>,
+        peers: Option<&str>,
+        data_dir: Option<&Path>,
+        file: Option<&Path>,
+    ) -> Result<Config, ConfigError> {
+        // The flags first: their errors are named before the file's.
+        if let (Some(name), Some(peers)) = (name, peers) {
+            check_peers(name, peers)?;
+        }
+        let file = match file {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let missing = |what: &str| {
+            ConfigError::Invalid(format!(
+                "no {what}: give --{flag}, XCE_{var} or `{key}:` in the config file",
+                flag = what.replace('_', "-"),
+                var = what.to_uppercase(),
+                key = what
+            ))
+        };
+        let name = name
+            .map(str::to_string)
+            .or_else(|| file.name.clone())
+            .ok_or_else(|| missing("name"))?;
+        let peers = peers
+            .map(str::to_string)
+            .or_else(|| file.peers.clone())
+            .ok_or_else(|| missing("peers"))?;
+        let data_dir = data_dir
+            .map(Path::to_path_buf)
+            .or_else(|| file.data_dir.clone())
+            .ok_or_else(|| missing("data_dir"))?;
+        Config::from_file(&name, &peers, &data_dir, file)
     }
 
     /// Validates the flags and a parsed file.
@@ -315,11 +360,7 @@ fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
 
 /// A metrics address, or an error naming `key`.
 fn metrics_addr(key: &str, addr: &str) -> Result<std::net::SocketAddr, ConfigError> {
-    addr.parse().map_err(|e| {
-        ConfigError::Invalid(format!(
-            "{key}: {addr:?} is not an address (host:port, e.g. 127.0.0.1:9101): {e}"
-        ))
-    })
+    xce_client::metrics::listen_addr(key, addr).map_err(ConfigError::Invalid)
 }
 
 /// The candidates, and where this controller (`name`) is among them.

@@ -10,16 +10,16 @@ use xce_controller::Config;
 #[derive(Debug, Parser)]
 #[command(name = "xce-controller", version)]
 struct Args {
-    /// This controller's name in --peers.
+    /// This controller's name in --peers (or `name:` in the config file).
     #[arg(long, env = "XCE_NAME")]
-    name: String,
-    /// Every candidate, the same list on each: name=host:port,...
+    name: Option<String>,
+    /// Every candidate, the same list on each: name=host:port,... (or `peers:`).
     #[arg(long, env = "XCE_PEERS")]
-    peers: String,
-    /// Where the Raft log, vote and snapshots live.
+    peers: Option<String>,
+    /// Where the Raft log, vote and snapshots live (or `data_dir:`).
     #[arg(long, env = "XCE_DATA_DIR")]
-    data_dir: PathBuf,
-    /// Optional YAML file with queues and Raft tuning.
+    data_dir: Option<PathBuf>,
+    /// Optional YAML file: these settings, queues, Raft tuning, limits, TLS, logs.
     #[arg(long, env = "XCE_CONFIG")]
     config: Option<PathBuf>,
     /// Address to listen on instead of this controller's own --peers address
@@ -55,10 +55,10 @@ fn main() {
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut config = Config::new(
-        &args.name,
-        &args.peers,
-        &args.data_dir,
+    let mut config = Config::load(
+        args.name.as_deref(),
+        args.peers.as_deref(),
+        args.data_dir.as_deref(),
         args.config.as_deref(),
     )?;
     args.log

@@ -302,3 +302,46 @@ fn plaintext_beyond_loopback_and_broken_tls_settings_are_refused() {
         "certificate",
     );
 }
+
+/// The settings that identify a controller come from flags, `XCE_*` or the YAML, in that
+/// order: a file alone is enough, a flag wins over it, and what none of them gives is named.
+#[test]
+fn name_peers_and_data_dir_come_from_flags_or_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = dir.path().join("controller.yaml");
+    let data = dir.path().join("data");
+    std::fs::write(
+        &yaml,
+        format!(
+            "name: c9\npeers: c1=127.0.0.1:7101,c2=127.0.0.1:7102\ndata_dir: {}\n",
+            data.display()
+        ),
+    )
+    .unwrap();
+    let file = yaml.to_str().unwrap();
+    // c9 (from the file) is not a candidate; --name c1 wins over it and makes it valid.
+    fails_with(
+        &["--config", file, "--check-config"],
+        "--name \"c9\" is not in --peers",
+    );
+    let out = controller(&["--config", file, "--name", "c1", "--check-config"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing gives the data dir.
+    std::fs::write(&yaml, "name: c1\npeers: c1=127.0.0.1:7101\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_xce-controller"))
+        .args(["--config", file, "--check-config"])
+        .env_remove("XCE_PEERS")
+        .env_remove("XCE_DATA_DIR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("no data_dir: give --data-dir, XCE_DATA_DIR or `data_dir:`"),
+        "{err}"
+    );
+}

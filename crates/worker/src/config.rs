@@ -193,11 +193,10 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Settings, ConfigErro
     at_least("--resync-ms", resync_ms, 100)?;
     let tls = over.tls.resolve(&file.tls)?;
     let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
-        Some(addr) => Some(addr.parse().map_err(|e| {
-            ConfigError::Invalid(format!(
-                "--metrics-listen: {addr:?} is not an address (host:port): {e}"
-            ))
-        })?),
+        Some(addr) => Some(
+            xce_client::metrics::listen_addr("--metrics-listen", &addr)
+                .map_err(ConfigError::Invalid)?,
+        ),
         None => None,
     };
     Ok(Settings {

@@ -23,6 +23,14 @@ use tracing::{debug, info, warn};
 /// The content type of the text exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// The metrics address a daemon was given (`key` names the flag or YAML key that gave it),
+/// checked the same way by every daemon.
+pub fn listen_addr(key: &str, addr: &str) -> Result<SocketAddr, String> {
+    addr.parse().map_err(|e| {
+        format!("{key}: {addr:?} is not an address (host:port, e.g. 127.0.0.1:9101): {e}")
+    })
+}
+
 /// The text exposition of `registry`.
 pub fn encode(registry: &Registry) -> String {
     let mut out = String::new();
