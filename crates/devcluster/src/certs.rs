@@ -315,6 +315,42 @@ mod tests {
         assert!(refused.contains("not a controller"), "{refused}");
     }
 
+    /// A TLS client that trusts the cluster's CA but presents no certificate of its own
+    /// completes no handshake with a controller.
+    #[tokio::test]
+    async fn a_client_without_a_certificate_is_refused() {
+        use rustls_pki_types::pem::PemObject;
+        let dir = tempfile::tempdir().unwrap();
+        cluster(dir.path());
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca_of(dir.path())).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let controller = tls(dir.path(), "c1");
+        let served = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            socket::accept(tcp, Some(&controller))
+                .await
+                .map(|(_, id)| id)
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        // TLS 1.3: the client may finish before it hears the refusal; the server decides.
+        let _ = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await;
+        let refused = served.await.unwrap().unwrap_err();
+        assert!(refused.contains("TLS handshake"), "{refused}");
+    }
+
     #[test]
     fn keys_are_private_and_bad_names_are_named() {
         use std::os::unix::fs::PermissionsExt;
