@@ -77,6 +77,9 @@ fn every_unit_verifies_without_a_warning() {
         )
         .unwrap();
     }
+    // A restarted worker adopts its jobs' shims: systemd must not kill them with it.
+    let worker = std::fs::read_to_string(unit("worker")).unwrap();
+    assert!(worker.contains("\nKillMode=process\n"), "{worker}");
     for daemon in DAEMONS {
         let out = Command::new(analyze)
             .arg("verify")
@@ -219,6 +222,21 @@ async fn every_daemon_speaks_the_notify_protocol() {
         })
         .await;
         assert!(m.count("STOPPING=1") == 0, "{daemon}: {:?}", m.heard);
+    }
+
+    // `systemctl reload` (SIGHUP) without TLS: nothing to reload, and no one dies of it.
+    for (_, child) in &children.0 {
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGHUP).unwrap();
+    }
+    for (m, (daemon, _)) in managers.iter_mut().zip(&args) {
+        m.forget();
+        m.wait(daemon, "WATCHDOG=1 after SIGHUP", |h| {
+            h.iter().any(|l| l == "WATCHDOG=1")
+        })
+        .await;
+    }
+    for (daemon, child) in &mut children.0 {
+        assert_eq!(child.try_wait().unwrap(), None, "{daemon} ended on SIGHUP");
     }
 
     // A stuck process sends nothing; once it runs again the pings resume.

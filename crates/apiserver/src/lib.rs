@@ -50,7 +50,6 @@ pub async fn run(
         Some(paths) => {
             let tls = xce_client::tls::Tls::load(paths.clone())?;
             info!(identity = %tls.identity(), "TLS to the cluster: requests need a user token");
-            tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
             Some(tls)
         }
         None => {
@@ -58,6 +57,7 @@ pub async fn run(
             None
         }
     };
+    tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
     let https = match config.https.clone() {
         Some(files) => {
             let acceptor = HttpsAcceptor::load(files)?;

@@ -39,11 +39,11 @@ pub async fn run(
         Some(paths) => {
             let tls = xce_client::tls::Tls::load(paths.clone())?;
             info!(node = %config.name, identity = %tls.identity(), "TLS on: peers must present a certificate of the cluster's CA");
-            tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
             Some(tls)
         }
         None => None,
     };
+    tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
     let mut store = store::open(&config.data_dir, &config.identity()).await?;
     let metrics = metrics::Metrics::default();
     store

@@ -43,10 +43,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         client_config.retry.max_attempts = attempts;
     }
     if let Some(paths) = &config.tls {
-        let tls = xce_client::tls::Tls::load(paths.clone())?;
-        tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
-        client_config.connect.tls = Some(tls);
+        client_config.connect.tls = Some(xce_client::tls::Tls::load(paths.clone())?);
     }
+    tokio::spawn(xce_client::tls::reload_on_hangup(
+        client_config.connect.tls.clone(),
+    ));
     let client = Client::new(config.peers.clone(), client_config.clone());
     let (views_tx, views) = watch::channel(None);
     let events_seen = Arc::new(std::sync::atomic::AtomicU64::new(0));

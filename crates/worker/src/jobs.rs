@@ -66,6 +66,8 @@ pub struct JobSettings {
     pub cgroups: Option<Cgroups>,
     /// Whose jobs run here and as whom: with `EachUser`, each job as its own user.
     pub job_users: xce_client::types::JobUsers,
+    /// The log settings the shims take on (the shim's default without).
+    pub log: Option<xce_client::logging::LogSettings>,
 }
 
 /// Everything the worker's attempts share.
@@ -352,7 +354,11 @@ impl Jobs {
     }
 
     fn spawn_shim(&self) -> std::io::Result<tokio::process::Child> {
-        tokio::process::Command::new(&self.settings.shim_exe)
+        let mut command = tokio::process::Command::new(&self.settings.shim_exe);
+        if let Some(log) = &self.settings.log {
+            command.envs(log.handoff());
+        }
+        command
             .arg(shim::SHIM_ARG)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

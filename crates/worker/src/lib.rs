@@ -51,6 +51,8 @@ pub struct Config {
     pub job_users: JobUsers,
     /// Where Prometheus metrics are served.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// The worker's log settings, handed to its job shims (whose lines go to its stderr).
+    pub log: Option<xce_client::logging::LogSettings>,
 }
 
 /// Why the worker refused to start.
@@ -122,9 +124,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 config.name
             );
         }
-        tokio::spawn(xce_client::tls::reload_on_hangup(tls.clone()));
         client_config.connect.tls = Some(tls);
     }
+    tokio::spawn(xce_client::tls::reload_on_hangup(
+        client_config.connect.tls.clone(),
+    ));
     let client = Client::new(config.peers.clone(), client_config);
     let (agent, mut agent_requests) = AgentHandle::new();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -140,6 +144,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         shim_exe: config.shim_exe.clone(),
         cgroups: cgroups.clone(),
         job_users: config.job_users.clone(),
+        log: config.log.clone(),
     };
     let jobs = Jobs::new(
         client.clone(),

@@ -118,15 +118,15 @@ fn main() {
     if std::env::args_os().nth(1).as_deref()
         == Some(std::ffi::OsStr::new(xce_worker::shim::SHIM_ARG))
     {
-        tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .with_writer(std::io::stderr)
-            // Colour only for a person at a terminal; log files stay plain text.
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .init();
+        // The worker's own settings, handed over; a bad filter falls back to "info".
+        let log = xce_client::logging::LogSettings::take_handoff();
+        if log.install().is_err() {
+            let fallback = xce_client::logging::LogSettings {
+                format: log.format,
+                filter: ("info".into(), "the default log level"),
+            };
+            let _ = fallback.install();
+        }
         std::process::exit(xce_worker::shim::main());
     }
     if let Err(e) = real_main() {
@@ -141,7 +141,8 @@ fn real_main() -> anyhow::Result<()> {
         Some(path) => config::read_file(path)?,
         None => FileConfig::default(),
     };
-    args.log.resolve(&file.log, "info").install()?;
+    let log = args.log.resolve(&file.log, "info");
+    log.install()?;
     let check_config = args.check_config;
     let over = Overrides {
         peers: args.peers,
@@ -197,6 +198,7 @@ fn real_main() -> anyhow::Result<()> {
         cgroups: settings.cgroups == CgroupMode::Auto,
         job_users,
         metrics_listen: settings.metrics_listen,
+        log: Some(log),
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -52,6 +52,7 @@ fn table_for(
         shim_exe: PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
         cgroups,
         job_users,
+        log: None,
     };
     let jobs = Jobs::new(
         client,

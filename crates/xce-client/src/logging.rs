@@ -17,6 +17,22 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    /// The flag's value for this format.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
+/// Where a worker hands its log settings to the job shims it starts (its own executable):
+/// the format, and the filter. The shim takes them out of its environment at once.
+pub const HANDOFF_FORMAT: &str = "XCE_SHIM_LOG_FORMAT";
+/// See [`HANDOFF_FORMAT`].
+pub const HANDOFF_FILTER: &str = "XCE_SHIM_LOG_FILTER";
+
 /// The logging flags every daemon takes.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LogArgs {
@@ -68,6 +84,30 @@ impl LogArgs {
 }
 
 impl LogSettings {
+    /// What a worker handed its shim ([`HANDOFF_FORMAT`]), removed from the environment; the
+    /// plain default (text, `RUST_LOG` or info) when there is none. Call while the process
+    /// has one thread.
+    pub fn take_handoff() -> LogSettings {
+        let format = std::env::var(HANDOFF_FORMAT).ok();
+        let filter = std::env::var(HANDOFF_FILTER).ok();
+        std::env::remove_var(HANDOFF_FORMAT);
+        std::env::remove_var(HANDOFF_FILTER);
+        let args = LogArgs {
+            log_format: format
+                .and_then(|f| <LogFormat as clap::ValueEnum>::from_str(&f, true).ok()),
+            log_level: filter,
+        };
+        args.resolve(&LogFile::default(), "info")
+    }
+
+    /// The variables that hand these settings to a shim.
+    pub fn handoff(&self) -> [(&'static str, String); 2] {
+        [
+            (HANDOFF_FORMAT, self.format.name().to_string()),
+            (HANDOFF_FILTER, self.filter.0.clone()),
+        ]
+    }
+
     /// The filter, checked.
     pub fn env_filter(&self) -> Result<EnvFilter, LogError> {
         let (filter, from) = &self.filter;
@@ -98,6 +138,27 @@ impl LogSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shim takes on what its worker handed it, and leaves none of it to its job.
+    #[test]
+    fn a_shim_takes_its_workers_settings_out_of_its_environment() {
+        let worker = LogSettings {
+            format: LogFormat::Json,
+            filter: ("debug,openraft=warn".into(), "log.level"),
+        };
+        for (k, v) in worker.handoff() {
+            std::env::set_var(k, v);
+        }
+        let shim = LogSettings::take_handoff();
+        assert_eq!(shim.format, LogFormat::Json);
+        if std::env::var("RUST_LOG").map_or(true, |v| v.trim().is_empty()) {
+            assert_eq!(shim.filter.0, "debug,openraft=warn");
+        }
+        assert!(std::env::var(HANDOFF_FORMAT).is_err());
+        assert!(std::env::var(HANDOFF_FILTER).is_err());
+        // Nothing handed over: text and the default level.
+        assert_eq!(LogSettings::take_handoff().format, LogFormat::Text);
+    }
 
     #[test]
     fn flags_win_over_the_file_and_a_bad_filter_is_named() {

@@ -233,23 +233,31 @@ pub fn allow_plaintext<'a>(
     Ok(())
 }
 
-/// Reloads `tls` on every SIGHUP until the future is dropped; a failed reload keeps the
-/// certificates in use and says why. Install it before a SIGHUP can arrive: until then the
-/// signal's default action ends the process.
-pub async fn reload_on_hangup(tls: Arc<Tls>) {
+/// Takes over SIGHUP now (inside a runtime) and returns what reloads `tls` on every one
+/// until it is dropped; a failed reload keeps the certificates in use and says why. Without
+/// TLS a SIGHUP (`systemctl reload`) only says there is nothing to reload: every daemon calls
+/// this before it is ready, since the signal's default action would end the process.
+pub fn reload_on_hangup(tls: Option<Arc<Tls>>) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGHUP; TLS certificates will not be reloaded");
-            return;
-        }
-    };
-    while hangups.recv().await.is_some() {
-        match tls.reload() {
-            Ok(identity) => tracing::info!(%identity, "TLS certificates reloaded"),
+    let hangups = signal(SignalKind::hangup());
+    async move {
+        let mut hangups = match hangups {
+            Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "TLS reload failed; the certificates in use stay")
+                tracing::warn!(error = %e, "cannot watch SIGHUP; TLS certificates will not be reloaded");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            let Some(tls) = &tls else {
+                tracing::info!("SIGHUP: no TLS, nothing to reload");
+                continue;
+            };
+            match tls.reload() {
+                Ok(identity) => tracing::info!(%identity, "TLS certificates reloaded"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "TLS reload failed; the certificates in use stay")
+                }
             }
         }
     }

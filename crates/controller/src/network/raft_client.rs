@@ -149,6 +149,18 @@ impl PeerClient {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Records how `connect` ended, unless the link has moved on since (another caller saw
+    /// it end first and started a newer connect, or stored a connection).
+    fn settle(&self, connect: &Connecting, conn: Option<Connection>) {
+        let mut link = self.link();
+        if link.connecting.as_ref().is_some_and(|c| c.ptr_eq(connect)) {
+            link.connecting = None;
+            if conn.is_some() {
+                link.conn = conn;
+            }
+        }
+    }
+
     /// The open connection, or the outcome of the background connect within `wait`.
     async fn connection<E: std::error::Error>(
         &mut self,
@@ -172,19 +184,21 @@ impl PeerClient {
                 reason: e,
             }))
         };
-        match tokio::time::timeout(wait, connecting).await {
+        match tokio::time::timeout(wait, connecting.clone()).await {
             Err(_) => Err(unreachable(format!(
                 "still connecting (budget {:?})",
                 self.budget
             ))),
+            Ok(Ok(c)) if c.is_closed() => {
+                self.settle(&connecting, None);
+                Err(unreachable("closed as soon as it opened".into()))
+            }
             Ok(Ok(c)) => {
-                let mut link = self.link();
-                link.connecting = None;
-                link.conn = Some(c.clone());
+                self.settle(&connecting, Some(c.clone()));
                 Ok(c)
             }
             Ok(Err(e)) => {
-                self.link().connecting = None;
+                self.settle(&connecting, None);
                 self.reach.mark(self.target, false);
                 Err(unreachable(e))
             }
