@@ -27,18 +27,16 @@ fn unit(daemon: &str) -> PathBuf {
 /// `systemd-analyze`, installed from Debian's packages when this machine lacks it.
 fn systemd_analyze() -> &'static str {
     let present = |cmd: &str| Command::new(cmd).arg("--version").output().is_ok();
-    if !present("systemd-analyze") {
-        let install = Command::new("apt-get")
+    let install = || {
+        Command::new("apt-get")
             .args(["install", "-y", "--no-install-recommends", "systemd"])
             .env("DEBIAN_FRONTEND", "noninteractive")
-            .output();
-        if !install.is_ok_and(|o| o.status.success()) {
-            let _ = Command::new("apt-get").arg("update").output();
-            let _ = Command::new("apt-get")
-                .args(["install", "-y", "--no-install-recommends", "systemd"])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .output();
-        }
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !present("systemd-analyze") && !install() {
+        let _ = Command::new("apt-get").arg("update").output();
+        install();
     }
     assert!(
         present("systemd-analyze"),
@@ -150,6 +148,32 @@ fn start(daemon: &str, args: &[String], socket: &Path, log: &Path) -> Child {
         .unwrap()
 }
 
+/// Each daemon with the flags it needs to run as c1, w1, s1 and an apiserver on `api`
+/// against `peers`, its data under `dir`.
+fn daemon_args(dir: &Path, peers: &str, api: &str) -> [(&'static str, Vec<String>); 4] {
+    let flags = |list: &[&str]| list.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    let under = |name: &str| dir.join(name).display().to_string();
+    [
+        (
+            "controller",
+            flags(&["--name", "c1", "--peers", peers, "--data-dir", &under("c1")]),
+        ),
+        (
+            "worker",
+            flags(&[
+                "--name",
+                "w1",
+                "--peers",
+                peers,
+                "--spool-dir",
+                &under("w1"),
+            ]),
+        ),
+        ("scheduler", flags(&["--name", "s1", "--peers", peers])),
+        ("apiserver", flags(&["--listen", api, "--peers", peers])),
+    ]
+}
+
 /// Kills every child still running when the test ends, pass or fail.
 struct Children(Vec<(String, Child)>);
 
@@ -168,44 +192,7 @@ async fn every_daemon_speaks_the_notify_protocol() {
     let d = dir.path();
     let ports = xce_tests::free_ports(2);
     let peers = format!("c1=127.0.0.1:{}", ports[0]);
-    let s = |v: &str| v.to_string();
-    let args: Vec<(&str, Vec<String>)> = vec![
-        (
-            "controller",
-            vec![
-                s("--name"),
-                s("c1"),
-                s("--peers"),
-                peers.clone(),
-                s("--data-dir"),
-                d.join("c1").display().to_string(),
-            ],
-        ),
-        (
-            "worker",
-            vec![
-                s("--name"),
-                s("w1"),
-                s("--peers"),
-                peers.clone(),
-                s("--spool-dir"),
-                d.join("w1").display().to_string(),
-            ],
-        ),
-        (
-            "scheduler",
-            vec![s("--name"), s("s1"), s("--peers"), peers.clone()],
-        ),
-        (
-            "apiserver",
-            vec![
-                s("--listen"),
-                format!("127.0.0.1:{}", ports[1]),
-                s("--peers"),
-                peers.clone(),
-            ],
-        ),
-    ];
+    let args = daemon_args(d, &peers, &format!("127.0.0.1:{}", ports[1]));
     let mut managers = Vec::new();
     let mut children = Children(Vec::new());
     for (daemon, args) in &args {
@@ -302,34 +289,7 @@ async fn every_daemon_speaks_the_notify_protocol() {
 #[test]
 fn every_daemon_names_a_bad_log_setting() {
     let dir = tempfile::tempdir().unwrap();
-    let base: [(&str, Vec<String>); 4] = [
-        (
-            "controller",
-            ["--name", "c1", "--peers", "c1=127.0.0.1:1", "--data-dir"]
-                .map(String::from)
-                .into_iter()
-                .chain([dir.path().join("c1").display().to_string()])
-                .collect(),
-        ),
-        (
-            "worker",
-            ["--name", "w1", "--peers", "c1=127.0.0.1:1", "--spool-dir"]
-                .map(String::from)
-                .into_iter()
-                .chain([dir.path().join("w1").display().to_string()])
-                .collect(),
-        ),
-        (
-            "scheduler",
-            ["--name", "s1", "--peers", "c1=127.0.0.1:1"]
-                .map(String::from)
-                .into(),
-        ),
-        (
-            "apiserver",
-            ["--peers", "c1=127.0.0.1:1"].map(String::from).into(),
-        ),
-    ];
+    let base = daemon_args(dir.path(), "c1=127.0.0.1:1", "127.0.0.1:0");
     let cases = [
         ("log:\n  level: xce=loud\n", "log.level: \"xce=loud\""),
         ("log:\n  colour: true\n", "colour"),

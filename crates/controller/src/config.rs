@@ -164,13 +164,7 @@ impl Config {
         data_dir: &Path,
         file: Option<&Path>,
     ) -> Result<Config, ConfigError> {
-        // The flags first: their errors are named before the file's.
-        check_peers(name, peers)?;
-        let file = match file {
-            Some(path) => load_file(path)?,
-            None => FileConfig::default(),
-        };
-        Config::from_file(name, peers, data_dir, file)
+        Config::load(Some(name), Some(peers), Some(data_dir), file)
     }
 
     /// The settings that identify this controller from the flags (and their `XCE_*`

@@ -118,15 +118,8 @@ fn main() {
     if std::env::args_os().nth(1).as_deref()
         == Some(std::ffi::OsStr::new(xce_worker::shim::SHIM_ARG))
     {
-        // The worker's own settings, handed over; a bad filter falls back to "info".
-        let log = xce_client::logging::LogSettings::take_handoff();
-        if log.install().is_err() {
-            let fallback = xce_client::logging::LogSettings {
-                format: log.format,
-                filter: ("info".into(), "the default log level"),
-            };
-            let _ = fallback.install();
-        }
+        // The worker's own settings, handed over (already checked by the worker).
+        let _ = xce_client::logging::LogSettings::take_handoff().install();
         std::process::exit(xce_worker::shim::main());
     }
     if let Err(e) = real_main() {

@@ -10,7 +10,7 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// What the service manager asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,9 +116,6 @@ pub async fn keep_alive(healthy: impl Fn() -> bool) {
             send("WATCHDOG=1");
         } else if was_healthy {
             warn!("unhealthy: no longer answering the service manager's watchdog");
-        }
-        if now != was_healthy {
-            debug!(healthy = now, "watchdog health changed");
         }
         was_healthy = now;
     }
