@@ -160,6 +160,7 @@ pub async fn run(cli: Cli) -> i32 {
         Command::Submit(args) => return submit(&cli, args).await,
         Command::Events(args) => return events(&cli, args).await,
         Command::Token(cmd) => return crate::tokens::run(&cli, cmd).await,
+        Command::Admin(cmd) => return crate::admin::run(&cli, cmd).await,
         _ => {}
     }
     let (c, hint) = client(&cli);
@@ -223,7 +224,8 @@ pub async fn run(cli: Cli) -> i32 {
         | Command::Dev(_)
         | Command::Events(_)
         | Command::Tls(_)
-        | Command::Token(_) => {}
+        | Command::Token(_)
+        | Command::Admin(_) => {}
     }
     remember(&c, &hint);
     0
@@ -395,7 +397,7 @@ fn claimed_role(command: &Command) -> Option<Role> {
         Command::Dispatch { .. } | Command::Queue { .. } | Command::Host { .. } => {
             Some(Role::Operator)
         }
-        Command::Token(_) => Some(Role::Admin),
+        Command::Token(_) | Command::Admin(_) => Some(Role::Admin),
         _ => None,
     }
 }

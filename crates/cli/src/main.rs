@@ -2,6 +2,7 @@
 //! `xce dev`. Every command takes `-o json` (the shapes of DESIGN §3) and fails with a non-zero
 //! exit and, in JSON mode, a JSON error.
 
+mod admin;
 mod commands;
 mod dev;
 mod hint;
@@ -86,6 +87,9 @@ pub enum Command {
     /// Users' tokens (admins only): create, list, revoke.
     #[command(subcommand)]
     Token(crate::tokens::TokenCommand),
+    /// The cluster as a whole (admins only): backups.
+    #[command(subcommand)]
+    Admin(crate::admin::AdminCommand),
 }
 
 fn main() {

@@ -275,6 +275,9 @@ fn epoch(u: &mut Unstructured<'_>) -> Result<u64> {
 }
 
 fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
+    if u.ratio(1, 6)? {
+        return restore(u);
+    }
     Ok(if u.arbitrary()? {
         Command::CreateToken {
             token: token(u)?,
@@ -289,5 +292,18 @@ fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
             token: token(u)?,
             id: pick(u, TOKEN_IDS)?,
         }
+    })
+}
+
+/// A restore of a state decoded from the input (anything that decodes as a record, however
+/// broken its rules), or of an empty one.
+fn restore(u: &mut Unstructured<'_>) -> Result<Command> {
+    let len = u.int_in_range(0..=256usize)?;
+    let bytes = u.bytes(len.min(u.len()))?;
+    let state = postcard::from_bytes::<StateRecord>(bytes)
+        .unwrap_or_else(|_| State::default().into_record());
+    Ok(Command::Restore {
+        token: token(u)?,
+        state: Box::new(state),
     })
 }

@@ -229,6 +229,18 @@ interface Controller {
   # without a certificate) an empty token acts as an operator with no user, as any
   # connection could by joining.
   actAs @24 (token :Text) -> (header :ReplyHeader, controller :Controller, user :Text, role :Role);
+
+  # ---- Backups (admins only) ----
+  # A consistent copy of the whole cluster state, taken on the primary after a
+  # linearizability check: every write acknowledged before the call is in it. The bytes are
+  # a backup file (magic, store format, log index, the state); `index` is the Raft log index
+  # it was taken at. Refused with `invalid` when the state is larger than a backup may be.
+  saveSnapshot @25 () -> (header :ReplyHeader, snapshot :Data, index :UInt64);
+  # Starts a new cluster from a backup: replaces the state of a cluster that has never held a
+  # job or a user token (refused with `conflict` otherwise) with the one in `snapshot`, a
+  # file `saveSnapshot` made (refused with `invalid`, naming why, when it is not). Every
+  # restored host is unavailable until its worker joins this cluster.
+  restoreSnapshot @26 (token :Token, snapshot :Data) -> (header :ReplyHeader);
 }
 
 # A user token as listed: never its secret or hash.

@@ -183,11 +183,13 @@ pub enum Method {
     ListTokens,
     RevokeToken,
     ActAs,
+    SaveSnapshot,
+    RestoreSnapshot,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 25] = [
+    pub const ALL: [Method; 27] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -213,6 +215,8 @@ impl Method {
         Method::ListTokens,
         Method::RevokeToken,
         Method::ActAs,
+        Method::SaveSnapshot,
+        Method::RestoreSnapshot,
     ];
 
     /// The schema name, for messages.
@@ -243,6 +247,8 @@ impl Method {
             Method::ListTokens => "listTokens",
             Method::RevokeToken => "revokeToken",
             Method::ActAs => "actAs",
+            Method::SaveSnapshot => "saveSnapshot",
+            Method::RestoreSnapshot => "restoreSnapshot",
         }
     }
 }
@@ -261,6 +267,8 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::ListHosts
         | Method::Subscribe => role != Login,
         Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
+        // A backup holds every user's jobs and environments; a restore replaces everything.
+        Method::SaveSnapshot | Method::RestoreSnapshot => role == Admin,
         // People's own work. The apiserver acts for the person a request's token names
         // (`actAs`); its certificate alone controls no one's jobs.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
@@ -320,7 +328,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 25] = [
+        let expected: [(Method, &[Role]); 27] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -346,6 +354,8 @@ mod tests {
             (Method::ListTokens, &[Admin]),
             (Method::RevokeToken, &[Admin]),
             (Method::ActAs, &[Apiserver]),
+            (Method::SaveSnapshot, &[Admin]),
+            (Method::RestoreSnapshot, &[Admin]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

@@ -4,6 +4,7 @@
 //! liveness (`liveness`), and the primary's lease (`lease`: when a cut-off primary stops
 //! answering).
 
+mod backup;
 pub mod election;
 mod gate;
 pub mod lease;

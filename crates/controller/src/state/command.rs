@@ -146,6 +146,12 @@ pub enum Command {
         token: RequestToken,
         id: String,
     },
+    /// An admin starts this cluster from a backup: its state replaces the state of a cluster
+    /// that has never held a job or a user token (`xce admin snapshot restore`).
+    Restore {
+        token: RequestToken,
+        state: Box<super::StateRecord>,
+    },
 }
 
 impl Command {
@@ -165,7 +171,8 @@ impl Command {
             | Command::DispatchBatch { token, .. }
             | Command::SetPendReasons { token, .. }
             | Command::CreateToken { token, .. }
-            | Command::RevokeToken { token, .. } => Some(*token),
+            | Command::RevokeToken { token, .. }
+            | Command::Restore { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. } => None,
@@ -195,6 +202,8 @@ impl Command {
             Command::ControlJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
             Command::CreateToken { id, user, .. } => 96 + id.len() + user.len(),
             Command::RevokeToken { id, .. } => 48 + id.len(),
+            // Only its own batch's size matters: it is far beyond a batch either way.
+            Command::Restore { state, .. } => 64 + 256 * state.jobs.len(),
             Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
             Command::JobFinished { host, end, .. } => {
                 64 + host.len()

@@ -17,6 +17,7 @@ mod index;
 mod invariants;
 mod jobs;
 mod queues;
+mod restore;
 mod schedulers;
 mod stored;
 mod users;
@@ -244,6 +245,7 @@ impl State {
                 self.create_token(at_ms, id, token)
             }
             Command::RevokeToken { id, .. } => self.revoke_token(&id),
+            Command::Restore { state, .. } => self.restore(*state),
             Command::JobFinished {
                 id,
                 attempt,

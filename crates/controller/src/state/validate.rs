@@ -157,6 +157,10 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             }
         }
         Command::RevokeToken { id, .. } => validate_token_id(id),
+        // The whole state, checked as a received snapshot is (its size was bounded as bytes).
+        Command::Restore { state, .. } => super::State::try_from_record((**state).clone())
+            .map(drop)
+            .map_err(|e| format!("backup: {e}")),
         Command::AcquireScheduler { name, ttl_ms, .. } => {
             validate_host_name(name).map_err(|e| e.replacen("host.name", "name", 1))?;
             if *ttl_ms != 0 && !SCHEDULER_TTL_MS.contains(ttl_ms) {

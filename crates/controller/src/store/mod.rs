@@ -4,6 +4,7 @@
 //! redb commits fsync before they return, and its calls block: every storage call runs on the
 //! blocking pool with a whole batch in one transaction, never on the async threads.
 
+pub mod backup;
 mod log;
 mod state_machine;
 

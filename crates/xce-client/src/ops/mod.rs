@@ -9,6 +9,7 @@ use xce_proto::Status;
 use crate::connection::LocalFuture;
 use crate::wire::{self, ReplyHeader};
 
+mod backups;
 mod cluster;
 mod events;
 mod hosts;
@@ -19,6 +20,7 @@ mod sessions;
 mod tokens;
 mod workers;
 
+pub use backups::{RestoreSnapshot, SaveSnapshot, Saved};
 pub use cluster::GetCluster;
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};

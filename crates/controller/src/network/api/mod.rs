@@ -1,11 +1,12 @@
 //! The client-facing `Controller` interface: one thin dispatch that passes every method
 //! through the session's [`authorize`] check, then to the handler in the file of its resource
-//! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `users` for tokens,
+//! (`jobs`, `queues`, `hosts`, `cluster`, `sessions` for joining, `users` for tokens, `backups`,
 //! `workers` for what only a joined worker calls, `schedulers` for what only a scheduler calls), which live beside the client ops of the same names in xce-client.
 //!
 //! Runs on the service's `LocalSet` (capnp-rpc is `!Send`); handlers hand their work to the
 //! `Send` [`Node`] and always answer a header: a domain error is never a capnp exception.
 
+mod backups;
 mod cluster;
 mod events;
 mod hosts;
@@ -192,4 +193,6 @@ methods! {
     list_tokens(ListTokensParams, ListTokensResults) => ListTokens: users::list_tokens;
     revoke_token(RevokeTokenParams, RevokeTokenResults) => RevokeToken: users::revoke_token;
     act_as(ActAsParams, ActAsResults) => ActAs: users::act_as;
+    save_snapshot(SaveSnapshotParams, SaveSnapshotResults) => SaveSnapshot: backups::save;
+    restore_snapshot(RestoreSnapshotParams, RestoreSnapshotResults) => RestoreSnapshot: backups::restore;
 }

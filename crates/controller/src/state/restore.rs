@@ -1,0 +1,191 @@
+//! Starting a new cluster from a backup: the `Restore` command's apply.
+
+use xce_proto::Status;
+
+use super::{job_event, queue_flags, Event, Outcome, State, StateRecord};
+
+impl State {
+    /// Whether this state has ever held a job or a user token: a restore replaces only a
+    /// state that has not, so that nothing a client was told is undone by it.
+    fn restore_refusal(&self) -> Option<String> {
+        if self.next_job_id != 1 {
+            return Some(format!(
+                "this cluster already holds jobs (ids up to {}): restore only into a new cluster",
+                self.next_job_id - 1
+            ));
+        }
+        if !self.user_tokens.is_empty() {
+            return Some(format!(
+                "this cluster already has {} user token(s): restore only into a new cluster",
+                self.user_tokens.len()
+            ));
+        }
+        None
+    }
+
+    /// Replaces this (new) state with a backup's. Every restored host is unavailable until its
+    /// worker joins this cluster (its jobs are then reconciled, or lost after the grace like
+    /// any unavailable host's); the scheduler lease has run out, its epoch kept above any this
+    /// cluster has granted, so no scheduler's decision from before the restore is taken after
+    /// it. Every job, host and queue is emitted, so watchers see the new state.
+    pub(super) fn restore(&mut self, record: StateRecord) -> Outcome {
+        if let Some(refusal) = self.restore_refusal() {
+            return Outcome::rejected(Status::Conflict, refusal);
+        }
+        let mut restored = match State::try_from_record(record) {
+            Ok(state) => state,
+            Err(e) => return Outcome::rejected(Status::Invalid, format!("backup: {e}")),
+        };
+        for host in restored.hosts.values_mut() {
+            host.available = false;
+        }
+        let epoch = [&self.scheduler, &restored.scheduler]
+            .into_iter()
+            .flatten()
+            .map(|l| l.epoch)
+            .max();
+        if let Some(lease) = restored.scheduler.as_mut().or(self.scheduler.as_mut()) {
+            lease.epoch = epoch.unwrap_or(lease.epoch);
+            lease.expires_ms = 0;
+        }
+        if restored.scheduler.is_none() {
+            restored.scheduler = self.scheduler.take();
+        }
+        restored.emitted = std::mem::take(&mut self.emitted);
+        restored
+            .emitted
+            .extend(restored.jobs.values().map(|j| job_event(j)));
+        let hosts: Vec<Event> = restored
+            .hosts
+            .iter()
+            .map(|(name, h)| Event::Host {
+                name: name.clone(),
+                state: h.state(),
+            })
+            .collect();
+        let queues: Vec<Event> = restored
+            .queues
+            .iter()
+            .map(|(name, q)| {
+                let (priority, open, active) = queue_flags(q);
+                Event::Queue {
+                    name: name.clone(),
+                    priority,
+                    open,
+                    active,
+                }
+            })
+            .collect();
+        restored.emitted.extend(hosts);
+        restored.emitted.extend(queues);
+        *self = restored;
+        Outcome::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::{JobState, RequestToken};
+
+    use super::*;
+    use crate::state::testing::*;
+    use crate::state::{Command, SchedulerLease};
+
+    fn restore(state: &StateRecord) -> Command {
+        Command::Restore {
+            token: RequestToken(77),
+            state: Box::new(state.clone()),
+        }
+    }
+
+    fn lease(instance: u64, epoch: u64) -> Option<SchedulerLease> {
+        Some(SchedulerLease {
+            name: "s1".into(),
+            instance,
+            epoch,
+            expires_ms: u64::MAX,
+        })
+    }
+
+    #[test]
+    fn a_new_cluster_takes_a_backup_whole_and_its_hosts_wait_for_their_workers() {
+        let mut old = running_on_w1(2);
+        submit(&mut old, 5000, spec(&["true"]));
+        let backup = old.clone().into_record();
+
+        let mut new = State::default();
+        new.apply(0, join_cmd(1, "w1", vec![]));
+        let (outcome, events) = new.apply_emitting(5, restore(&backup));
+        assert_eq!(outcome, Outcome::Done);
+        assert_eq!(new.job(1).map(|j| j.state), Some(JobState::Running));
+        assert_eq!(new.job(3).map(|j| j.state), Some(JobState::Pending));
+        assert_eq!(new.next_job_id, old.next_job_id);
+        assert!(
+            new.host("w1").is_some_and(|h| !h.available),
+            "w1 must join again"
+        );
+        let jobs = events
+            .iter()
+            .filter(|e| matches!(e, Event::Job { .. }))
+            .count();
+        assert_eq!(jobs, 3, "{events:?}");
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::Host { name, .. } if name == "w1")));
+        new.check_invariants().unwrap();
+        // Its worker joins holding nothing: its running jobs are lost (requeued).
+        let joined = new.apply(6, join_cmd(2, "w1", vec![]));
+        assert!(matches!(joined, Outcome::Resynced { .. }), "{joined:?}");
+        assert_eq!(new.job(1).map(|j| j.state), Some(JobState::Pending));
+        // New ids continue after the backup's.
+        assert_eq!(
+            submit(&mut new, 6000, spec(&["true"])),
+            Outcome::Submitted(4)
+        );
+        // A repeat of the restore answers as the first did.
+        assert_eq!(
+            new.apply(7, restore(&backup)),
+            Outcome::Duplicate(Box::new(Outcome::Done))
+        );
+    }
+
+    #[test]
+    fn a_cluster_that_held_a_job_is_never_replaced() {
+        let backup = running_on_w1(1).into_record();
+        let mut used = State::default();
+        submit(&mut used, 1, spec(&["true"]));
+        let before = used.clone();
+        let outcome = used.apply(5, restore(&backup));
+        rejected_with(&outcome, Status::Conflict, "already holds jobs");
+        assert_eq!(used.jobs, before.jobs);
+    }
+
+    #[test]
+    fn a_backup_that_breaks_the_rules_changes_nothing() {
+        let mut bad = running_on_w1(0).into_record();
+        let twice = bad.hosts[0].clone();
+        bad.hosts.push(twice);
+        let mut new = State::default();
+        let outcome = new.apply(5, restore(&bad));
+        rejected_with(&outcome, Status::Invalid, "appears twice");
+        assert!(new.hosts.is_empty());
+    }
+
+    #[test]
+    fn the_scheduler_epoch_never_goes_back_and_the_lease_has_run_out() {
+        for (old, new, epoch) in [(3, 9, 9), (9, 3, 9), (4, 0, 4), (0, 5, 5)] {
+            let before = State {
+                scheduler: if old > 0 { lease(1, old) } else { None },
+                ..State::default()
+            };
+            let backup = before.into_record();
+            let mut state = State {
+                scheduler: if new > 0 { lease(2, new) } else { None },
+                ..State::default()
+            };
+            assert_eq!(state.apply(5, restore(&backup)), Outcome::Done);
+            let lease = state.scheduler.clone().unwrap();
+            assert_eq!((lease.epoch, lease.expires_ms), (epoch, 0), "{old} {new}");
+        }
+    }
+}
