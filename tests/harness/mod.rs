@@ -276,6 +276,11 @@ impl Cluster {
         self.local.start_controller(i).unwrap();
     }
 
+    /// Controller `i`'s next start runs `bin` (a rolling upgrade's new build).
+    pub fn replace_binary(&mut self, i: usize, bin: PathBuf) {
+        self.local.controllers[i].process.replace_binary(bin);
+    }
+
     /// SIGKILL controller `i` and reap it.
     pub fn kill9(&mut self, i: usize) {
         self.local.kill9(i).unwrap();

@@ -35,6 +35,17 @@ impl Process {
         }
     }
 
+    /// The next start runs `bin` instead, with the same arguments: a rolling upgrade's new
+    /// build.
+    pub fn replace_binary(&mut self, bin: PathBuf) {
+        self.bin = bin;
+    }
+
+    /// The binary the next start runs.
+    pub fn binary(&self) -> &std::path::Path {
+        &self.bin
+    }
+
     /// Starts the process (again) with `RUST_LOG=log_filter`; its log is appended to.
     pub fn start(&mut self, log_filter: &str) -> Result<(), LaunchError> {
         if !self.bin.exists() {

@@ -1,0 +1,211 @@
+//! The clients of a fault run: submitters through the real `xce` CLI (one process per
+//! submit, as people and scripts use it) and through the HTTP API (`POST /v1/jobs` with an
+//! `Idempotency-Key`, retried after a 503 as its `Retry-After` says). Each records every
+//! call for the history checker; each stops when told, and every call has a deadline.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
+use crate::history::{ClientFailure, Submit};
+
+/// The longest one CLI process or one HTTP request may take before it counts as failed.
+const CALL_DEADLINE: Duration = Duration::from_secs(60);
+/// How long an HTTP submit keeps retrying after 503s before it gives up.
+const HTTP_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// What every submitter shares.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub xce: PathBuf,
+    pub peers: String,
+    /// `127.0.0.1:PORT` of the apiserver.
+    pub api: String,
+    /// Where jobs record their attempts (also their cwd).
+    pub records: PathBuf,
+    /// The CLI's primary-hint cache and config home.
+    pub home: PathBuf,
+    pub t0: Instant,
+}
+
+/// The submits recorded so far, shared by every submitter.
+pub type Log = Arc<Mutex<Vec<Submit>>>;
+
+/// The job every submit runs: it records its attempt's start, a line every 200 ms while it
+/// runs, and its end, appending to `<records>/<job id>`; it runs for 0–2 s.
+pub fn script(records: &Path, ticks: u32) -> String {
+    format!(
+        "f={dir}/$XCE_JOB_ID; a=$XCE_JOB_ATTEMPT; \
+         echo \"start $a $(date +%s%N)\" >> $f; i=0; \
+         while [ $i -lt {ticks} ]; do sleep 0.2; echo \"alive $a $(date +%s%N)\" >> $f; i=$((i+1)); done; \
+         echo \"end $a $(date +%s%N)\" >> $f",
+        dir = records.display()
+    )
+}
+
+fn record(log: &Log, submit: Submit) {
+    log.lock().unwrap_or_else(|p| p.into_inner()).push(submit);
+}
+
+/// Submits through the CLI until `stop`, pausing 100–400 ms between submits.
+pub async fn cli_submitter(
+    target: Target,
+    me: usize,
+    seed: u64,
+    log: Log,
+    stop: watch::Receiver<bool>,
+) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut n = 0u64;
+    while !*stop.borrow() {
+        n += 1;
+        let name = format!("cli{me}-{n}");
+        let script = script(&target.records, rng.random_range(0..=10));
+        let started = target.t0.elapsed();
+        let outcome = cli_submit(&target, &name, &script).await;
+        record(
+            &log,
+            Submit {
+                name,
+                via: "cli",
+                started,
+                ended: target.t0.elapsed(),
+                outcome,
+            },
+        );
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..=400))).await;
+    }
+}
+
+async fn cli_submit(target: &Target, name: &str, script: &str) -> Result<u64, ClientFailure> {
+    let records = target.records.display().to_string();
+    let mut cmd = tokio::process::Command::new(&target.xce);
+    cmd.args([
+        "-o", "json", "submit", "--name", name, "--cwd", &records, "--", "sh", "-c",
+    ])
+    .arg(script)
+    .env("XCE_PEERS", &target.peers)
+    .env("XDG_CACHE_HOME", &target.home)
+    .env("XDG_CONFIG_HOME", target.home.join("config"))
+    .env_remove("RUST_LOG")
+    .env_remove("XCE_TOKEN")
+    .stdin(std::process::Stdio::null())
+    .kill_on_drop(true);
+    let out = match tokio::time::timeout(CALL_DEADLINE, cmd.output()).await {
+        Err(_) => {
+            return Err(failure(
+                "timeout",
+                format!("no answer within {CALL_DEADLINE:?}"),
+            ))
+        }
+        Ok(Err(e)) => return Err(failure("spawn", e.to_string())),
+        Ok(Ok(out)) => out,
+    };
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    if out.status.success() {
+        return json["id"]
+            .as_u64()
+            .ok_or_else(|| failure("output", String::from_utf8_lossy(&out.stdout).into_owned()));
+    }
+    let code = json["error"]["code"].as_str().unwrap_or("exit");
+    let message = json["error"]["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned());
+    Err(failure(code, message))
+}
+
+fn failure(code: &str, message: String) -> ClientFailure {
+    ClientFailure {
+        code: code.to_string(),
+        message,
+    }
+}
+
+/// Submits through the HTTP API until `stop`, pausing 100–400 ms between submits. A 503 is
+/// recorded (the checker allows it only while a majority is down) and the same key is sent
+/// again after its `Retry-After`.
+pub async fn http_submitter(target: Target, seed: u64, log: Log, stop: watch::Receiver<bool>) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut n = 0u64;
+    while !*stop.borrow() {
+        n += 1;
+        let name = format!("http-{n}");
+        let body = serde_json::json!({
+            "name": name,
+            "cwd": target.records.display().to_string(),
+            "command": ["sh", "-c", script(&target.records, rng.random_range(0..=10))],
+        })
+        .to_string();
+        let first = Instant::now();
+        loop {
+            let started = target.t0.elapsed();
+            let outcome = http_submit(&target.api, &name, &body).await;
+            let retry = matches!(&outcome, Err(e) if e.code == "http 503")
+                && first.elapsed() < HTTP_RETRY_FOR;
+            record(
+                &log,
+                Submit {
+                    name: name.clone(),
+                    via: "http",
+                    started,
+                    ended: target.t0.elapsed(),
+                    outcome,
+                },
+            );
+            if !retry {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(rng.random_range(100..=400))).await;
+    }
+}
+
+async fn http_submit(api: &str, key: &str, body: &str) -> Result<u64, ClientFailure> {
+    let request = format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: {api}\r\nContent-Type: application/json\r\n\
+         Idempotency-Key: {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(api).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = match tokio::time::timeout(CALL_DEADLINE, exchange).await {
+        Err(_) => {
+            return Err(failure(
+                "timeout",
+                format!("no answer within {CALL_DEADLINE:?}"),
+            ))
+        }
+        Ok(Err(e)) => return Err(failure("transport", e.to_string())),
+        Ok(Ok(answer)) => String::from_utf8_lossy(&answer).into_owned(),
+    };
+    let status: u16 = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    match status {
+        200 | 201 => json["id"]
+            .as_u64()
+            .ok_or_else(|| failure("output", body.to_string())),
+        _ => Err(failure(
+            &format!("http {status}"),
+            json["error"]["message"]
+                .as_str()
+                .unwrap_or(body)
+                .to_string(),
+        )),
+    }
+}

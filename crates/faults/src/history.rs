@@ -1,0 +1,376 @@
+//! The history checker: what every client was told and what every job recorded, judged
+//! after the run. Pure: it reads records, never the cluster.
+//!
+//! - **Exactly once**: every submit a client saw acknowledged exists as exactly one job (by
+//!   its unique name), with the id the client was given; an unacknowledged one at most once.
+//! - **Never two attempts at once**: from the jobs' own records (start, a line every 200 ms
+//!   while alive, end), no two attempts of a job overlap in time, and no attempt started twice.
+//! - **Every job final**, and every job succeeded (each runs a script that exits 0).
+//! - **Client errors**: a failed call is allowed only as `clusterNotReady` (HTTP 503), and
+//!   only while a majority of controllers was down (a window the nemesis recorded).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// One submit as its client saw it.
+#[derive(Debug, Clone)]
+pub struct Submit {
+    /// The job's unique name (also the HTTP idempotency key).
+    pub name: String,
+    /// `cli` or `http`.
+    pub via: &'static str,
+    /// When the call started and ended, since the run began.
+    pub started: Duration,
+    pub ended: Duration,
+    pub outcome: Result<u64, ClientFailure>,
+}
+
+/// Why a submit failed, as its client reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientFailure {
+    /// The CLI's JSON error code, or `http <status>`, or `transport`.
+    pub code: String,
+    pub message: String,
+}
+
+impl ClientFailure {
+    /// The one failure a client may see, and only while a majority is down.
+    fn is_not_ready(&self) -> bool {
+        self.code == "clusterNotReady" || self.code == "http 503"
+    }
+}
+
+/// One job as the cluster lists it at the end.
+#[derive(Debug, Clone)]
+pub struct FinalJob {
+    pub id: u64,
+    pub name: String,
+    pub state: String,
+    pub reason: Option<String>,
+    pub attempt: u32,
+}
+
+/// One attempt as the job itself recorded it (nanoseconds of the wall clock).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub starts: u32,
+    pub first_ns: u64,
+    pub last_ns: u64,
+    pub ended: bool,
+}
+
+/// Parses one job's record file: lines `start|alive|end ATTEMPT NANOS`. Malformed lines (a
+/// line torn by a kill) are skipped.
+pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
+    let mut by_attempt: BTreeMap<u32, AttemptRecord> = BTreeMap::new();
+    for line in text.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(kind), Some(attempt), Some(ns)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let (Ok(attempt), Ok(ns)) = (attempt.parse::<u32>(), ns.parse::<u64>()) else {
+            continue;
+        };
+        let rec = by_attempt.entry(attempt).or_insert(AttemptRecord {
+            attempt,
+            first_ns: ns,
+            last_ns: ns,
+            ..AttemptRecord::default()
+        });
+        rec.first_ns = rec.first_ns.min(ns);
+        rec.last_ns = rec.last_ns.max(ns);
+        match kind {
+            "start" => rec.starts += 1,
+            "end" => rec.ended = true,
+            _ => {}
+        }
+    }
+    by_attempt.into_values().collect()
+}
+
+/// A span of the run during which a majority of controllers was down.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Window {
+    pub from_ms: u64,
+    pub to_ms: u64,
+}
+
+/// Everything the checker reads.
+#[derive(Debug, Default)]
+pub struct History {
+    pub submits: Vec<Submit>,
+    pub jobs: Vec<FinalJob>,
+    /// Each job's attempts as it recorded them, by id.
+    pub records: BTreeMap<u64, Vec<AttemptRecord>>,
+    pub majority_down: Vec<Window>,
+}
+
+/// How long after a majority-down window a failure still counts as caused by it: a call
+/// that began in the window may take the client's whole budget to fail.
+pub const WINDOW_SLACK: Duration = Duration::from_secs(12);
+
+/// The verdict: each check, and the first few violations of each.
+#[derive(Debug, Default, Serialize)]
+pub struct Verdict {
+    pub acknowledged_exactly_once: bool,
+    pub never_two_attempts_at_once: bool,
+    pub every_job_final: bool,
+    pub every_job_succeeded: bool,
+    pub only_allowed_client_errors: bool,
+    pub violations: Vec<String>,
+}
+
+impl Verdict {
+    pub fn ok(&self) -> bool {
+        self.acknowledged_exactly_once
+            && self.never_two_attempts_at_once
+            && self.every_job_final
+            && self.every_job_succeeded
+            && self.only_allowed_client_errors
+    }
+}
+
+/// At most this many violations are listed per check.
+const LISTED: usize = 5;
+
+/// Judges a history.
+pub fn check(h: &History) -> Verdict {
+    let once = exactly_once(h);
+    let overlaps = overlapping_attempts(h);
+    let not_final: Vec<String> = h
+        .jobs
+        .iter()
+        .filter(|j| !matches!(j.state.as_str(), "done" | "exited"))
+        .map(|j| format!("job {} ({}) is still {}", j.id, j.name, j.state))
+        .collect();
+    let failed: Vec<String> = h
+        .jobs
+        .iter()
+        .filter(|j| j.state == "exited")
+        .map(|j| {
+            format!(
+                "job {} ({}) exited: {}",
+                j.id,
+                j.name,
+                j.reason.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    let errors = client_errors(h);
+    let mut violations = Vec::new();
+    for list in [&once, &overlaps, &not_final, &failed, &errors] {
+        violations.extend(list.iter().take(LISTED).cloned());
+    }
+    Verdict {
+        acknowledged_exactly_once: once.is_empty(),
+        never_two_attempts_at_once: overlaps.is_empty(),
+        every_job_final: not_final.is_empty(),
+        every_job_succeeded: failed.is_empty(),
+        only_allowed_client_errors: errors.is_empty(),
+        violations,
+    }
+}
+
+fn exactly_once(h: &History) -> Vec<String> {
+    let mut by_name: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for j in &h.jobs {
+        by_name.entry(j.name.as_str()).or_default().push(j.id);
+    }
+    let mut out = Vec::new();
+    for s in &h.submits {
+        let ids = by_name.get(s.name.as_str()).map_or(&[][..], Vec::as_slice);
+        match &s.outcome {
+            Ok(id) if ids != [*id] => out.push(format!(
+                "{} submit {} was acknowledged as job {id}, the cluster has {ids:?}",
+                s.via, s.name
+            )),
+            Err(_) if ids.len() > 1 => out.push(format!(
+                "{} submit {} (failed) exists as jobs {ids:?}",
+                s.via, s.name
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn overlapping_attempts(h: &History) -> Vec<String> {
+    let mut out = Vec::new();
+    for (id, attempts) in &h.records {
+        for a in attempts.iter().filter(|a| a.starts > 1) {
+            out.push(format!(
+                "job {id} attempt {} started {} times",
+                a.attempt, a.starts
+            ));
+        }
+        let mut spans: Vec<&AttemptRecord> = attempts.iter().collect();
+        spans.sort_by_key(|a| a.first_ns);
+        for pair in spans.windows(2) {
+            if pair[1].first_ns <= pair[0].last_ns {
+                out.push(format!(
+                    "job {id}: attempt {} started {} ms before attempt {} was last alive",
+                    pair[1].attempt,
+                    (pair[0].last_ns - pair[1].first_ns) / 1_000_000,
+                    pair[0].attempt
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn client_errors(h: &History) -> Vec<String> {
+    let in_window = |s: &Submit| {
+        h.majority_down.iter().any(|w| {
+            let from = Duration::from_millis(w.from_ms);
+            let to = Duration::from_millis(w.to_ms) + WINDOW_SLACK;
+            s.started <= to && s.ended >= from
+        })
+    };
+    h.submits
+        .iter()
+        .filter_map(|s| {
+            let Err(e) = &s.outcome else { return None };
+            if e.is_not_ready() && in_window(s) {
+                return None;
+            }
+            Some(format!(
+                "{} submit {} at {:.1}s–{:.1}s failed: {} ({}){}",
+                s.via,
+                s.name,
+                s.started.as_secs_f64(),
+                s.ended.as_secs_f64(),
+                e.code,
+                e.message,
+                if e.is_not_ready() {
+                    " while a majority was up"
+                } else {
+                    ""
+                }
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn submit(name: &str, outcome: Result<u64, ClientFailure>, at_s: u64) -> Submit {
+        Submit {
+            name: name.into(),
+            via: "cli",
+            started: Duration::from_secs(at_s),
+            ended: Duration::from_secs(at_s + 1),
+            outcome,
+        }
+    }
+
+    fn job(id: u64, name: &str, state: &str) -> FinalJob {
+        FinalJob {
+            id,
+            name: name.into(),
+            state: state.into(),
+            reason: None,
+            attempt: 1,
+        }
+    }
+
+    fn not_ready() -> ClientFailure {
+        ClientFailure {
+            code: "clusterNotReady".into(),
+            message: "no primary".into(),
+        }
+    }
+
+    fn clean() -> History {
+        History {
+            submits: vec![submit("a", Ok(1), 1), submit("b", Err(not_ready()), 10)],
+            jobs: vec![job(1, "a", "done")],
+            records: BTreeMap::from([(
+                1,
+                parse_records("start 1 100\nalive 1 200\nend 1 300\nstart 2 301\nend 2 400\n"),
+            )]),
+            majority_down: vec![Window {
+                from_ms: 9_000,
+                to_ms: 9_500,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_clean_history_passes_every_check() {
+        let v = check(&clean());
+        assert!(v.ok(), "{v:?}");
+    }
+
+    #[test]
+    fn a_lost_or_doubled_submit_fails_exactly_once() {
+        let mut lost = clean();
+        lost.jobs.clear();
+        assert!(!check(&lost).acknowledged_exactly_once);
+        let mut doubled = clean();
+        doubled.jobs.push(job(2, "a", "done"));
+        let v = check(&doubled);
+        assert!(!v.acknowledged_exactly_once);
+        assert!(v.violations[0].contains("[1, 2]"), "{:?}", v.violations);
+        let mut failed_twice = clean();
+        failed_twice.jobs.push(job(2, "b", "done"));
+        failed_twice.jobs.push(job(3, "b", "done"));
+        assert!(!check(&failed_twice).acknowledged_exactly_once);
+    }
+
+    #[test]
+    fn overlapping_or_restarted_attempts_fail() {
+        let mut overlap = clean();
+        overlap.records.insert(
+            1,
+            parse_records("start 1 100\nalive 1 500\nstart 2 400\nend 2 600\n"),
+        );
+        let v = check(&overlap);
+        assert!(!v.never_two_attempts_at_once, "{v:?}");
+        let mut twice = clean();
+        twice
+            .records
+            .insert(1, parse_records("start 1 100\nstart 1 150\nend 1 200\n"));
+        assert!(!check(&twice).never_two_attempts_at_once);
+        // A torn last line is no evidence either way.
+        let mut torn = clean();
+        torn.records
+            .insert(1, parse_records("start 1 100\nalive 1 2\nali"));
+        assert!(check(&torn).never_two_attempts_at_once);
+    }
+
+    #[test]
+    fn unfinished_or_failed_jobs_fail() {
+        let mut pending = clean();
+        pending.jobs[0].state = "running".into();
+        assert!(!check(&pending).every_job_final);
+        let mut exited = clean();
+        exited.jobs[0].state = "exited".into();
+        let v = check(&exited);
+        assert!(v.every_job_final && !v.every_job_succeeded);
+    }
+
+    #[test]
+    fn errors_pass_only_as_not_ready_while_a_majority_is_down() {
+        let mut outside = clean();
+        outside.majority_down.clear();
+        assert!(!check(&outside).only_allowed_client_errors);
+        let mut other = clean();
+        other.submits[1].outcome = Err(ClientFailure {
+            code: "internal".into(),
+            message: "boom".into(),
+        });
+        assert!(!check(&other).only_allowed_client_errors);
+        // Long after the window: not caused by it.
+        let mut late = clean();
+        late.submits[1].started = Duration::from_secs(60);
+        late.submits[1].ended = Duration::from_secs(61);
+        assert!(!check(&late).only_allowed_client_errors);
+    }
+}
