@@ -276,6 +276,14 @@ impl Cluster {
         self.local.start_controller(i).unwrap();
     }
 
+    /// Starts controller `name` on a free port with `--join` (see
+    /// `DevCluster::start_joining_controller`); returns its index and address.
+    pub fn start_joining(&mut self, name: &str) -> (usize, String) {
+        let port = free_ports(1)[0];
+        let i = self.local.start_joining_controller(name, port).unwrap();
+        (i, format!("127.0.0.1:{port}"))
+    }
+
     /// Controller `i`'s next start runs `bin` (a rolling upgrade's new build).
     pub fn replace_binary(&mut self, i: usize, bin: PathBuf) {
         self.local.controllers[i].process.replace_binary(bin);

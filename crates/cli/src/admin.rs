@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use xce_client::ops::{RestoreSnapshot, SaveSnapshot};
+use xce_client::ops::{AddController, GetCluster, RemoveController, RestoreSnapshot, SaveSnapshot};
 use xce_client::types::RequestToken;
 
 use crate::commands::{check, client, remember};
@@ -16,6 +16,24 @@ pub enum AdminCommand {
     /// Backups of the whole cluster state (admins only).
     #[command(subcommand)]
     Snapshot(SnapshotCommand),
+    /// The controllers: list them, add one (running with --join), remove one.
+    Members {
+        #[command(subcommand)]
+        change: Option<MembersCommand>,
+    },
+}
+
+/// `xce admin members add NAME=HOST:PORT | remove NAME`.
+#[derive(Debug, clap::Subcommand)]
+pub enum MembersCommand {
+    /// Add a controller started with --join at HOST:PORT: it catches up (from a snapshot when
+    /// the log has moved on), then votes. Give it, and then every client, the new --peers.
+    Add {
+        /// NAME=HOST:PORT, as in --peers.
+        member: String,
+    },
+    /// Remove a controller from the members (then stop it).
+    Remove { name: String },
 }
 
 /// `xce admin snapshot save|restore FILE`.
@@ -32,12 +50,45 @@ pub enum SnapshotCommand {
 
 /// Runs one `xce admin` command; returns the exit code.
 pub async fn run(cli: &Cli, cmd: &AdminCommand) -> i32 {
-    let AdminCommand::Snapshot(cmd) = cmd;
     match cmd {
-        SnapshotCommand::Save { file } => save(cli, file).await,
-        SnapshotCommand::Restore { file } => restore(cli, file).await,
+        AdminCommand::Snapshot(SnapshotCommand::Save { file }) => save(cli, file).await,
+        AdminCommand::Snapshot(SnapshotCommand::Restore { file }) => restore(cli, file).await,
+        AdminCommand::Members { change } => members(cli, change.as_ref()).await,
     }
     0
+}
+
+async fn members(cli: &Cli, change: Option<&MembersCommand>) {
+    let f = cli.output;
+    let (c, hint) = client(cli);
+    match change {
+        None => output::cluster(f, &check(f, c.call(GetCluster).await)),
+        Some(MembersCommand::Add { member }) => {
+            let Some((name, addr)) = member.split_once('=') else {
+                fail(
+                    f,
+                    "invalid",
+                    &format!("{member:?}: expected NAME=HOST:PORT"),
+                )
+            };
+            let op = AddController {
+                token: RequestToken::random(),
+                name: name.to_string(),
+                addr: addr.to_string(),
+            };
+            check(f, c.call(op).await);
+            output::done(f, &format!("Controller <{name}> at {addr} is a member."));
+        }
+        Some(MembersCommand::Remove { name }) => {
+            let op = RemoveController {
+                token: RequestToken::random(),
+                name: name.clone(),
+            };
+            check(f, c.call(op).await);
+            output::done(f, &format!("Controller <{name}> is no longer a member."));
+        }
+    }
+    remember(&c, &hint);
 }
 
 async fn save(cli: &Cli, file: &Path) {

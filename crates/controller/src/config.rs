@@ -134,6 +134,11 @@ pub enum ConfigError {
 pub struct Config {
     pub name: String,
     pub node_id: NodeId,
+    /// This controller's position in `peers`.
+    pub index: usize,
+    /// A controller added to a running cluster (`--join`): it never forms a cluster of its
+    /// own, and its node id comes from its name (`node::members`).
+    pub join: bool,
     pub peers: Vec<Candidate>,
     pub data_dir: PathBuf,
     pub queues: Vec<QueueDef>,
@@ -223,6 +228,8 @@ impl Config {
         Ok(Config {
             name: name.to_string(),
             node_id: node_id_of(index),
+            index,
+            join: false,
             peers,
             data_dir: data_dir.to_path_buf(),
             queues: file.queues,
@@ -286,7 +293,11 @@ impl Config {
                     route.addr()
                 )));
             }
+            // Under its `--peers` position and, should it be a controller added at run time,
+            // under its joined id (`node::members`): whichever the membership holds.
             self.raft_addrs.insert(node_id_of(index), route.addr());
+            let joined = crate::node::members::joined_id(&route.name);
+            self.raft_addrs.insert(joined, route.addr());
         }
         Ok(self)
     }
@@ -305,7 +316,15 @@ impl Config {
 
     /// This controller's own candidate entry.
     pub fn me(&self) -> &Candidate {
-        &self.peers[(self.node_id - 1) as usize]
+        &self.peers[self.index]
+    }
+
+    /// Makes this a controller that joins a running cluster (`--join`): it waits to be added
+    /// (`xce admin members add`) instead of forming a cluster, under its joined node id.
+    pub fn joining(mut self) -> Config {
+        self.join = true;
+        self.node_id = crate::node::members::joined_id(&self.name);
+        self
     }
 
     /// The record that ties the data directory to this controller.

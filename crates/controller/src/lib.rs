@@ -73,6 +73,7 @@ pub async fn run(
     initialize(&raft, &config).await?;
     let node = Node::start(
         config.node_id,
+        config.name.clone(),
         config.peers.clone(),
         raft.clone(),
         state,
@@ -109,11 +110,12 @@ pub async fn run(
         core.has_changed().is_ok()
     }));
     tokio::select! {
-        () = network::serve(listener, node, config.limits, tls) => {}
+        () = network::serve(listener, node.clone(), config.limits, tls) => {}
         () = shutdown => {}
     }
     xce_client::systemd::stopping();
     info!(node = %config.name, "controller shutting down");
+    node.stop_raft_calls(Duration::from_secs(1)).await;
     raft.shutdown().await.ok();
     Ok(())
 }
@@ -134,6 +136,10 @@ pub async fn run_local(
 /// keeps it.
 async fn initialize(raft: &Raft<store::TypeConfig>, config: &Config) -> anyhow::Result<()> {
     if raft.is_initialized().await.context("read raft state")? {
+        return Ok(());
+    }
+    if config.join {
+        info!(node = %config.name, "joining: waiting to be added (xce admin members add)");
         return Ok(());
     }
     let members: BTreeMap<_, _> = config

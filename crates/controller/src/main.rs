@@ -30,6 +30,10 @@ struct Args {
     /// name=host:port,... (a separate peer network, NAT, or a test's fault links).
     #[arg(long, env = "XCE_RAFT_ADDRS")]
     raft_addrs: Option<String>,
+    /// A new controller for a running cluster: wait to be added (`xce admin members add`)
+    /// instead of forming a cluster; keep it on every start of this controller.
+    #[arg(long, env = "XCE_JOIN")]
+    join: bool,
     /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
     #[arg(long, env = "XCE_METRICS_LISTEN")]
     metrics_listen: Option<String>,
@@ -64,6 +68,9 @@ fn real_main() -> anyhow::Result<()> {
     args.log
         .resolve(&config.log, "info,openraft=warn")
         .install()?;
+    if args.join {
+        config = config.joining();
+    }
     if let Some(spec) = &args.raft_addrs {
         config = config.with_raft_addrs(spec)?;
     }

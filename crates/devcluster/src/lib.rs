@@ -386,6 +386,36 @@ impl DevCluster {
             })
     }
 
+    /// Starts a new controller `name` on `port` that joins this running cluster
+    /// (`xce-controller --join`, with TLS files when the cluster has them; no fault links),
+    /// given `--peers` of the current members plus itself. Returns its index among the
+    /// controllers; `xce admin members add` then makes it a member.
+    pub fn start_joining_controller(
+        &mut self,
+        name: &str,
+        port: u16,
+    ) -> Result<usize, LaunchError> {
+        let peers = format!("{},{name}=127.0.0.1:{port}", self.peers);
+        let data_dir = self.spec.data_dir.join(name);
+        let mut args = controller::args(name, &peers, &data_dir, self.spec.config.as_deref(), None);
+        args.push("--join".to_string());
+        if let Some(dir) = self.tls_dir() {
+            let paths = certs::paths_of(&dir, name);
+            for (flag, path) in [
+                ("--tls-ca", paths.ca),
+                ("--tls-cert", paths.cert),
+                ("--tls-key", paths.key),
+            ] {
+                args.extend([flag.to_string(), path.display().to_string()]);
+            }
+        }
+        let daemon = daemon(&self.spec, name, Kind::Controller, port, data_dir, args);
+        self.controllers.push(daemon);
+        let i = self.controllers.len() - 1;
+        self.start_controller(i)?;
+        Ok(i)
+    }
+
     /// Starts controller `i` (again); its log is appended to.
     pub fn start_controller(&mut self, i: usize) -> Result<(), LaunchError> {
         self.controllers[i].process.start(&self.spec.log_filter)

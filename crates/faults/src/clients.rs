@@ -36,13 +36,14 @@ pub struct Target {
 pub type Log = Arc<Mutex<Vec<Submit>>>;
 
 /// The job every submit runs: it records its attempt's start, a line every 200 ms while it
-/// runs, and its end, appending to `<records>/<job id>`; it runs for 0–2 s.
+/// runs, and its end, each with its shell's pid, appending to `<records>/<job id>`; it runs
+/// for 0–2 s.
 pub fn script(records: &Path, ticks: u32) -> String {
     format!(
         "f={dir}/$XCE_JOB_ID; a=$XCE_JOB_ATTEMPT; \
-         echo \"start $a $(date +%s%N)\" >> $f; i=0; \
-         while [ $i -lt {ticks} ]; do sleep 0.2; echo \"alive $a $(date +%s%N)\" >> $f; i=$((i+1)); done; \
-         echo \"end $a $(date +%s%N)\" >> $f",
+         echo \"start $a $(date +%s%N) $$\" >> $f; i=0; \
+         while [ $i -lt {ticks} ]; do sleep 0.2; echo \"alive $a $(date +%s%N) $$\" >> $f; i=$((i+1)); done; \
+         echo \"end $a $(date +%s%N) $$\" >> $f",
         dir = records.display()
     )
 }

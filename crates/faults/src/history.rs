@@ -3,8 +3,11 @@
 //!
 //! - **Exactly once**: every submit a client saw acknowledged exists as exactly one job (by
 //!   its unique name), with the id the client was given; an unacknowledged one at most once.
-//! - **Never two attempts at once**: from the jobs' own records (start, a line every 200 ms
-//!   while alive, end), no two attempts of a job overlap in time, and no attempt started twice.
+//! - **Never two runs at once**: from the jobs' own records (start, a line every 200 ms while
+//!   alive, end; each line with its shell's pid), no two runs of a job overlap in time — two
+//!   attempts, or two copies of one. An attempt may run again after its first copy was
+//!   stopped (a worker killed after it started the job and before it could report that: the
+//!   primary sends the attempt again); such re-runs are counted, never concurrent.
 //! - **Every job final**, and every job succeeded (each runs a script that exits 0).
 //! - **Client errors**: a failed call is allowed only as `clusterNotReady` (HTTP 503), and
 //!   only while a majority of controllers was down (a window the nemesis recorded).
@@ -52,31 +55,37 @@ pub struct FinalJob {
     pub attempt: u32,
 }
 
-/// One attempt as the job itself recorded it (nanoseconds of the wall clock).
+/// One run of a job, as its shell recorded it (nanoseconds of the wall clock): an attempt,
+/// and the pid of the shell that ran it (two copies of one attempt are two runs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AttemptRecord {
     pub attempt: u32,
+    pub pid: u32,
     pub starts: u32,
     pub first_ns: u64,
     pub last_ns: u64,
     pub ended: bool,
 }
 
-/// Parses one job's record file: lines `start|alive|end ATTEMPT NANOS`. Malformed lines (a
-/// line torn by a kill) are skipped.
+/// Parses one job's record file: lines `start|alive|end ATTEMPT NANOS PID`. Malformed lines
+/// (a line torn by a kill) are skipped.
 pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
-    let mut by_attempt: BTreeMap<u32, AttemptRecord> = BTreeMap::new();
+    let mut runs: BTreeMap<(u32, u32), AttemptRecord> = BTreeMap::new();
     for line in text.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(kind), Some(attempt), Some(ns)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let [kind, attempt, ns, pid] = parts[..] else {
             continue;
         };
-        let (Ok(attempt), Ok(ns)) = (attempt.parse::<u32>(), ns.parse::<u64>()) else {
+        let (Ok(attempt), Ok(ns), Ok(pid)) = (
+            attempt.parse::<u32>(),
+            ns.parse::<u64>(),
+            pid.parse::<u32>(),
+        ) else {
             continue;
         };
-        let rec = by_attempt.entry(attempt).or_insert(AttemptRecord {
+        let rec = runs.entry((attempt, pid)).or_insert(AttemptRecord {
             attempt,
+            pid,
             first_ns: ns,
             last_ns: ns,
             ..AttemptRecord::default()
@@ -89,7 +98,19 @@ pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
             _ => {}
         }
     }
-    by_attempt.into_values().collect()
+    runs.into_values().collect()
+}
+
+/// How many runs were an attempt running again after its first copy stopped.
+pub fn reruns(h: &History) -> usize {
+    h.records
+        .values()
+        .map(|runs| {
+            let attempts: std::collections::BTreeSet<u32> =
+                runs.iter().map(|r| r.attempt).collect();
+            runs.len() - attempts.len()
+        })
+        .sum()
 }
 
 /// A span of the run during which a majority of controllers was down.
@@ -117,7 +138,7 @@ pub const WINDOW_SLACK: Duration = Duration::from_secs(12);
 #[derive(Debug, Default, Serialize)]
 pub struct Verdict {
     pub acknowledged_exactly_once: bool,
-    pub never_two_attempts_at_once: bool,
+    pub never_two_runs_at_once: bool,
     pub every_job_final: bool,
     pub every_job_succeeded: bool,
     pub only_allowed_client_errors: bool,
@@ -127,7 +148,7 @@ pub struct Verdict {
 impl Verdict {
     pub fn ok(&self) -> bool {
         self.acknowledged_exactly_once
-            && self.never_two_attempts_at_once
+            && self.never_two_runs_at_once
             && self.every_job_final
             && self.every_job_succeeded
             && self.only_allowed_client_errors
@@ -167,7 +188,7 @@ pub fn check(h: &History) -> Verdict {
     }
     Verdict {
         acknowledged_exactly_once: once.is_empty(),
-        never_two_attempts_at_once: overlaps.is_empty(),
+        never_two_runs_at_once: overlaps.is_empty(),
         every_job_final: not_final.is_empty(),
         every_job_succeeded: failed.is_empty(),
         only_allowed_client_errors: errors.is_empty(),
@@ -212,10 +233,13 @@ fn overlapping_attempts(h: &History) -> Vec<String> {
         for pair in spans.windows(2) {
             if pair[1].first_ns <= pair[0].last_ns {
                 out.push(format!(
-                    "job {id}: attempt {} started {} ms before attempt {} was last alive",
+                    "job {id}: attempt {} (pid {}) started {} ms before attempt {} (pid {}) was \
+                     last alive",
                     pair[1].attempt,
+                    pair[1].pid,
                     (pair[0].last_ns - pair[1].first_ns) / 1_000_000,
-                    pair[0].attempt
+                    pair[0].attempt,
+                    pair[0].pid
                 ));
             }
         }
@@ -293,7 +317,9 @@ mod tests {
             jobs: vec![job(1, "a", "done")],
             records: BTreeMap::from([(
                 1,
-                parse_records("start 1 100\nalive 1 200\nend 1 300\nstart 2 301\nend 2 400\n"),
+                parse_records(
+                    "start 1 100 7\nalive 1 200 7\nend 1 300 7\nstart 2 301 8\nend 2 400 8\n",
+                ),
             )]),
             majority_down: vec![Window {
                 from_ms: 9_000,
@@ -325,24 +351,35 @@ mod tests {
     }
 
     #[test]
-    fn overlapping_or_restarted_attempts_fail() {
+    fn overlapping_runs_fail_and_a_stopped_attempt_may_run_again() {
         let mut overlap = clean();
         overlap.records.insert(
             1,
-            parse_records("start 1 100\nalive 1 500\nstart 2 400\nend 2 600\n"),
+            parse_records("start 1 100 7\nalive 1 500 7\nstart 2 400 8\nend 2 600 8\n"),
         );
         let v = check(&overlap);
-        assert!(!v.never_two_attempts_at_once, "{v:?}");
-        let mut twice = clean();
-        twice
-            .records
-            .insert(1, parse_records("start 1 100\nstart 1 150\nend 1 200\n"));
-        assert!(!check(&twice).never_two_attempts_at_once);
+        assert!(!v.never_two_runs_at_once, "{v:?}");
+        // Two copies of one attempt at once.
+        let mut copies = clean();
+        copies.records.insert(
+            1,
+            parse_records("start 1 100 7\nstart 1 150 9\nalive 1 180 7\nend 1 200 9\n"),
+        );
+        assert!(!check(&copies).never_two_runs_at_once);
+        // One attempt run again once its first copy stopped: allowed, and counted.
+        let mut again = clean();
+        again.records.insert(
+            1,
+            parse_records("start 1 100 7\nalive 1 150 7\nstart 1 300 9\nend 1 400 9\n"),
+        );
+        assert!(check(&again).never_two_runs_at_once);
+        assert_eq!(reruns(&again), 1);
+        assert_eq!(reruns(&clean()), 0);
         // A torn last line is no evidence either way.
         let mut torn = clean();
         torn.records
-            .insert(1, parse_records("start 1 100\nalive 1 2\nali"));
-        assert!(check(&torn).never_two_attempts_at_once);
+            .insert(1, parse_records("start 1 100 7\nalive 1 2\nali"));
+        assert!(check(&torn).never_two_runs_at_once);
     }
 
     #[test]

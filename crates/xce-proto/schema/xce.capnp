@@ -241,6 +241,14 @@ interface Controller {
   # file `saveSnapshot` made (refused with `invalid`, naming why, when it is not). Every
   # restored host is unavailable until its worker joins this cluster.
   restoreSnapshot @26 (token :Token, snapshot :Data) -> (header :ReplyHeader);
+
+  # ---- Membership (admins only) ----
+  # Adds controller `name` at `addr` (host:port), which must be running with `--join`: it
+  # catches up as a learner (from a snapshot when the log has moved on), then votes. Refused
+  # with `conflict` when it is a member already, `notReady` when it did not catch up in time.
+  addController @27 (token :Token, name :Text, addr :Text) -> (header :ReplyHeader);
+  # Removes controller `name` from the members; `noEnt` when it is not one.
+  removeController @28 (token :Token, name :Text) -> (header :ReplyHeader);
 }
 
 # A user token as listed: never its secret or hash.

@@ -31,6 +31,11 @@ pub struct RaftService {
     pub snapshots: std::rc::Rc<RefCell<Assembly>>,
 }
 
+/// The answer to a message that arrives while this controller shuts down.
+fn stopping() -> capnp::Error {
+    capnp::Error::failed("this controller is shutting down".into())
+}
+
 /// Refuses a message that failed its checks: the sender sees a failed call and retries, and
 /// nothing reached openraft.
 fn refuse(what: &str, reason: String) -> capnp::Error {
@@ -46,6 +51,7 @@ impl raft::Server for RaftService {
     ) -> Result<(), capnp::Error> {
         let req: AppendEntriesRequest<TypeConfig> = codec::from_bin(params.get()?.get_request()?)?;
         raft_input::append(&self.peer, &req).map_err(|e| refuse("append", e))?;
+        let _inbound = self.node.raft_call().ok_or_else(stopping)?;
         let reply = self.node.raft.append_entries(req).await;
         // A conflict is still a current primary speaking (it is finding where our logs
         // agree); only a higher vote of ours means the sender is not our primary.
@@ -66,6 +72,7 @@ impl raft::Server for RaftService {
     ) -> Result<(), capnp::Error> {
         let req: VoteRequest<NodeId> = codec::from_json(params.get()?.get_request()?)?;
         raft_input::vote(&self.peer, &req).map_err(|e| refuse("vote", e))?;
+        let _inbound = self.node.raft_call().ok_or_else(stopping)?;
         let candidate_log = req.last_log_id;
         let reply = self.node.raft.vote(req).await;
         if let Ok(resp) = &reply {
@@ -133,6 +140,7 @@ impl raft::Server for RaftService {
                 let whole = checked.map_err(|e| refuse("snapshot", e))?;
                 req.offset = 0;
                 req.data = whole;
+                let _inbound = self.node.raft_call().ok_or_else(stopping)?;
                 self.node.raft.install_snapshot(req).await
             }
         };

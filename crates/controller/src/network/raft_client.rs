@@ -91,11 +91,11 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        let addr = self
-            .routes
-            .get(&target)
-            .cloned()
-            .unwrap_or_else(|| node.addr.clone());
+        // A joined controller's entry is `name@host:port` (`node::members`).
+        let addr = self.routes.get(&target).cloned().unwrap_or_else(|| {
+            let dial = node.addr.rsplit_once('@').map_or(&*node.addr, |(_, a)| a);
+            dial.to_string()
+        });
         let link = self
             .links
             .lock()

@@ -26,8 +26,9 @@ pub const MAX_INDEX: u64 = 1 << 62;
 /// below it).
 pub const MAX_SNAPSHOT_BYTES: u64 = 2 << 30;
 
-/// Who may be speaking: the members' node ids are `1..=members`; `sender` is the node id the
-/// connection's certificate proves (none without TLS).
+/// Who may be speaking: the members' node ids are `1..=members` (`--peers` positions) or
+/// joined controllers' ids (`node::members`); `sender` is the node id the connection's
+/// certificate proves (none without TLS).
 #[derive(Debug, Clone, Copy)]
 pub struct Peer {
     pub members: u64,
@@ -36,9 +37,9 @@ pub struct Peer {
 
 impl Peer {
     fn member(&self, id: NodeId, what: &str) -> Result<(), String> {
-        if id == 0 || id > self.members {
+        if id == 0 || (id > self.members && !crate::node::members::is_joined(id)) {
             return Err(format!(
-                "{what} names node {id}, not a member (1..={})",
+                "{what} names node {id}, not a member (1..={} or a joined controller's id)",
                 self.members
             ));
         }
@@ -98,6 +99,16 @@ fn members(
     let nodes = m.nodes().map(|(id, _)| id);
     for id in voters.chain(nodes) {
         peer.member(*id, "a membership")?;
+    }
+    // A joined controller's entry must name it as its id was made (`name@host:port`).
+    for (id, node) in m.nodes() {
+        if crate::node::members::is_joined(*id)
+            && crate::node::members::joined_candidate(*id, node).is_none()
+        {
+            return Err(format!(
+                "a membership's node {id} is no joined controller's entry"
+            ));
+        }
     }
     if m.get_joint_config()
         .iter()

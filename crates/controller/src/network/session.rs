@@ -185,11 +185,13 @@ pub enum Method {
     ActAs,
     SaveSnapshot,
     RestoreSnapshot,
+    AddController,
+    RemoveController,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 27] = [
+    pub const ALL: [Method; 29] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -217,6 +219,8 @@ impl Method {
         Method::ActAs,
         Method::SaveSnapshot,
         Method::RestoreSnapshot,
+        Method::AddController,
+        Method::RemoveController,
     ];
 
     /// The schema name, for messages.
@@ -249,6 +253,8 @@ impl Method {
             Method::ActAs => "actAs",
             Method::SaveSnapshot => "saveSnapshot",
             Method::RestoreSnapshot => "restoreSnapshot",
+            Method::AddController => "addController",
+            Method::RemoveController => "removeController",
         }
     }
 }
@@ -269,6 +275,7 @@ pub fn allowed(method: Method, role: Role) -> bool {
         Method::CreateToken | Method::ListTokens | Method::RevokeToken => role == Admin,
         // A backup holds every user's jobs and environments; a restore replaces everything.
         Method::SaveSnapshot | Method::RestoreSnapshot => role == Admin,
+        Method::AddController | Method::RemoveController => role == Admin,
         // People's own work. The apiserver acts for the person a request's token names
         // (`actAs`); its certificate alone controls no one's jobs.
         Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
@@ -328,7 +335,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 27] = [
+        let expected: [(Method, &[Role]); 29] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -356,6 +363,8 @@ mod tests {
             (Method::ActAs, &[Apiserver]),
             (Method::SaveSnapshot, &[Admin]),
             (Method::RestoreSnapshot, &[Admin]),
+            (Method::AddController, &[Admin]),
+            (Method::RemoveController, &[Admin]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

@@ -151,6 +151,9 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
             debug!(node = %node.name, "a primary spoke during the pre-vote; not standing");
             continue;
         }
+        let Some(_call) = node.raft_call() else {
+            return;
+        };
         info!(node = %node.name, granted, of = voters.len(), "pre-vote won; standing for election");
         if let Err(e) = node.raft.trigger().elect().await {
             warn!(node = %node.name, error = %e, "could not start an election");

@@ -100,12 +100,12 @@ impl Node {
     /// The answer of a node that is not the primary.
     pub(super) fn not_primary(&self, leader: Option<NodeId>) -> ReplyHeader {
         match leader.filter(|l| *l != self.id) {
-            Some(leader) => match self.peer(leader) {
+            Some(leader) => match self.member(leader) {
                 Some(p) => ReplyHeader {
                     status: Status::Redirect,
                     message: format!("{} is a standby; the primary is {}", self.name, p.name),
                     redirect: Some((p.host.clone(), p.port)),
-                    redirect_name: Some(p.name.clone()),
+                    redirect_name: Some(p.name),
                 },
                 None => ReplyHeader::status(
                     Status::Standby,

@@ -9,6 +9,7 @@ pub mod election;
 mod gate;
 pub mod lease;
 mod liveness;
+pub mod members;
 mod proposer;
 mod readiness;
 
@@ -98,6 +99,21 @@ pub struct Node {
     /// cluster report.
     schedulers_seen: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     metrics: crate::metrics::Metrics,
+    /// Calls into openraft under way (inbound Raft messages, proposals, reads, elections);
+    /// none start once `stopping` is set.
+    raft_calls: std::sync::atomic::AtomicUsize,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+/// One call into openraft under way (see [`Node::raft_call`]).
+pub struct RaftCall<'a>(&'a Node);
+
+impl Drop for RaftCall<'_> {
+    fn drop(&mut self) {
+        self.0
+            .raft_calls
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// How long a scheduler that stopped asking for the lease is still listed.
@@ -115,6 +131,7 @@ impl Node {
     #[allow(clippy::too_many_arguments)]
     pub fn start(
         id: NodeId,
+        name: String,
         peers: Vec<Candidate>,
         raft: Raft<TypeConfig>,
         state: SharedState,
@@ -125,7 +142,6 @@ impl Node {
     ) -> Arc<Node> {
         let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
         let (reads, reads_rx) = mpsc::channel(MAX_WAITING_READS);
-        let name = peers[(id - 1) as usize].name.clone();
         let node = Arc::new(Node {
             id,
             name,
@@ -142,6 +158,8 @@ impl Node {
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
             metrics,
+            raft_calls: std::sync::atomic::AtomicUsize::new(0),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
@@ -150,10 +168,6 @@ impl Node {
         tokio::spawn(liveness::run_liveness(node.clone()));
         tokio::spawn(readiness::run_readiness(node.clone(), queues));
         node
-    }
-
-    fn peer(&self, id: NodeId) -> Option<&Candidate> {
-        self.peers.get((id as usize).checked_sub(1)?)
     }
 
     /// A job as applied on this node (no linearizability check: for the primary's own use
@@ -208,6 +222,34 @@ impl Node {
     }
 
     /// Records a successful append-entries (or heartbeat) from the leader.
+    /// Admits one call into openraft, or `None` once the node is stopping: a call that
+    /// meets a stopped Raft core fails with an error openraft logs as such.
+    pub fn raft_call(&self) -> Option<RaftCall<'_>> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.raft_calls.fetch_add(1, SeqCst);
+        if self.stopping.load(SeqCst) {
+            self.raft_calls.fetch_sub(1, SeqCst);
+            return None;
+        }
+        Some(RaftCall(self))
+    }
+
+    /// Starts no more calls into openraft and waits (up to `grace`) for those under way:
+    /// what a clean shutdown does before it stops the Raft core.
+    pub async fn stop_raft_calls(&self, grace: Duration) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.stopping.store(true, SeqCst);
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.raft_calls.load(SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The answer to a request that meets a controller shutting down: clients try another.
+    pub fn shutting_down(&self) -> ReplyHeader {
+        ReplyHeader::status(Status::NoMaster, format!("{} is shutting down", self.name))
+    }
+
     pub fn heard_from_leader(&self) {
         *self.contact() = tokio::time::Instant::now();
     }
@@ -287,11 +329,9 @@ impl Node {
             .await?;
         let term = self.raft.metrics().borrow().current_term;
         let members = self
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let id = node_id_of(i);
+            .members()
+            .into_iter()
+            .map(|(id, p)| {
                 let role = if id == self.id {
                     MemberRole::Primary
                 } else if self.reach.is_reachable(id) {

@@ -48,6 +48,7 @@ impl Node {
     /// One linearizability check: this node is still the primary, and has applied
     /// everything committed before the check began.
     async fn confirm_linearizable(&self) -> Result<(), ReplyHeader> {
+        let _call = self.raft_call().ok_or_else(|| self.shutting_down())?;
         let confirmed = tokio::select! {
             r = tokio::time::timeout(self.timeouts.read, self.raft.ensure_linearizable()) => r,
             () = self.lease_lost() => return Err(self.stale_primary()),
@@ -112,6 +113,12 @@ async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
     };
     // The entry may still commit after either give-up below; the client's re-send carries
     // the same token, so it is applied at most once either way.
+    let Some(_call) = node.raft_call() else {
+        for reply in replies {
+            let _ = reply.send(Err(node.shutting_down()));
+        }
+        return;
+    };
     let result = tokio::select! {
         r = tokio::time::timeout(node.timeouts.write, node.raft.client_write(entry)) => r,
         () = node.lease_lost() => {

@@ -26,7 +26,7 @@ pub(super) async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
         };
         if last_role != Some(role) {
             let (state, leader, term) = role;
-            let primary = leader.and_then(|l| node.peer(l)).map(|p| p.name.as_str());
+            let primary = leader.and_then(|l| node.member(l)).map(|p| p.name);
             info!(node = %node.name, ?state, term, primary, "raft role changed");
             last_role = Some(role);
         }
@@ -38,6 +38,9 @@ pub(super) async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
                         term,
                         queues: queues.clone(),
                     }],
+                };
+                let Some(_call) = node.raft_call() else {
+                    return;
                 };
                 match tokio::time::timeout(node.timeouts.write, node.raft.client_write(barrier))
                     .await

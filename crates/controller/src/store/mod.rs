@@ -199,7 +199,7 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
                     expected: identity.format,
                 });
             }
-            if found != *identity {
+            if !same_controller(&found, identity) {
                 return Err(OpenError::Foreign {
                     path: dir.to_path_buf(),
                     found: describe(&found),
@@ -247,6 +247,22 @@ pub(crate) fn get_raw(db: &Database, key: &str) -> Result<Option<Vec<u8>>, redb:
     let table = txn.open_table(META)?;
     let value = table.get(key)?;
     Ok(value.map(|v| v.value().to_vec()))
+}
+
+/// Whether a data dir's identity is this controller's: the same name and node id, of the same
+/// cluster. The candidate list may have changed (controllers added and removed since), but
+/// one at a time, so the lists still share another member.
+fn same_controller(found: &Identity, me: &Identity) -> bool {
+    let others = |id: &Identity| -> std::collections::BTreeSet<String> {
+        let me = format!("{}=", id.name);
+        id.peers
+            .iter()
+            .filter(|p| !p.starts_with(&me))
+            .cloned()
+            .collect()
+    };
+    let shared = others(found).intersection(&others(me)).count();
+    found.name == me.name && found.node_id == me.node_id && (shared > 0 || found.peers == me.peers)
 }
 
 fn describe(id: &Identity) -> String {

@@ -262,6 +262,11 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let state = State::try_from_record(decode::<StateRecord>(&data).map_err(read_err)?)
             .map_err(|e| read_err(super::corrupt_snapshot(&e)))?;
         self.save_snapshot(meta, data).await?;
+        tracing::info!(
+            index = meta.last_log_id.map_or(0, |l| l.index),
+            jobs = state.job_count(),
+            "installed a snapshot from the primary"
+        );
         let mut applied = self.applied.write();
         applied.last_applied = meta.last_log_id;
         applied.membership = meta.last_membership.clone();

@@ -21,7 +21,7 @@ mod tokens;
 mod workers;
 
 pub use backups::{RestoreSnapshot, SaveSnapshot, Saved};
-pub use cluster::GetCluster;
+pub use cluster::{AddController, GetCluster, RemoveController};
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{

@@ -195,4 +195,6 @@ methods! {
     act_as(ActAsParams, ActAsResults) => ActAs: users::act_as;
     save_snapshot(SaveSnapshotParams, SaveSnapshotResults) => SaveSnapshot: backups::save;
     restore_snapshot(RestoreSnapshotParams, RestoreSnapshotResults) => RestoreSnapshot: backups::restore;
+    add_controller(AddControllerParams, AddControllerResults) => AddController: cluster::add_controller;
+    remove_controller(RemoveControllerParams, RemoveControllerResults) => RemoveController: cluster::remove_controller;
 }
