@@ -1,4 +1,5 @@
-//! `xce admin ...`: an admin's operations on the cluster as a whole — backups now.
+//! `xce admin ...`: an admin's operations on the cluster as a whole: backups
+//! (`snapshot save|restore`) and the controllers (`members [add|remove]`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

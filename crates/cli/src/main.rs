@@ -87,7 +87,7 @@ pub enum Command {
     /// Users' tokens (admins only): create, list, revoke.
     #[command(subcommand)]
     Token(crate::tokens::TokenCommand),
-    /// The cluster as a whole (admins only): backups.
+    /// The cluster as a whole (admins only): backups, and the controllers (members).
     #[command(subcommand)]
     Admin(crate::admin::AdminCommand),
 }

@@ -146,7 +146,7 @@ pub async fn http_submitter(target: Target, seed: u64, log: Log, stop: watch::Re
         loop {
             let started = target.t0.elapsed();
             let outcome = http_submit(&target.api, &name, &body).await;
-            let retry = matches!(&outcome, Err(e) if e.code == "http 503")
+            let retry = matches!(&outcome, Err(e) if e.code.starts_with("http 503"))
                 && first.elapsed() < HTTP_RETRY_FOR;
             record(
                 &log,
@@ -197,16 +197,19 @@ async fn http_submit(api: &str, key: &str, body: &str) -> Result<u64, ClientFail
         .unwrap_or(0);
     let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-    match status {
-        200 | 201 => json["id"]
+    let message = json["error"]["message"]
+        .as_str()
+        .unwrap_or(body)
+        .to_string();
+    match (status, json["error"]["code"].as_str()) {
+        (200 | 201, _) => json["id"]
             .as_u64()
             .ok_or_else(|| failure("output", body.to_string())),
-        _ => Err(failure(
-            &format!("http {status}"),
-            json["error"]["message"]
-                .as_str()
-                .unwrap_or(body)
-                .to_string(),
+        // The apiserver's word for no primary; any other 503 (its connection limit) is not.
+        (503, Some("clusterNotReady")) => Err(failure("http 503", message)),
+        (_, code) => Err(failure(
+            &format!("http {status} {}", code.unwrap_or("-")),
+            message,
         )),
     }
 }

@@ -89,8 +89,6 @@ pub struct JobCounts {
     pub exited: usize,
     /// Jobs that ran more than one attempt (requeued after a lost host).
     pub retried: usize,
-    /// Runs of an attempt that ran again after its first copy was stopped (see `history`).
-    pub reruns_of_an_attempt: usize,
 }
 
 /// Runs the suite; `progress` gets one line per fault.
@@ -308,6 +306,5 @@ fn counts_of(h: &History) -> JobCounts {
         done: h.jobs.iter().filter(|j| j.state == "done").count(),
         exited: h.jobs.iter().filter(|j| j.state == "exited").count(),
         retried: h.jobs.iter().filter(|j| j.attempt > 1).count(),
-        reruns_of_an_attempt: history::reruns(h),
     }
 }

@@ -26,6 +26,11 @@ fn main() {
         Ok(false) => std::process::exit(1),
         Err(e) => {
             eprintln!("xce-faults: {e:#}");
+            // The contract: a JSON summary on the last line, whatever happened.
+            println!(
+                "{}",
+                serde_json::json!({ "ok": false, "error": format!("{e:#}") })
+            );
             std::process::exit(2);
         }
     }

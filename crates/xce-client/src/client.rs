@@ -137,6 +137,9 @@ struct Route<C> {
     conn: Option<C>,
     /// Index of the candidate to use next; after a success, the primary's (stickiness).
     cursor: usize,
+    /// The controllers to rotate over: as given, then as the cluster reports its members
+    /// (see [`Client::learn_candidates`]).
+    candidates: Vec<Candidate>,
     /// A redirect address to try once before the cursor.
     hint: Option<String>,
     /// Counts connections opened; the rejoin is due while it differs from the generation of
@@ -145,7 +148,6 @@ struct Route<C> {
 }
 
 struct Inner<T: Transport> {
-    candidates: Vec<Candidate>,
     config: ClientConfig,
     transport: T,
     route: Mutex<Route<T::Conn>>,
@@ -190,7 +192,7 @@ impl<T: Transport> Clone for Client<T> {
 impl<T: Transport> std::fmt::Debug for Client<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("candidates", &self.inner.candidates)
+            .field("candidates", &self.candidates())
             .finish()
     }
 }
@@ -215,10 +217,10 @@ impl<T: Transport> Client<T> {
         );
         Client {
             inner: Arc::new(Inner {
-                candidates,
                 config,
                 transport,
                 route: Mutex::new(Route {
+                    candidates,
                     conn: None,
                     cursor: 0,
                     hint: None,
@@ -239,8 +241,38 @@ impl<T: Transport> Client<T> {
     }
 
     /// The candidates this client rotates over.
-    pub fn candidates(&self) -> &[Candidate] {
-        &self.inner.candidates
+    pub fn candidates(&self) -> Vec<Candidate> {
+        lock(&self.inner.route).candidates.clone()
+    }
+
+    /// Takes the cluster's own list of controllers (its members, as the primary reports them
+    /// in the cluster info) as the candidates from now on: a controller added since this
+    /// client was given its list is tried too, and one removed is no longer. A member this
+    /// client already knows by name keeps this client's address for it (the two may reach it
+    /// by different ways: a proxy, NAT, another interface). The rotation stays on the
+    /// candidate it was on where that one is still listed. An empty list is ignored.
+    pub fn learn_candidates(&self, members: Vec<Candidate>) {
+        let mut route = lock(&self.inner.route);
+        let list: Vec<Candidate> = members
+            .into_iter()
+            .map(|m| {
+                let own = route.candidates.iter().find(|c| c.name == m.name);
+                own.cloned().unwrap_or(m)
+            })
+            .collect();
+        if list.is_empty() || list == route.candidates {
+            return;
+        }
+        let current = route.candidates.get(route.cursor).map(Candidate::addr);
+        route.cursor = current
+            .and_then(|addr| list.iter().position(|c| c.addr() == addr))
+            .unwrap_or(0);
+        let names: Vec<String> = list
+            .iter()
+            .map(|c| format!("{}={}", c.name, c.addr()))
+            .collect();
+        info!(candidates = %names.join(","), "candidate list updated from the cluster's members");
+        route.candidates = list;
     }
 
     /// Starts the rotation at the candidate whose address is `addr` (e.g. the primary an
@@ -249,10 +281,10 @@ impl<T: Transport> Client<T> {
     /// only if it names one of the candidates, and a wrong one costs one attempt of the normal
     /// rotation (a standby redirects, a dead node is passed over). Returns whether it was taken.
     pub fn set_hint(&self, addr: &str) -> bool {
-        let Some(i) = self.inner.candidates.iter().position(|c| c.addr() == addr) else {
+        let mut route = lock(&self.inner.route);
+        let Some(i) = route.candidates.iter().position(|c| c.addr() == addr) else {
             return false;
         };
-        let mut route = lock(&self.inner.route);
         if route.conn.is_some() {
             return false;
         }
@@ -361,8 +393,14 @@ impl<T: Transport> Client<T> {
             }
         }
         let result = self.failover_loop(op, earlier_sends).await;
-        if let Err(ClientError::ClusterNotReady { .. }) = &result {
-            self.set_degraded();
+        match &result {
+            Err(ClientError::ClusterNotReady { .. }) => self.set_degraded(),
+            Ok(output) => {
+                if let Some(list) = O::candidates_of(output) {
+                    self.learn_candidates(list);
+                }
+            }
+            Err(_) => {}
         }
         result
     }
@@ -373,7 +411,7 @@ impl<T: Transport> Client<T> {
         earlier_sends: u32,
     ) -> Result<O::Output, ClientError> {
         let policy = self.inner.config.retry;
-        let n = self.inner.candidates.len() as u32;
+        let n = lock(&self.inner.route).candidates.len() as u32;
         let mut sends = earlier_sends;
         let mut backoffs = 0u32;
         let mut failures_in_rotation = 0u32;
@@ -603,7 +641,7 @@ impl<T: Transport> Client<T> {
             let mut route = lock(&self.inner.route);
             match route.hint.take() {
                 Some(hint) => (hint, true),
-                None => (self.inner.candidates[route.cursor].addr(), false),
+                None => (route.candidates[route.cursor].addr(), false),
             }
         };
         let connected = self.inner.transport.connect(&target).await;
@@ -615,12 +653,7 @@ impl<T: Transport> Client<T> {
                 self.inner.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                 let mut route = lock(&self.inner.route);
                 if from_hint {
-                    if let Some(i) = self
-                        .inner
-                        .candidates
-                        .iter()
-                        .position(|c| c.addr() == target)
-                    {
+                    if let Some(i) = route.candidates.iter().position(|c| c.addr() == target) {
                         route.cursor = i;
                     }
                 }
@@ -632,7 +665,7 @@ impl<T: Transport> Client<T> {
                 debug!(target = %target, error = %e, "connect failed");
                 if !from_hint {
                     let mut route = lock(&self.inner.route);
-                    route.cursor = (route.cursor + 1) % self.inner.candidates.len();
+                    route.cursor = (route.cursor + 1) % route.candidates.len();
                 }
                 Err(e)
             }
@@ -648,13 +681,12 @@ impl<T: Transport> Client<T> {
     /// client's address for it, not the answering node's: the two may reach the primary by
     /// different ways (a proxy, NAT, another interface).
     fn localize<V>(&self, mut reply: crate::ops::Reply<V>) -> crate::ops::Reply<V> {
-        let own = reply
-            .header
-            .redirect_name
-            .as_ref()
-            .and_then(|name| self.inner.candidates.iter().find(|c| &c.name == name));
+        let own = reply.header.redirect_name.as_ref().and_then(|name| {
+            let route = lock(&self.inner.route);
+            route.candidates.iter().find(|c| &c.name == name).cloned()
+        });
         if let (Some(c), Some(_)) = (own, &reply.header.redirect) {
-            reply.header.redirect = Some((c.host.clone(), c.port));
+            reply.header.redirect = Some((c.host, c.port));
         }
         reply
     }
@@ -674,7 +706,7 @@ impl<T: Transport> Client<T> {
         self.inner.stats.rotations.fetch_add(1, Ordering::Relaxed);
         let from = route.conn.take().map(|c| T::addr(&c).to_string());
         if from.is_some() {
-            route.cursor = (route.cursor + 1) % self.inner.candidates.len();
+            route.cursor = (route.cursor + 1) % route.candidates.len();
         }
         match hint {
             Some(hint) => {
@@ -682,7 +714,7 @@ impl<T: Transport> Client<T> {
                 route.hint = Some(hint);
             }
             None => {
-                let target = self.inner.candidates[route.cursor].addr();
+                let target = route.candidates[route.cursor].addr();
                 info!(from = from.as_deref(), %target, "rotating to the next candidate");
             }
         }

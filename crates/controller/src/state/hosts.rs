@@ -54,8 +54,10 @@ impl State {
 
     /// Reconciles what a worker holds with what the state says is placed on its host. The
     /// worker's copy of an attempt that is unknown, stale or over is killed (fencing); a
-    /// job placed here that the worker does not hold is lost, unless it was only dispatched
-    /// (the worker never got it: it is sent again, same attempt).
+    /// job placed here that the worker does not hold is lost, unless it was only dispatched:
+    /// then it is sent again, as a new attempt. The worker may have started it and died
+    /// before its start report left (a copy that ran, was stopped by its lease, and must not
+    /// pass for the next run): a new attempt fences anything the old one left behind.
     fn resync(&mut self, at_ms: u64, host: &str, held: &[HeldJob]) -> Outcome {
         let mut orders = Vec::new();
         let mut current = HashSet::new();
@@ -108,12 +110,18 @@ impl State {
                 // there and goes back to its queue.
                 let reason = format!("host {host} no longer runs this job: {why}");
                 self.update_job(id, |job| super::jobs::requeue(job, &reason));
-            } else if unstarted {
-                self.push(Push::Start {
-                    host: host.to_string(),
-                    id,
-                    attempt,
+            } else if unstarted && attempt < super::MAX_ATTEMPT {
+                let next = self.update_job(id, |job| {
+                    job.attempt += 1;
+                    job.attempt
                 });
+                if let Some(attempt) = next {
+                    self.push(Push::Start {
+                        host: host.to_string(),
+                        id,
+                        attempt,
+                    });
+                }
             } else {
                 self.lose(at_ms, id, &format!("lost by its worker on {host}"));
             }
@@ -262,15 +270,26 @@ mod tests {
                 ],
             }
         );
-        // Job 5's start never reached the worker: it is sent again, same attempt.
+        // Job 5's start was never confirmed: it is sent again as a new attempt, so that a
+        // copy of attempt 1 that did start (and its reports) is fenced.
         assert_eq!(
             pushes,
             vec![Push::Start {
                 host: "w1".into(),
                 id: 5,
-                attempt: 1
+                attempt: 2
             }]
         );
+        let stale = s.apply(
+            22,
+            Command::JobStarted {
+                token: RequestToken(62),
+                id: 5,
+                attempt: 1,
+                host: "w1".into(),
+            },
+        );
+        assert!(matches!(stale, Outcome::Rejected { .. }), "{stale:?}");
         // Job 4 was running, and the worker does not have it: lost, requeued by policy.
         let job = s.job(4).unwrap();
         assert_eq!((job.state, job.host.as_deref()), (JobState::Pending, None));

@@ -378,7 +378,12 @@ proptest! {
             prop_assert_eq!(&postcard::from_bytes::<Command>(&stored).unwrap(), cmd);
             let before = a.clone();
             let requeue = matches!(cmd, Command::ControlJob { action: JobAction::Requeue, .. });
-            let dispatch = matches!(cmd, Command::Dispatch { .. } | Command::DispatchBatch { .. });
+            // A placement, or a worker's rejoin that sends an unconfirmed start again as a
+            // new attempt.
+            let dispatch = matches!(
+                cmd,
+                Command::Dispatch { .. } | Command::DispatchBatch { .. } | Command::RegisterHost { .. }
+            );
             let (oa, ea) = a.apply_emitting(i as u64, cmd.clone());
             let (ob, eb) = b.apply_emitting(i as u64, cmd.clone());
             prop_assert_eq!(&oa, &ob);
@@ -393,7 +398,8 @@ proptest! {
                     prop_assert_eq!(a.job(j.id), Some(&**j));
                 }
             }
-            // Attempts only grow, and only by a dispatch, which pushes that attempt's start.
+            // Attempts only grow, and only by a dispatch (or a rejoin's resend), which pushes
+            // that attempt's start.
             for j in before.jobs.values() {
                 let now = a.job(j.id).map(|j| j.attempt).unwrap_or(0);
                 prop_assert!(now == j.attempt || (dispatch && now == j.attempt + 1));

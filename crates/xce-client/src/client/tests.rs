@@ -852,3 +852,22 @@ async fn a_primary_hint_skips_the_redirect_and_a_wrong_one_costs_one_attempt() {
     assert_eq!(client.call(Read).await, Ok(0));
     assert_eq!(fake.calls(), ["a:1"]);
 }
+
+/// The cluster's members replace the candidates: a controller added since is tried, one
+/// removed is not, and a known name keeps this client's own address for it.
+#[tokio::test(start_paused = true)]
+async fn the_cluster_s_members_become_the_candidates() {
+    let (client, fake) = fresh();
+    client.learn_candidates(parse_candidates("a=10.9.9.9:9,b=b:2,d=d:4").unwrap());
+    let addrs: Vec<String> = client.candidates().iter().map(|c| c.addr()).collect();
+    assert_eq!(addrs, ["a:1", "b:2", "d:4"]);
+    fake.down("a:1");
+    fake.down("b:2");
+    fake.always("d:4", ok(9));
+    assert_eq!(client.call(submit()).await, Ok(9));
+    assert_eq!(fake.connects("c:3"), 0, "a removed controller is not tried");
+    assert_eq!(fake.connects("10.9.9.9:9"), 0);
+    // An empty list changes nothing.
+    client.learn_candidates(Vec::new());
+    assert_eq!(client.candidates().len(), 3);
+}

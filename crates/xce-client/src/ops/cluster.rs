@@ -16,6 +16,14 @@ impl Op for GetCluster {
     type Output = ClusterInfo;
     const KIND: OpKind = OpKind::Read;
     const NAME: &'static str = "clusterInfo";
+    fn candidates_of(info: &ClusterInfo) -> Option<Vec<crate::Candidate>> {
+        let spec: Vec<String> = info
+            .members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.addr))
+            .collect();
+        crate::parse_candidates(&spec.join(",")).ok()
+    }
     fn send(
         self,
         client: controller::Client,

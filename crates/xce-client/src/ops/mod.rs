@@ -60,6 +60,11 @@ pub trait Op: Clone + Send + Sync + 'static {
         self,
         client: controller::Client,
     ) -> LocalFuture<Result<Reply<Self::Output>, capnp::Error>>;
+    /// The cluster's own list of controllers, when this op's answer carries one (the cluster
+    /// info): the client takes it as its candidates from then on.
+    fn candidates_of(_output: &Self::Output) -> Option<Vec<crate::Candidate>> {
+        None
+    }
 }
 
 /// Reads a reply: the header, then the value, read only when the status carries one (`ok`,
