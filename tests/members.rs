@@ -114,6 +114,14 @@ async fn a_dead_controller_is_replaced_by_a_fresh_one_without_a_failed_call() {
     );
     assert!(load_acked.len() > 10, "{}", load_acked.len());
 
+    // Told the members by the cluster info, the stale client's candidates are the new list.
+    stale.call(xce_client::ops::GetCluster).await.unwrap();
+    let names: Vec<String> = stale.candidates().into_iter().map(|c| c.name).collect();
+    assert!(
+        names.contains(&"c4".to_string()) && !names.contains(&dead_name),
+        "{names:?}"
+    );
+
     // Every acknowledged job is there, once, read from the new majority.
     let jobs = all_jobs(&stale, JobFilter::default()).await.unwrap();
     let mut ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
