@@ -166,8 +166,9 @@ def main():
             primary = cluster.wait("a whole cluster", cluster.whole)
             time.sleep(1.0)
             victim = cluster.container(primary)
-            killed = time.monotonic()
             subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
+            # From when the primary is surely dead: `docker kill` has returned.
+            killed = time.monotonic()
             first_ok = cluster.wait("a submit after the kill", lambda: next(
                 (end for (start, end, status) in list(submitter.calls)
                  if start >= killed and status in (200, 201)), None), timeout=30)
