@@ -171,7 +171,7 @@ impl Node {
         if !voters.remove(&id) {
             return Err(ReplyHeader::status(
                 Status::NoEnt,
-                format!("{name} is not a voting member"),
+                format!("{name} is not a voting member (already removed, or never added)"),
             ));
         }
         if voters.is_empty() {
