@@ -101,12 +101,46 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
     move |source| LaunchError::Io { what, source }
 }
 
-/// Free TCP ports on 127.0.0.1, distinct from each other (all held until all are chosen).
+/// Where [`free_ports`] looks: below Linux's ephemeral range (32768–60999), so that no
+/// outgoing connection (a client's, a link's) takes a chosen port before its daemon binds it,
+/// as one from port 0 could.
+const PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// The state of [`free_ports`]' generator, shared by every call in this process, so that a
+/// port handed out and not yet bound is not chosen again by the next call.
+static PORT_STATE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
+
+/// Free TCP ports on 127.0.0.1, distinct from each other (all held until all are chosen):
+/// random ones from [`PORTS`] (a test process running beside another rarely picks the same),
+/// else the kernel's own.
 pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(io("find free ports"))?;
+    let mut listeners = Vec::new();
+    {
+        let mut state = PORT_STATE.lock().unwrap_or_else(|p| p.into_inner());
+        if *state == 0 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64);
+            *state = nanos ^ (u64::from(std::process::id()) << 32) | 1;
+        }
+        let span = u64::from(PORTS.end - PORTS.start);
+        for _ in 0..(n * 64) {
+            if listeners.len() == n {
+                break;
+            }
+            *state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let port = PORTS.start + ((*state >> 33) % span) as u16;
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                listeners.push(l);
+            }
+        }
+    }
+    while listeners.len() < n {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io("find free ports"))?;
+        listeners.push(l);
+    }
     listeners
         .iter()
         .map(|l| Ok(l.local_addr().map_err(io("find free ports"))?.port()))
@@ -669,5 +703,22 @@ fn daemon(
         data_dir,
         process: Process::new(name.to_string(), spec.bin_dir.join(bin), args, log.clone()),
         log,
+    }
+}
+
+#[cfg(test)]
+mod port_tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_below_the_ephemeral_range_and_free() {
+        let first = free_ports(16).unwrap();
+        let second = free_ports(16).unwrap();
+        let all: std::collections::BTreeSet<u16> = first.iter().chain(&second).copied().collect();
+        assert_eq!(all.len(), 32, "{first:?} {second:?}");
+        assert!(all.iter().all(|p| PORTS.contains(p)), "{all:?}");
+        for port in all {
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
     }
 }
