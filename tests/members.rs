@@ -7,12 +7,12 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use xce_client::ops::all_jobs;
 use xce_client::types::JobFilter;
 use xce_client::ClientConfig;
-use xce_tests::{json_of, true_job, wait_for, Cluster};
+use xce_tests::{background_submits, json_of, true_job, wait_for, Cluster};
 
 /// Snapshots every 40 entries, keeping 5 behind: the newcomer cannot catch up from the log.
 const CONFIG: &str = "raft:\n  snapshot_logs: 40\n  logs_kept: 5\n";
@@ -45,23 +45,7 @@ async fn a_dead_controller_is_replaced_by_a_fresh_one_without_a_failed_call() {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
-    let load = {
-        let (stop, client) = (stop.clone(), client.clone());
-        tokio::spawn(async move {
-            let (t0, mut acked, mut failed) = (Instant::now(), Vec::new(), Vec::new());
-            while !stop.load(Ordering::Relaxed)
-                && acked.len() < MAX_CALLS
-                && t0.elapsed() < MAX_SPAN
-            {
-                match client.call(true_job()).await {
-                    Ok(id) => acked.push(id),
-                    Err(e) => failed.push(e.to_string()),
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (acked, failed)
-        })
-    };
+    let load = background_submits(client.clone(), stop.clone(), MAX_CALLS, MAX_SPAN);
 
     // A standby's host dies for good; a fresh controller with an empty data dir replaces it.
     let dead = (primary + 1) % 3;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use xce_client::ops::all_jobs;
 use xce_client::types::JobFilter;
-use xce_tests::{bin, json_of, true_job, Cluster};
+use xce_tests::{background_submits, bin, json_of, Cluster};
 
 /// Every load loop is bounded by count and by time.
 const MAX_CALLS: usize = 2_000;
@@ -28,23 +28,7 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let client = cluster.client_with_default_budget();
-    let library = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let (t0, mut acked, mut failed) = (Instant::now(), Vec::new(), Vec::new());
-            while !stop.load(Ordering::Relaxed)
-                && acked.len() < MAX_CALLS
-                && t0.elapsed() < MAX_SPAN
-            {
-                match client.call(true_job()).await {
-                    Ok(id) => acked.push(id),
-                    Err(e) => failed.push(e.to_string()),
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (acked, failed)
-        })
-    };
+    let library = background_submits(client, stop.clone(), MAX_CALLS, MAX_SPAN);
     let peers = cluster.peers.clone();
     let one_shots = {
         let stop = stop.clone();

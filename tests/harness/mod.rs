@@ -598,6 +598,31 @@ pub async fn steady_submits(client: &Client, span: Duration, max: usize) -> usiz
     acked
 }
 
+/// Submits `true` through `client` every 20 ms in the background until `stop` is set (at most
+/// `max` calls, for at most `span`), recording every outcome: the ids acknowledged and the
+/// errors, for a test that must see none while it does something to the cluster.
+pub fn background_submits(
+    client: Client,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    max: usize,
+    span: Duration,
+) -> tokio::task::JoinHandle<(Vec<u64>, Vec<String>)> {
+    tokio::spawn(async move {
+        let (t0, mut acked, mut failed) = (Instant::now(), Vec::new(), Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::Relaxed)
+            && acked.len() < max
+            && t0.elapsed() < span
+        {
+            match client.call(true_job()).await {
+                Ok(id) => acked.push(id),
+                Err(e) => failed.push(e.to_string()),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (acked, failed)
+    })
+}
+
 /// Whether a log line is openraft reporting a failed Raft RPC (which it retries).
 fn is_openraft_rpc_failure(line: &str) -> bool {
     line.contains(" openraft::")

@@ -96,6 +96,19 @@ fn make_certs(
     Ok(certs::init(dir, &holders, &[])?)
 }
 
+/// `--tls-ca`, `--tls-cert`, `--tls-key` for holder `name` of the CA in `dir`.
+fn tls_flags(dir: &std::path::Path, name: &str) -> Vec<String> {
+    let paths = certs::paths_of(dir, name);
+    [
+        ("--tls-ca", paths.ca),
+        ("--tls-cert", paths.cert),
+        ("--tls-key", paths.key),
+    ]
+    .into_iter()
+    .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
+    .collect()
+}
+
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LaunchError {
     let what = what.into();
     move |source| LaunchError::Io { what, source }
@@ -285,15 +298,7 @@ impl DevCluster {
             if !spec.tls {
                 return Vec::new();
             }
-            let paths = certs::paths_of(&tls_dir, name);
-            [
-                ("--tls-ca", paths.ca),
-                ("--tls-cert", paths.cert),
-                ("--tls-key", paths.key),
-            ]
-            .into_iter()
-            .flat_map(|(flag, path)| [flag.to_string(), path.display().to_string()])
-            .collect()
+            tls_flags(&tls_dir, name)
         };
         let controllers = names
             .iter()
@@ -434,14 +439,7 @@ impl DevCluster {
         let mut args = controller::args(name, &peers, &data_dir, self.spec.config.as_deref(), None);
         args.push("--join".to_string());
         if let Some(dir) = self.tls_dir() {
-            let paths = certs::paths_of(&dir, name);
-            for (flag, path) in [
-                ("--tls-ca", paths.ca),
-                ("--tls-cert", paths.cert),
-                ("--tls-key", paths.key),
-            ] {
-                args.extend([flag.to_string(), path.display().to_string()]);
-            }
+            args.extend(tls_flags(&dir, name));
         }
         let daemon = daemon(&self.spec, name, Kind::Controller, port, data_dir, args);
         self.controllers.push(daemon);

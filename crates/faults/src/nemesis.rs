@@ -124,24 +124,17 @@ pub fn inject(
             cluster.delay(&who, delay);
             (Undo::HealLinks, format!("delay {who}'s links by {delay:?}"))
         }
-        Fault::PartitionWorker => {
-            let w = cluster.workers[any(rng, cluster.workers.len())]
-                .name
-                .clone();
-            cluster.isolate(&w);
+        Fault::PartitionWorker | Fault::PartitionScheduler => {
+            let daemons = if fault == Fault::PartitionWorker {
+                &cluster.workers
+            } else {
+                &cluster.schedulers
+            };
+            let who = daemons[any(rng, daemons.len())].name.clone();
+            cluster.isolate(&who);
             (
                 Undo::HealLinks,
-                format!("partition {w} from the controllers"),
-            )
-        }
-        Fault::PartitionScheduler => {
-            let s = cluster.schedulers[any(rng, cluster.schedulers.len())]
-                .name
-                .clone();
-            cluster.isolate(&s);
-            (
-                Undo::HealLinks,
-                format!("partition {s} from the controllers"),
+                format!("partition {who} from the controllers"),
             )
         }
         Fault::KillWorker => {
