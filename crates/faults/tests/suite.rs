@@ -4,13 +4,36 @@
 
 #![allow(clippy::unwrap_used)]
 
-use xce_tests::bin;
+use std::process::Command;
+
+/// The binary under test; cargo builds it for this test (the workspace's other daemons are
+/// built beside it by their own crates' tests).
+fn faults() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_xce-faults"))
+}
+
+#[test]
+fn a_bad_duration_is_named_and_still_ends_in_a_json_summary() {
+    let out = faults()
+        .args(["--minutes", "0", "--seed", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(summary["ok"], false);
+    assert!(
+        summary["error"].as_str().unwrap().contains("--minutes 0"),
+        "{summary}"
+    );
+}
 
 #[test]
 fn a_short_fixed_seed_fault_run_passes_every_check() {
     // Half a minute, and the round of faults begun then is finished: every kind once at
     // least, a restart of every controller among them.
-    let out = std::process::Command::new(bin("xce-faults"))
+    let out = faults()
         .args(["--minutes", "0.5", "--seed", "11"])
         .output()
         .unwrap();
