@@ -3,7 +3,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-use xce_client::types::{HostState, JobState};
+use std::sync::Arc;
+
+use xce_client::backup_file::{self, FrameReader};
+use xce_client::ops::{RestoreSnapshot, SaveSnapshot, Submit};
+use xce_client::types::{HostState, JobSpec, JobState, RequestToken, Role};
+use xce_client::{ClientError, Status};
 use xce_tests::{json_of, Cluster};
 
 const WORKER_ARGS: &[&str] = &["--heartbeat-ms", "200", "--cpus", "2"];
@@ -80,10 +85,17 @@ async fn a_new_cluster_restored_from_a_backup_holds_every_acknowledged_job_and_g
     new.wait_job(next, "done", |j| j.state == JobState::Done)
         .await;
 
-    // Now it holds a job of its own: a second restore would undo it, and is refused.
-    let again = new.xce(&["admin", "snapshot", "restore", file.to_str().unwrap()]);
-    assert!(!again.status.success());
-    let err = String::from_utf8_lossy(&again.stderr);
+    // The same command again changes nothing: every part was applied.
+    let again = new.xce_ok(&["admin", "snapshot", "restore", file.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(said.contains("had been restored before"), "{said}");
+    assert_eq!(new.job(next).await.unwrap().state, JobState::Done);
+    // Another backup would undo the job this cluster now holds: refused.
+    let other = work.path().join("other.backup");
+    new.xce_ok(&["admin", "snapshot", "save", other.to_str().unwrap()]);
+    let refused = new.xce(&["admin", "snapshot", "restore", other.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
     assert!(err.contains("already holds jobs"), "{err}");
     new.assert_no_errors();
 }
@@ -145,4 +157,91 @@ async fn only_an_admin_may_save_or_restore() {
     assert!(!file.exists());
     cluster.xce_ok(&["admin", "snapshot", "save", file.to_str().unwrap()]);
     assert!(file.exists());
+}
+
+/// Jobs of about 60 KB each (the most a job's environment may hold is 64 KiB), so that a
+/// backup of hundreds of them needs many parts of 4 MiB.
+fn big_job(i: u64) -> Submit {
+    Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            command: vec!["true".into()],
+            env: vec![("BLOB".into(), format!("{i:0>60000}"))],
+            ..JobSpec::default()
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_larger_than_a_message_moves_in_parts_and_an_interrupted_restore_resumes() {
+    const JOBS: u64 = 900;
+    let old = Cluster::start(1);
+    old.wait_primary().await;
+    let client = old.client();
+    // As the CLI does for admin commands while authentication is off.
+    xce_client::ops::claim_role(&client, Role::Admin);
+    for i in 1..=JOBS {
+        assert_eq!(client.call(big_job(i)).await.unwrap(), i);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("big.backup");
+    let path = file.to_str().unwrap();
+    let saved = json_of(&old.xce_ok(&["-o", "json", "admin", "snapshot", "save", path]));
+    // 54 MB of jobs: more than any one message (48 MiB) or Raft append (32 MiB) may carry.
+    let bytes = saved["bytes"].as_u64().unwrap();
+    assert!(bytes > xce_client::socket::MAX_INBOUND_BYTES, "{saved}");
+    assert!(saved["frames"].as_u64().unwrap() >= 14, "{saved}");
+    // A backup the controller no longer holds is named as such, so a save starts again.
+    match client
+        .call(SaveSnapshot {
+            backup: 7,
+            frame: 1,
+        })
+        .await
+    {
+        Err(ClientError::Status { status, message }) => {
+            assert_eq!(status, Status::NoEnt, "{message}");
+            assert!(message.contains("save again"), "{message}");
+        }
+        other => panic!("a backup never taken was read: {other:?}"),
+    }
+    let before = jobs_of(&old);
+    drop(old);
+
+    // A restore that stopped after its first two parts (as a killed `xce` would), with the
+    // tokens the CLI derives from the file...
+    let mut new = Cluster::start(3);
+    new.wait_primary().await;
+    let checked = backup_file::check_file(&file).unwrap();
+    let mut frames = FrameReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let header: Arc<[u8]> = frames.next_frame().unwrap().unwrap().into();
+    let base = backup_file::part_token(&checked.digest, 1);
+    let client = new.client();
+    xce_client::ops::claim_role(&client, Role::Admin);
+    for part in 1..=2 {
+        let op = RestoreSnapshot {
+            token: backup_file::part_token(&checked.digest, part),
+            base,
+            header: header.clone(),
+            part: frames.next_frame().unwrap().unwrap().into(),
+        };
+        client.call(op).await.unwrap();
+    }
+    let partial = jobs_of(&new).len() as u64;
+    assert!(
+        0 < partial && partial < JOBS,
+        "{partial} jobs after two parts"
+    );
+    // ... is finished by running the command again: nothing twice, nothing missing.
+    new.xce_ok(&["admin", "snapshot", "restore", path]);
+    assert_eq!(jobs_of(&new), before);
+    // Every controller holds it: the primary's successor lists the same.
+    let (primary, _) = new.wait_primary().await;
+    new.kill9(primary);
+    new.wait_primary().await;
+    assert_eq!(jobs_of(&new), before);
+    assert_eq!(
+        new.job(JOBS).await.unwrap().spec.env,
+        big_job(JOBS).spec.env
+    );
 }

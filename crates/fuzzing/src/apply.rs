@@ -7,10 +7,12 @@
 
 use arbitrary::{Result, Unstructured};
 use xce_client::types::{
-    HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobSpec, JobUsers,
-    Placement, QueueAction, RequestToken, Role,
+    HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobSpec, JobState,
+    JobUsers, Placement, QueueAction, RequestToken, Role,
 };
-use xce_controller::state::{Command, LostPolicy, QueueDef, State, StateRecord};
+use xce_controller::state::{
+    Command, EndIntentRecord, JobRecord, LostPolicy, QueueDef, State, StateRecord,
+};
 
 const HOSTS: &[&str] = &["w1", "w2", "w3"];
 const QUEUES: &[&str] = &["normal", "high", "low"];
@@ -278,6 +280,9 @@ fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
     if u.ratio(1, 6)? {
         return restore(u);
     }
+    if u.ratio(1, 5)? {
+        return restore_jobs(u);
+    }
     Ok(if u.arbitrary()? {
         Command::CreateToken {
             token: token(u)?,
@@ -305,5 +310,45 @@ fn restore(u: &mut Unstructured<'_>) -> Result<Command> {
     Ok(Command::Restore {
         token: token(u)?,
         state: Box::new(state),
+    })
+}
+
+/// A later part of a restore: jobs in any state on any host, with intents on some (its base
+/// token from the same small pool, so it sometimes follows an applied restore).
+fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
+    let jobs: Vec<JobRecord> = (0..u.int_in_range(0..=3)?)
+        .map(|_| {
+            let placed = u.arbitrary::<bool>()?;
+            Ok(JobRecord::from(Job {
+                id: job_id(u)?,
+                spec: JobSpec {
+                    command: vec!["true".into()],
+                    ..JobSpec::default()
+                },
+                state: *u.choose(JobState::ALL)?,
+                pend_reason: None,
+                reason: None,
+                host: if placed { Some(pick(u, HOSTS)?) } else { None },
+                attempt: attempt(u)?,
+                exit_code: None,
+                signal: None,
+                submit_time_ms: 1,
+                start_time_ms: None,
+                end_time_ms: None,
+                output_dir: None,
+            }))
+        })
+        .collect::<Result<_>>()?;
+    let intents = (0..u.int_in_range(0..=2)?)
+        .map(|_| {
+            let intent = *u.choose(&[EndIntentRecord::Kill, EndIntentRecord::Requeue])?;
+            Ok((job_id(u)?, intent))
+        })
+        .collect::<Result<_>>()?;
+    Ok(Command::RestoreJobs {
+        token: token(u)?,
+        base: token(u)?,
+        jobs,
+        intents,
     })
 }

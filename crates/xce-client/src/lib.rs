@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod backlog;
 pub mod backoff;
+pub mod backup_file;
 pub mod candidates;
 pub mod classify;
 pub mod client;

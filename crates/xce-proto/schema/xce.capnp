@@ -231,16 +231,25 @@ interface Controller {
   actAs @24 (token :Text) -> (header :ReplyHeader, controller :Controller, user :Text, role :Role);
 
   # ---- Backups (admins only) ----
-  # A consistent copy of the whole cluster state, taken on the primary after a
-  # linearizability check: every write acknowledged before the call is in it. The bytes are
-  # a backup file (magic, store format, log index, the state); `index` is the Raft log index
-  # it was taken at. Refused with `invalid` when the state is larger than a backup may be.
-  saveSnapshot @25 () -> (header :ReplyHeader, snapshot :Data, index :UInt64);
-  # Starts a new cluster from a backup: replaces the state of a cluster that has never held a
-  # job or a user token (refused with `conflict` otherwise) with the one in `snapshot`, a
-  # file `saveSnapshot` made (refused with `invalid`, naming why, when it is not). Every
-  # restored host is unavailable until its worker joins this cluster.
-  restoreSnapshot @26 (token :Token, snapshot :Data) -> (header :ReplyHeader);
+  # A backup is a file of frames (xce_client::backup_file): a header, then parts, each small
+  # enough for one message and one Raft entry, so a cluster state of any size moves in pieces.
+  #
+  # Reads frame `frame` of a backup. With `backup` 0 the primary takes a new one, after a
+  # linearizability check (every write acknowledged before the call is in it), and holds its
+  # frames for the calls that read the rest; the reply names it (`backup`), says how many
+  # frames it has and the Raft log `index` it was taken at. A held backup is dropped when a
+  # newer one is taken or after a minute unread: reading it then (or from another controller,
+  # after a failover) is `noEnt`, and the caller starts again.
+  saveSnapshot @25 (backup :UInt64, frame :UInt32)
+      -> (header :ReplyHeader, snapshot :Data, index :UInt64, backup :UInt64, frames :UInt32);
+  # Restores one part of a backup (`snapshot`: the file's first frame, its header, is sent
+  # beside each part as `backupHeader`). The first part replaces the state of a cluster that has
+  # never held a job or a user token (`conflict` otherwise) and makes every restored host
+  # unavailable until its worker joins; each later part adds jobs, and is taken only once the
+  # part whose token is `base` (the first part's) has been applied. `invalid`, naming why,
+  # for what a backup cannot hold or a format this controller does not read.
+  restoreSnapshot @26 (token :Token, snapshot :Data, backupHeader :Data, base :Token)
+      -> (header :ReplyHeader);
 
   # ---- Membership (admins only) ----
   # Adds controller `name` at `addr` (host:port), which must be running with `--join`: it

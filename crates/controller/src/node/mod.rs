@@ -98,6 +98,8 @@ pub struct Node {
     /// When each scheduler last asked this node for the lease (standbys ask too), for the
     /// cluster report.
     schedulers_seen: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// The backup being read out in frames, if any (see [`Node::backup_frame`]).
+    held_backup: backup::BackupSlot,
     metrics: crate::metrics::Metrics,
     /// Calls into openraft under way (inbound Raft messages, proposals, reads, elections);
     /// none start once `stopping` is set.
@@ -157,6 +159,7 @@ impl Node {
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
+            held_backup: std::sync::Arc::new(std::sync::Mutex::new(None)),
             metrics,
             raft_calls: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),

@@ -152,6 +152,14 @@ pub enum Command {
         token: RequestToken,
         state: Box<super::StateRecord>,
     },
+    /// A later part of that backup: its jobs, added once the part whose token is `base` (the
+    /// first, a `Restore`) has been applied.
+    RestoreJobs {
+        token: RequestToken,
+        base: RequestToken,
+        jobs: Vec<super::stored::JobRecord>,
+        intents: Vec<(u64, super::stored::EndIntentRecord)>,
+    },
 }
 
 impl Command {
@@ -172,7 +180,8 @@ impl Command {
             | Command::SetPendReasons { token, .. }
             | Command::CreateToken { token, .. }
             | Command::RevokeToken { token, .. }
-            | Command::Restore { token, .. } => Some(*token),
+            | Command::Restore { token, .. }
+            | Command::RestoreJobs { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. } => None,
@@ -204,6 +213,7 @@ impl Command {
             Command::RevokeToken { id, .. } => 48 + id.len(),
             // Only its own batch's size matters: it is far beyond a batch either way.
             Command::Restore { state, .. } => 64 + 256 * state.jobs.len(),
+            Command::RestoreJobs { jobs, .. } => 64 + 256 * jobs.len(),
             Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
             Command::JobFinished { host, end, .. } => {
                 64 + host.len()

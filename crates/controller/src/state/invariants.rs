@@ -31,24 +31,7 @@ impl State {
             if *id != job.id {
                 return Err(format!("job {} is filed under id {id}", job.id));
             }
-            if *id == 0 || *id >= self.next_job_id {
-                return Err(format!(
-                    "job {id} is outside 1..{} (the next id)",
-                    self.next_job_id
-                ));
-            }
-            if job.attempt > MAX_ATTEMPT {
-                return Err(format!("job {id} has attempt {}", job.attempt));
-            }
-            if is_placed(job.state) && (job.host.is_none() || job.attempt == 0) {
-                return Err(format!(
-                    "job {id} is {} without a host or an attempt",
-                    job.state
-                ));
-            }
-            if job.state == JobState::Pending && job.host.is_some() {
-                return Err(format!("job {id} is pending on a host"));
-            }
+            self.check_job(job)?;
         }
         for id in self.intents.keys() {
             let state = self.jobs.get(id).map(|j| j.state);
@@ -63,6 +46,31 @@ impl State {
         }
         if self.index != Index::build(self.jobs.values().map(|j| &**j)) {
             return Err("the indexes differ from a recount of the jobs".into());
+        }
+        Ok(())
+    }
+
+    /// `Err` naming the rule `job` breaks here: its id is within bounds and below the
+    /// counter, a placed job has a host and an attempt, a pending one has no host.
+    pub(super) fn check_job(&self, job: &super::Job) -> Result<(), String> {
+        let id = job.id;
+        if id == 0 || id >= self.next_job_id {
+            return Err(format!(
+                "job {id} is outside 1..{} (the next id)",
+                self.next_job_id
+            ));
+        }
+        if job.attempt > MAX_ATTEMPT {
+            return Err(format!("job {id} has attempt {}", job.attempt));
+        }
+        if is_placed(job.state) && (job.host.is_none() || job.attempt == 0) {
+            return Err(format!(
+                "job {id} is {} without a host or an attempt",
+                job.state
+            ));
+        }
+        if job.state == JobState::Pending && job.host.is_some() {
+            return Err(format!("job {id} is pending on a host"));
         }
         Ok(())
     }

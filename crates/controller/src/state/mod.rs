@@ -25,7 +25,7 @@ mod validate;
 mod views;
 
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;
 
@@ -40,8 +40,9 @@ pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
 pub use index::is_placed;
 pub use invariants::{MAX_ATTEMPT, MAX_EPOCH, MAX_JOB_ID};
+pub use restore::BackupPart;
 pub use schedulers::SchedulerLease;
-pub use stored::{CommandRecord, StateRecord};
+pub use stored::{CommandRecord, EndIntentRecord, JobRecord, StateRecord};
 pub use users::{validate_user_name, UserToken, MAX_TOKENS, TOKEN_ROLES};
 pub use validate::{
     check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
@@ -246,6 +247,12 @@ impl State {
             }
             Command::RevokeToken { id, .. } => self.revoke_token(&id),
             Command::Restore { state, .. } => self.restore(*state),
+            Command::RestoreJobs {
+                base,
+                jobs,
+                intents,
+                ..
+            } => self.restore_jobs(base, jobs, intents),
             Command::JobFinished {
                 id,
                 attempt,

@@ -1,8 +1,72 @@
-//! Starting a new cluster from a backup: the `Restore` command's apply.
+//! Starting a new cluster from a backup. A backup is a sequence of [`BackupPart`]s: the first
+//! (`Restore`) replaces a new cluster's state with everything but the jobs, each later one
+//! (`RestoreJobs`) adds jobs. Each is one Raft entry, so a state of any size is restored in
+//! entries that fit the log; an interrupted restore resumes, because every part carries a
+//! request token derived from the file, and a part already applied is answered from memory.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use xce_client::types::RequestToken;
 use xce_proto::Status;
 
-use super::{job_event, queue_flags, Event, Outcome, State, StateRecord};
+use super::stored::{EndIntentRecord, JobRecord};
+use super::{job_event, queue_flags, Event, Job, Outcome, State, StateRecord};
+
+/// One part of a backup, after its header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackupPart {
+    /// Everything but the jobs and the intents on them; always the first part.
+    Base(StateRecord),
+    /// Jobs in id order, with the operators' intents on them.
+    Jobs {
+        jobs: Vec<JobRecord>,
+        intents: Vec<(u64, EndIntentRecord)>,
+    },
+}
+
+impl State {
+    /// This state as backup parts, handed to `emit` one at a time (a part is built only when
+    /// the one before has been taken): the base, then the jobs in parts of about `budget`
+    /// encoded bytes each (one job at least, however large).
+    pub fn backup_parts<E: From<postcard::Error>>(
+        &self,
+        budget: usize,
+        mut emit: impl FnMut(BackupPart) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let base = State {
+            jobs: BTreeMap::new(),
+            intents: BTreeMap::new(),
+            index: super::index::Index::default(),
+            emitted: Vec::new(),
+            ..self.clone()
+        };
+        emit(BackupPart::Base(base.into_record()))?;
+        let (mut jobs, mut intents, mut size) = (Vec::new(), Vec::new(), 0);
+        for job in self.jobs.values() {
+            let record = JobRecord::from(Job::clone(job));
+            let bytes =
+                postcard::serialize_with_flavor(&record, postcard::ser_flavors::Size::default())?;
+            if !jobs.is_empty() && size + bytes > budget {
+                let full = std::mem::take(&mut jobs);
+                emit(BackupPart::Jobs {
+                    jobs: full,
+                    intents: std::mem::take(&mut intents),
+                })?;
+                size = 0;
+            }
+            if let Some(intent) = self.intents.get(&record.id) {
+                intents.push((record.id, EndIntentRecord::from(*intent)));
+            }
+            size += bytes;
+            jobs.push(record);
+        }
+        if !jobs.is_empty() {
+            emit(BackupPart::Jobs { jobs, intents })?;
+        }
+        Ok(())
+    }
+}
 
 impl State {
     /// Whether this state has ever held a job or a user token: a restore replaces only a
@@ -80,6 +144,59 @@ impl State {
         restored.emitted.extend(queues);
         *self = restored;
         Outcome::Done
+    }
+}
+
+impl State {
+    /// Adds a backup's jobs to the state its first part (applied under `base`) restored.
+    /// Taken whole or not at all: every job must be new, below the restored id counter, and
+    /// follow the rules every job does; every intent must be on a placed job of this part.
+    pub(super) fn restore_jobs(
+        &mut self,
+        base: RequestToken,
+        jobs: Vec<JobRecord>,
+        intents: Vec<(u64, EndIntentRecord)>,
+    ) -> Outcome {
+        if !matches!(self.tokens.get(&base), Some(Outcome::Done)) {
+            return Outcome::rejected(
+                Status::Conflict,
+                "this backup part's restore has not begun in this cluster: restore the whole \
+                 file, whose first part replaces the state",
+            );
+        }
+        let jobs: Vec<Job> = jobs.into_iter().map(Job::from).collect();
+        if let Err(e) = self.restorable(&jobs, &intents) {
+            return Outcome::rejected(Status::Invalid, format!("backup: {e}"));
+        }
+        for job in jobs {
+            self.insert_job(job);
+        }
+        self.intents
+            .extend(intents.into_iter().map(|(id, i)| (id, i.into())));
+        Outcome::Done
+    }
+
+    /// `Err` naming the first job or intent a restore part may not add here.
+    fn restorable(&self, jobs: &[Job], intents: &[(u64, EndIntentRecord)]) -> Result<(), String> {
+        let (mut ids, mut placed) = (BTreeSet::new(), BTreeSet::new());
+        for job in jobs {
+            if self.jobs.contains_key(&job.id) || !ids.insert(job.id) {
+                return Err(format!("job {} is already here", job.id));
+            }
+            self.check_job(job)?;
+            if super::is_placed(job.state) {
+                placed.insert(job.id);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (id, _) in intents {
+            if !placed.contains(id) || !seen.insert(*id) {
+                return Err(format!(
+                    "an intent on job {id} is not on a placed job of its part"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -161,6 +161,11 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
         Command::Restore { state, .. } => super::State::try_from_record((**state).clone())
             .map(drop)
             .map_err(|e| format!("backup: {e}")),
+        // What needs no state; the rest (new ids, below the counter) is checked at apply.
+        Command::RestoreJobs { jobs, .. } if jobs.is_empty() => {
+            Err("a backup part holds no jobs".into())
+        }
+        Command::RestoreJobs { .. } => Ok(()),
         Command::AcquireScheduler { name, ttl_ms, .. } => {
             validate_host_name(name).map_err(|e| e.replacen("host.name", "name", 1))?;
             if *ttl_ms != 0 && !SCHEDULER_TTL_MS.contains(ttl_ms) {

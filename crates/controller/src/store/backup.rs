@@ -1,145 +1,246 @@
-//! The backup file (`xce admin snapshot save FILE`, `restore FILE`): a snapshot's bytes in an
-//! envelope of their own — a magic, the store format, the log index it was taken at — so that
-//! some other file, a truncated copy or a backup from a build that stores state differently is
-//! refused with a message naming why, before anything is replaced.
+//! What is in a backup file's frames (`xce admin snapshot save|restore`; the framing is
+//! `xce_client::backup_file`). The first frame is a header — the store format first, so a
+//! backup from a build that stores state differently is refused naming why before anything
+//! else is read, then the log index and time it was taken at — and each later frame is one
+//! [`BackupPart`], restored as one Raft entry.
 
 use serde::{Deserialize, Serialize};
 
 use super::STORE_FORMAT;
-use crate::state::StateRecord;
+use crate::state::{BackupPart, State};
 
-/// The first bytes of every backup file.
-pub const MAGIC: &[u8; 8] = b"XCEBKUP\n";
-
-/// The largest backup: a restore travels as one Raft entry, and appends between controllers
-/// stay below 32 MiB (`network::raft_client`).
-pub const MAX_BACKUP_BYTES: usize = 24 << 20;
+/// About how large a part of jobs is: one Raft entry far below the 32 MiB append limit
+/// (`network::raft_client`), and a message far below the largest inbound one.
+pub const PART_BYTES: usize = 4 << 20;
 
 /// Why bytes are not a backup this build can restore.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
-    #[error("not an xce backup (it does not start with the backup magic)")]
-    NotABackup,
     #[error("a backup of store format {found}; this controller reads format {reads}")]
     Format { found: u32, reads: u32 },
-    #[error("the backup is {size} bytes; at most {max} bytes can be saved or restored")]
-    TooLarge { size: usize, max: usize },
     #[error("the backup is damaged: {0}")]
     Corrupt(String),
 }
 
-/// The envelope after the magic; `format` first, so a backup of another format is told
-/// apart before the rest is read.
-#[derive(Debug, Serialize, Deserialize)]
-struct Envelope {
-    format: u32,
+impl From<postcard::Error> for BackupError {
+    fn from(e: postcard::Error) -> Self {
+        BackupError::Corrupt(e.to_string())
+    }
+}
+
+/// The first frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    pub format: u32,
     /// The Raft log index the state had applied.
-    index: u64,
-    /// When it was taken (the primary's clock, ms since the epoch).
-    taken_ms: u64,
-    /// The snapshot's bytes (`State::snapshot_bytes`).
-    state: Vec<u8>,
-}
-
-/// A backup as read: the state to restore and where it came from.
-#[derive(Debug)]
-pub struct Backup {
     pub index: u64,
+    /// When it was taken (the primary's clock, ms since the epoch).
     pub taken_ms: u64,
-    pub state: StateRecord,
 }
 
-/// The file for a snapshot's bytes taken at `index`.
-pub fn encode(index: u64, taken_ms: u64, state: Vec<u8>) -> Result<Vec<u8>, BackupError> {
-    let envelope = Envelope {
+/// A backup of `state` (applied up to `index`) as frames: its header, then its parts of
+/// about `part_bytes` each.
+pub fn encode(
+    state: &State,
+    index: u64,
+    taken_ms: u64,
+    part_bytes: usize,
+) -> Result<Vec<Vec<u8>>, BackupError> {
+    let header = Header {
         format: STORE_FORMAT,
         index,
         taken_ms,
-        state,
     };
-    let bytes = MAGIC.to_vec();
-    postcard::to_extend(&envelope, bytes).map_or_else(
-        |e| Err(BackupError::Corrupt(e.to_string())),
-        |bytes| check_size(bytes.len()).map(|()| bytes),
-    )
+    let mut frames = vec![postcard::to_stdvec(&header)?];
+    state.backup_parts(part_bytes, |part| {
+        frames.push(postcard::to_stdvec(&part)?);
+        Ok::<_, BackupError>(())
+    })?;
+    Ok(frames)
 }
 
-fn check_size(size: usize) -> Result<(), BackupError> {
-    if size > MAX_BACKUP_BYTES {
-        return Err(BackupError::TooLarge {
-            size,
-            max: MAX_BACKUP_BYTES,
-        });
-    }
-    Ok(())
-}
-
-/// Reads a backup file. Its state's rules are checked where every restore is, whatever its
-/// source: when the `Restore` command is validated and again when it is applied.
-pub fn decode(bytes: &[u8]) -> Result<Backup, BackupError> {
-    check_size(bytes.len())?;
-    let rest = bytes.strip_prefix(MAGIC).ok_or(BackupError::NotABackup)?;
-    let (format, _) = postcard::take_from_bytes::<u32>(rest)
-        .map_err(|e| BackupError::Corrupt(format!("format: {e}")))?;
+/// Reads a header frame, refusing another store format before anything else.
+pub fn decode_header(frame: &[u8]) -> Result<Header, BackupError> {
+    let (format, _) = postcard::take_from_bytes::<u32>(frame)
+        .map_err(|e| BackupError::Corrupt(format!("header: {e}")))?;
     if format != STORE_FORMAT {
         return Err(BackupError::Format {
             found: format,
             reads: STORE_FORMAT,
         });
     }
-    let envelope: Envelope =
-        postcard::from_bytes(rest).map_err(|e| BackupError::Corrupt(e.to_string()))?;
-    let state: StateRecord = postcard::from_bytes(&envelope.state)
-        .map_err(|e| BackupError::Corrupt(format!("state: {e}")))?;
-    Ok(Backup {
-        index: envelope.index,
-        taken_ms: envelope.taken_ms,
-        state,
-    })
+    postcard::from_bytes(frame).map_err(|e| BackupError::Corrupt(format!("header: {e}")))
+}
+
+/// Reads a part frame. Its rules are checked where every restore is: when its command is
+/// validated and when it is applied.
+pub fn decode_part(frame: &[u8]) -> Result<BackupPart, BackupError> {
+    postcard::from_bytes(frame).map_err(|e| BackupError::Corrupt(format!("part: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
+    use xce_client::types::{JobAction, JobSpec, RequestToken};
+
     use super::*;
-    use crate::state::State;
+    use crate::state::{testing, Command, Outcome, StateRecord};
 
-    fn backup_of(state: &State) -> Vec<u8> {
-        encode(42, 7, state.snapshot_bytes().unwrap()).unwrap()
-    }
+    /// The restores' tokens, far from any the states were built with.
+    const RESTORE: u128 = 1 << 100;
 
-    #[test]
-    fn a_backup_reads_back_as_the_state_it_was_made_from() {
-        let mut state = State::default();
-        let spec = xce_client::types::JobSpec {
-            command: vec!["true".into()],
-            ..Default::default()
-        };
-        let token = xce_client::types::RequestToken(1);
-        state.apply(1, crate::state::Command::Submit { token, spec });
-        let back = decode(&backup_of(&state)).unwrap();
-        assert_eq!((back.index, back.taken_ms), (42, 7));
-        assert_eq!(back.state, state.into_record());
-    }
-
-    #[test]
-    fn anything_else_is_refused_naming_why() {
-        let good = backup_of(&State::default());
-        let other_format = format!("store format {}", STORE_FORMAT + 1);
-        let cases: Vec<(Vec<u8>, &str)> = vec![
-            (b"hello world".to_vec(), "not an xce backup"),
-            (good[..good.len() - 3].to_vec(), "damaged"),
-            (vec![0; MAX_BACKUP_BYTES + 1], "at most"),
-            (
-                {
-                    let other = MAGIC.to_vec();
-                    postcard::to_extend(&(STORE_FORMAT + 1), other).unwrap()
-                },
-                &other_format,
-            ),
-        ];
-        for (bytes, why) in cases {
-            let err = decode(&bytes).unwrap_err().to_string();
-            assert!(err.contains(why), "{err:?} lacks {why:?}");
+    /// What a restore carries over unchanged (hosts wait for their workers, and the token
+    /// memory holds the restore's own tokens too).
+    fn carried(state: State) -> StateRecord {
+        let rec = state.into_record();
+        StateRecord {
+            hosts: Vec::new(),
+            tokens: Vec::new(),
+            ..rec
         }
+    }
+
+    /// A state with two jobs running on w1 (a kill intent on the first), then `n` pending
+    /// jobs whose commands are `size` bytes long.
+    fn state_with(n: u64, size: usize) -> State {
+        let mut state = testing::running_on_w1(2);
+        let killed = testing::control(&mut state, 950, 1, JobAction::Kill);
+        assert_eq!(killed, Outcome::Done);
+        for i in 0..n {
+            let spec = JobSpec {
+                command: vec!["x".repeat(size)],
+                ..Default::default()
+            };
+            state.apply(
+                1,
+                Command::Submit {
+                    token: RequestToken(u128::from(i) + 5000),
+                    spec,
+                },
+            );
+        }
+        state
+    }
+
+    /// Restores `frames` into a new state the way the CLI and the controller do.
+    fn restore(frames: &[Vec<u8>]) -> (State, Vec<Outcome>) {
+        let mut new = State::default();
+        decode_header(&frames[0]).unwrap();
+        let base = RequestToken(RESTORE);
+        let outcomes = frames[1..]
+            .iter()
+            .enumerate()
+            .map(|(i, frame)| {
+                let token = RequestToken(RESTORE + i as u128);
+                let cmd = match decode_part(frame).unwrap() {
+                    BackupPart::Base(state) => Command::Restore {
+                        token,
+                        state: Box::new(state),
+                    },
+                    BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
+                        token,
+                        base,
+                        jobs,
+                        intents,
+                    },
+                };
+                new.apply(2, cmd)
+            })
+            .collect();
+        (new, outcomes)
+    }
+
+    #[test]
+    fn a_backup_in_many_parts_restores_the_state_it_was_made_from() {
+        // 40 jobs of ~1 KB in parts of ~8 KB: about 5 jobs parts, each within its budget
+        // (one job may go over it).
+        let state = state_with(40, 1000);
+        let frames = encode(&state, 42, 7, 8 << 10).unwrap();
+        let header = decode_header(&frames[0]).unwrap();
+        assert_eq!((header.index, header.taken_ms), (42, 7));
+        assert!(frames.len() >= 6, "{} frames", frames.len());
+        assert!(frames[2..].iter().all(|f| f.len() < 9 << 10));
+        let (restored, outcomes) = restore(&frames);
+        assert!(outcomes.iter().all(|o| *o == Outcome::Done), "{outcomes:?}");
+        let restored = carried(restored);
+        assert_eq!(restored.intents.len(), 1, "the kill intent on job 1");
+        assert_eq!(restored, carried(state));
+    }
+
+    #[test]
+    fn a_restore_run_again_resumes_and_applies_nothing_twice() {
+        let state = state_with(20, 1000);
+        let frames = encode(&state, 1, 1, 4 << 10).unwrap();
+        let (restored, outcomes) = restore(&frames);
+        assert!(outcomes.iter().all(|o| *o == Outcome::Done), "{outcomes:?}");
+        // The same parts again, under the same tokens: each answered from memory.
+        let mut again = restored.clone();
+        for (i, frame) in frames[1..].iter().enumerate() {
+            let token = RequestToken(RESTORE + i as u128);
+            let cmd = match decode_part(frame).unwrap() {
+                BackupPart::Base(state) => Command::Restore {
+                    token,
+                    state: Box::new(state),
+                },
+                BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
+                    token,
+                    base: RequestToken(RESTORE),
+                    jobs,
+                    intents,
+                },
+            };
+            assert!(matches!(again.apply(3, cmd), Outcome::Duplicate(_)));
+        }
+        assert_eq!(again, restored);
+    }
+
+    #[test]
+    fn a_part_without_its_first_or_with_jobs_already_here_changes_nothing() {
+        let state = state_with(1, 10);
+        let frames = encode(&state, 1, 1, PART_BYTES).unwrap();
+        assert_eq!(frames.len(), 3, "header, base, one part of jobs");
+        let BackupPart::Jobs { jobs, intents } = decode_part(&frames[2]).unwrap() else {
+            panic!("the third frame holds jobs");
+        };
+        let part = |token, base| Command::RestoreJobs {
+            token: RequestToken(token),
+            base: RequestToken(base),
+            jobs: jobs.clone(),
+            intents: intents.clone(),
+        };
+        // Into a cluster whose restore never began.
+        let mut fresh = State::default();
+        let outcome = fresh.apply(1, part(5, 4));
+        assert!(
+            matches!(&outcome, Outcome::Rejected { message, .. } if message.contains("has not begun")),
+            "{outcome:?}"
+        );
+        assert_eq!(carried(fresh), carried(State::default()));
+        // Twice under different tokens: the second would add jobs that are here.
+        let (mut restored, _) = restore(&frames);
+        let before = restored.clone();
+        let outcome = restored.apply(1, part(7, RESTORE));
+        assert!(
+            matches!(&outcome, Outcome::Rejected { message, .. } if message.contains("already here")),
+            "{outcome:?}"
+        );
+        assert_eq!(carried(restored), carried(before));
+    }
+
+    #[test]
+    fn a_header_of_another_format_or_damaged_bytes_are_refused_naming_why() {
+        let frames = encode(&State::default(), 1, 1, PART_BYTES).unwrap();
+        let mut other = postcard::to_stdvec(&(STORE_FORMAT + 1)).unwrap();
+        other.extend_from_slice(&frames[0][1..]);
+        let err = decode_header(&other).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("store format {}", STORE_FORMAT + 1)),
+            "{err}"
+        );
+        let err = decode_part(&frames[1][..frames[1].len() / 2])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("damaged"), "{err}");
+        let err = decode_header(b"").unwrap_err().to_string();
+        assert!(err.contains("damaged"), "{err}");
     }
 }

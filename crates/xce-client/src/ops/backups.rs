@@ -1,5 +1,5 @@
 //! Backups (admins only): a consistent copy of the cluster state, and a new cluster started
-//! from one. The bytes are the controller's backup file format; this side never reads them.
+//! from one, moved in frames (`crate::backup_file`) whose contents this side never reads.
 
 use std::sync::Arc;
 
@@ -11,29 +11,46 @@ use crate::connection::LocalFuture;
 use crate::types::RequestToken;
 use crate::wire;
 
-/// A backup taken by the primary: the file's bytes and the Raft log index it holds.
+/// One frame of a backup the primary holds (see [`crate::backup_file`]).
 #[derive(Debug, Clone)]
-pub struct Saved {
+pub struct SavedFrame {
     pub bytes: Vec<u8>,
+    /// The Raft log index the backup was taken at.
     pub index: u64,
+    /// The held backup, for reading its other frames.
+    pub backup: u64,
+    /// How many frames it has, its header included.
+    pub frames: u32,
 }
 
-/// Takes a backup of everything acknowledged before the call.
+/// Reads frame `frame` of held backup `backup`; `backup` 0 takes a new backup of everything
+/// acknowledged before the call (read its frame `frame`, usually 0, the header).
 #[derive(Debug, Clone, Default)]
-pub struct SaveSnapshot;
+pub struct SaveSnapshot {
+    pub backup: u64,
+    pub frame: u32,
+}
 
 impl Op for SaveSnapshot {
-    type Output = Saved;
+    type Output = SavedFrame;
     const KIND: OpKind = OpKind::Read;
     const NAME: &'static str = "saveSnapshot";
-    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Saved>, capnp::Error>> {
+    fn send(
+        self,
+        client: controller::Client,
+    ) -> LocalFuture<Result<Reply<SavedFrame>, capnp::Error>> {
         async move {
-            let resp = client.save_snapshot_request().send().promise.await?;
+            let mut req = client.save_snapshot_request();
+            req.get().set_backup(self.backup);
+            req.get().set_frame(self.frame);
+            let resp = req.send().promise.await?;
             let r = resp.get()?;
             reply(r.get_header()?, || {
-                Ok(Saved {
+                Ok(SavedFrame {
                     bytes: r.get_snapshot()?.to_vec(),
                     index: r.get_index(),
+                    backup: r.get_backup(),
+                    frames: r.get_frames(),
                 })
             })
         }
@@ -41,12 +58,16 @@ impl Op for SaveSnapshot {
     }
 }
 
-/// Replaces a new cluster's state with a backup's (shared bytes: a re-send after a failover
-/// copies nothing).
+/// Restores one part of a backup: `part` beside the file's `header` frame. `base` is the
+/// token of the file's first part (the one that replaces the state); tokens come from
+/// [`crate::backup_file::part_token`], so a re-run resumes. Shared bytes: a re-send after a
+/// failover copies nothing.
 #[derive(Debug, Clone)]
 pub struct RestoreSnapshot {
     pub token: RequestToken,
-    pub bytes: Arc<[u8]>,
+    pub base: RequestToken,
+    pub header: Arc<[u8]>,
+    pub part: Arc<[u8]>,
 }
 
 impl Op for RestoreSnapshot {
@@ -57,7 +78,9 @@ impl Op for RestoreSnapshot {
         async move {
             let mut req = client.restore_snapshot_request();
             wire::write_token(req.get().init_token(), self.token);
-            req.get().set_snapshot(&self.bytes);
+            wire::write_token(req.get().init_base(), self.base);
+            req.get().set_backup_header(&self.header);
+            req.get().set_snapshot(&self.part);
             let resp = req.send().promise.await?;
             header_only(resp.get()?.get_header()?)
         }

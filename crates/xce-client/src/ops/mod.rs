@@ -20,7 +20,7 @@ mod sessions;
 mod tokens;
 mod workers;
 
-pub use backups::{RestoreSnapshot, SaveSnapshot, Saved};
+pub use backups::{RestoreSnapshot, SaveSnapshot, SavedFrame};
 pub use cluster::{AddController, GetCluster, RemoveController};
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};

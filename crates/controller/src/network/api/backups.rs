@@ -1,5 +1,5 @@
-//! Backups (admins only, by the session table): save a consistent copy of the state, and
-//! start a new cluster from one.
+//! Backups (admins only, by the session table): read a consistent copy of the state out in
+//! frames, and start a new cluster from one, a part at a time.
 
 use tracing::{info, warn};
 use xce_client::wire::{self, ReplyHeader};
@@ -7,21 +7,27 @@ use xce_proto::xce_capnp::controller;
 use xce_proto::Status;
 
 use super::{header_of, ControllerService};
-use crate::state::Command;
+use crate::state::{BackupPart, Command};
 use crate::store::backup;
 
 pub(super) async fn save(
     this: &ControllerService,
-    _params: controller::SaveSnapshotParams,
+    params: controller::SaveSnapshotParams,
     mut results: controller::SaveSnapshotResults,
 ) -> Result<(), capnp::Error> {
-    let saved = this.node.backup().await;
+    let p = params.get()?;
+    let (backup, frame) = (p.get_backup(), p.get_frame());
+    let saved = this.node.backup_frame(backup, frame).await;
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header_of(&saved));
-    if let Ok((bytes, index)) = saved {
-        info!(index, bytes = bytes.len(), by = ?this.caller(), "backup taken");
-        r.set_snapshot(&bytes);
-        r.set_index(index);
+    if let Ok(saved) = saved {
+        if backup == 0 {
+            info!(index = saved.index, frames = saved.frames, by = ?this.caller(), "backup taken");
+        }
+        r.set_snapshot(&saved.bytes);
+        r.set_index(saved.index);
+        r.set_backup(saved.backup);
+        r.set_frames(saved.frames);
     }
     Ok(())
 }
@@ -33,22 +39,44 @@ pub(super) async fn restore(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let token = wire::read_token(p.get_token()?);
-    let header = match backup::decode(p.get_snapshot()?) {
+    let base = wire::read_token(p.get_base()?);
+    let (header_bytes, part_bytes) = (p.get_backup_header()?, p.get_snapshot()?);
+    let read = backup::decode_header(header_bytes)
+        .and_then(|header| Ok((header, backup::decode_part(part_bytes)?)));
+    let header = match read {
         Err(e) => ReplyHeader::status(Status::Invalid, format!("restore: {e}")),
-        Ok(backup) => {
-            let (index, jobs) = (backup.index, backup.state.jobs.len());
-            let cmd = Command::Restore {
-                token,
-                state: Box::new(backup.state),
+        Ok((header, part)) => {
+            let (what, jobs, cmd) = match part {
+                BackupPart::Base(state) => (
+                    "the cluster state",
+                    state.jobs.len(),
+                    Command::Restore {
+                        token,
+                        state: Box::new(state),
+                    },
+                ),
+                BackupPart::Jobs { jobs, intents } => (
+                    "jobs",
+                    jobs.len(),
+                    Command::RestoreJobs {
+                        token,
+                        base,
+                        jobs,
+                        intents,
+                    },
+                ),
             };
-            let header = this.write_for_header(cmd).await;
-            match header.status {
-                Status::Ok => {
-                    info!(index, jobs, by = ?this.caller(), "cluster restored from a backup")
-                }
-                _ => warn!(index, message = %header.message, "restore refused"),
+            let reply = this.write_for_header(cmd).await;
+            match reply.status {
+                Status::Ok => info!(
+                    index = header.index,
+                    jobs,
+                    by = ?this.caller(),
+                    "restored {what} from a backup part"
+                ),
+                _ => warn!(index = header.index, message = %reply.message, "restore part refused"),
             }
-            header
+            reply
         }
     };
     wire::write_header(results.get().init_header(), &header);
