@@ -129,24 +129,26 @@ mod tests {
         let outcomes = frames[1..]
             .iter()
             .enumerate()
-            .map(|(i, frame)| {
-                let token = RequestToken(RESTORE + i as u128);
-                let cmd = match decode_part(frame).unwrap() {
-                    BackupPart::Base(state) => Command::Restore {
-                        token,
-                        state: Box::new(state),
-                    },
-                    BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
-                        token,
-                        base,
-                        jobs,
-                        intents,
-                    },
-                };
-                new.apply(2, cmd)
-            })
+            .map(|(i, frame)| new.apply(2, part_command(frame, i, base)))
             .collect();
         (new, outcomes)
+    }
+
+    /// The command of part frame `frame`, the `i`th after the header (its token `RESTORE + i`).
+    fn part_command(frame: &[u8], i: usize, base: RequestToken) -> Command {
+        let token = RequestToken(RESTORE + i as u128);
+        match decode_part(frame).unwrap() {
+            BackupPart::Base(state) => Command::Restore {
+                token,
+                state: Box::new(state),
+            },
+            BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
+                token,
+                base,
+                jobs,
+                intents,
+            },
+        }
     }
 
     #[test]
@@ -175,19 +177,7 @@ mod tests {
         // The same parts again, under the same tokens: each answered from memory.
         let mut again = restored.clone();
         for (i, frame) in frames[1..].iter().enumerate() {
-            let token = RequestToken(RESTORE + i as u128);
-            let cmd = match decode_part(frame).unwrap() {
-                BackupPart::Base(state) => Command::Restore {
-                    token,
-                    state: Box::new(state),
-                },
-                BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
-                    token,
-                    base: RequestToken(RESTORE),
-                    jobs,
-                    intents,
-                },
-            };
+            let cmd = part_command(frame, i, RequestToken(RESTORE));
             assert!(matches!(again.apply(3, cmd), Outcome::Duplicate(_)));
         }
         assert_eq!(again, restored);
