@@ -1,8 +1,9 @@
 """The container cluster end to end (run by scripts/compose-demo, which builds the image).
 
 Brings deploy/compose.yaml up with fresh certificates, submits over HTTPS, measures failover
-from an HTTP client by killing the primary's container, checks that no acknowledged job was
-lost, and always tears the cluster down. Prints a JSON summary as its last line."""
+from an HTTP client by killing the primary's container (and, with --partitions, by cutting it
+off the network: a partition in the kernel), checks that no acknowledged job was lost, and
+always tears the cluster down. Prints a JSON summary as its last line."""
 
 import argparse
 import http.client
@@ -131,6 +132,8 @@ def percentile(values, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--failovers", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=0,
+                    help="then cut the primary's container off the network this many times")
     ap.add_argument("--port", type=int, default=18443)
     args = ap.parse_args()
     certs = tempfile.mkdtemp(prefix="xce-compose-certs-")
@@ -176,6 +179,26 @@ def main():
             log(f"failover {i + 1}: killed {primary}; a submit succeeded "
                 f"{gaps[-1]:.0f} ms later")
             subprocess.run(["docker", "start", victim], check=True, capture_output=True)
+        cuts = []
+        network = f"{project}_xce"
+        for i in range(args.partitions):
+            primary = cluster.wait("a whole cluster", cluster.whole)
+            time.sleep(1.0)
+            victim = cluster.container(primary)
+            # A partition in the kernel: the container's interface is gone, packets to and
+            # from it are dropped; the process runs on, believing itself primary.
+            subprocess.run(["docker", "network", "disconnect", network, victim],
+                           check=True, capture_output=True)
+            cut = time.monotonic()
+            first_ok = cluster.wait("a submit after the partition", lambda: next(
+                (end for (start, end, status) in list(submitter.calls)
+                 if start >= cut and status in (200, 201)), None), timeout=30)
+            cuts.append((first_ok - cut) * 1000)
+            log(f"partition {i + 1}: cut {primary} off; a submit succeeded "
+                f"{cuts[-1]:.0f} ms later")
+            time.sleep(2.0)
+            subprocess.run(["docker", "network", "connect", "--alias", primary, network, victim],
+                           check=True, capture_output=True)
         cluster.wait("a whole cluster", cluster.whole)
         time.sleep(1.0)
         submitter.stop.set()
@@ -203,6 +226,11 @@ def main():
                 "p50": round(statistics.median(gaps)) if gaps else None,
                 "p99": round(percentile(gaps, 99)) if gaps else None,
                 "max": round(max(gaps)) if gaps else None,
+            },
+            "partitions": len(cuts),
+            "partition_failover_ms": {
+                "p50": round(statistics.median(cuts)) if cuts else None,
+                "max": round(max(cuts)) if cuts else None,
             },
             "acknowledged": len(submitter.acked),
             "lost": len(lost),
