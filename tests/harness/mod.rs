@@ -193,6 +193,7 @@ impl ClusterBuilder {
             apiserver_port: None,
             links: self.links,
             daemon_links: self.daemon_links,
+            kernel_cuts: false,
             tls: self.tls,
         })
         .unwrap();
@@ -239,7 +240,7 @@ impl Cluster {
     pub fn isolate(&self, i: usize) -> String {
         let name = self.controllers()[i].name.clone();
         assert!(
-            self.local.isolate(&name) > 0,
+            self.local.isolate(&name).unwrap() > 0,
             "no links touch {name}: build the cluster with .links()"
         );
         name
@@ -248,7 +249,7 @@ impl Cluster {
     /// Cuts worker or scheduler `name` off from every controller until [`Cluster::heal`].
     pub fn isolate_daemon(&self, name: &str) {
         assert!(
-            self.local.isolate(name) > 0,
+            self.local.isolate(name).unwrap() > 0,
             "no links touch {name}: build the cluster with .daemon_links()"
         );
     }
@@ -263,7 +264,7 @@ impl Cluster {
 
     /// Ends every partition and delay.
     pub fn heal(&self) {
-        self.local.heal();
+        self.local.heal().unwrap();
     }
 
     /// The controllers.

@@ -165,6 +165,7 @@ impl BenchCluster {
             apiserver_port: None,
             links,
             daemon_links: false,
+            kernel_cuts: false,
             tls,
         })?;
         let mut cluster = BenchCluster { local, _dir: dir };

@@ -203,7 +203,7 @@ fn inject(
         Fault::Kill => cluster.local.kill9(index)?,
         Fault::Pause => cluster.local.pause(index)?,
         Fault::Partition => {
-            cluster.local.isolate(name);
+            cluster.local.isolate(name)?;
         }
         Fault::Delay => {
             cluster.local.delay(name, DELAY);
@@ -217,7 +217,7 @@ fn repair(cluster: &mut BenchCluster, fault: Fault, index: usize) -> anyhow::Res
     match fault {
         Fault::Kill => cluster.local.start_controller(index)?,
         Fault::Pause => cluster.local.resume(index)?,
-        Fault::Partition | Fault::Delay => cluster.local.heal(),
+        Fault::Partition | Fault::Delay => cluster.local.heal()?,
     }
     Ok(())
 }

@@ -102,6 +102,7 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         apiserver_port,
         links: false,
         daemon_links: false,
+        kernel_cuts: false,
         tls: args.tls,
     })?;
     if let Err(e) = cluster.wait_ready(Duration::from_secs(30)).await {

@@ -22,12 +22,14 @@ pub mod apiserver;
 pub mod certs;
 pub mod controller;
 pub mod link;
+pub mod packet_filter;
 pub mod process;
 pub mod ready;
 pub mod scheduler;
 pub mod worker;
 
 pub use link::Link;
+pub use packet_filter::PacketFilter;
 pub use process::Process;
 
 /// Why a launch, a stop or a wait failed.
@@ -63,6 +65,8 @@ pub enum LaunchError {
     Tls(#[from] xce_client::tls::TlsError),
     #[error("create a token for {user}: {reason}")]
     Token { user: String, reason: String },
+    #[error("network faults: {0}")]
+    Net(String),
 }
 
 /// A CA and certificates for controllers `names`, workers `w1..`, schedulers `s1..`,
@@ -203,6 +207,10 @@ pub struct ClusterSpec {
     /// own too ([`DevCluster::isolate`] then cuts a worker or a scheduler off). Redirects
     /// name the primary, so a daemon follows one through its own link.
     pub daemon_links: bool,
+    /// Partitions drop packets in the kernel (`iptables` on each cut link's port) instead of
+    /// the proxies holding bytes: see [`packet_filter`]. Needs `links`, and a network
+    /// namespace of this process's own ([`packet_filter::enter_own_namespace`]).
+    pub kernel_cuts: bool,
     /// Mutual TLS everywhere: a CA and a certificate per daemon, plus [`ADMIN`]'s for the
     /// cluster's own clients, made in `data_dir/tls` ([`DevCluster::tls_dir`]).
     pub tls: bool,
@@ -271,6 +279,8 @@ pub struct DevCluster {
     pub schedulers: Vec<Daemon>,
     pub apiservers: Vec<Daemon>,
     links: Vec<Link>,
+    /// With [`ClusterSpec::kernel_cuts`]: the ports cut now.
+    filter: Option<PacketFilter>,
 }
 
 impl DevCluster {
@@ -290,6 +300,7 @@ impl DevCluster {
         } else {
             Vec::new()
         };
+        let filter = spec.kernel_cuts.then(PacketFilter::new).transpose()?;
         let tls_dir = spec.data_dir.join("tls");
         if spec.tls {
             make_certs(&tls_dir, &names, &spec)?;
@@ -365,6 +376,7 @@ impl DevCluster {
             schedulers,
             apiservers,
             links,
+            filter,
         };
         for i in 0..cluster.controllers.len() {
             cluster.start_controller(i)?;
@@ -588,23 +600,26 @@ impl DevCluster {
 
     /// Cuts every link between the daemons in `a` and those in `b`, both ways: a partition.
     /// Needs [`ClusterSpec::links`]; returns how many links were cut.
-    pub fn partition(&self, a: &[&str], b: &[&str]) -> usize {
+    pub fn partition(&self, a: &[&str], b: &[&str]) -> Result<usize, LaunchError> {
         let between = |l: &&Link| {
             (a.contains(&l.from()) && b.contains(&l.to()))
                 || (b.contains(&l.from()) && a.contains(&l.to()))
         };
         let cut: Vec<&Link> = self.links.iter().filter(between).collect();
         for l in &cut {
-            l.set_cut(true);
+            match &self.filter {
+                Some(filter) => filter.cut(l.addr().port())?,
+                None => l.set_cut(true),
+            }
         }
         tracing::info!(?a, ?b, links = cut.len(), "partition");
-        cut.len()
+        Ok(cut.len())
     }
 
     /// Cuts daemon `name` off from every controller (but itself), both ways: a controller
     /// from its peers, or a worker or scheduler (with [`ClusterSpec::daemon_links`]) from the
     /// cluster. Returns how many links were cut.
-    pub fn isolate(&self, name: &str) -> usize {
+    pub fn isolate(&self, name: &str) -> Result<usize, LaunchError> {
         let others: Vec<String> = self
             .controllers
             .iter()
@@ -630,11 +645,15 @@ impl DevCluster {
     }
 
     /// Heals every partition and removes every delay.
-    pub fn heal(&self) {
+    pub fn heal(&self) -> Result<(), LaunchError> {
+        if let Some(filter) = &self.filter {
+            filter.heal()?;
+        }
         for l in &self.links {
             l.set_cut(false);
             l.set_delay(Duration::ZERO);
         }
+        Ok(())
     }
 }
 

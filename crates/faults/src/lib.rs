@@ -37,6 +37,10 @@ pub struct Settings {
     pub dir: Option<PathBuf>,
     /// Where the daemons and `xce` are.
     pub bin_dir: PathBuf,
+    /// Partitions drop packets in the kernel (this process must be in a network namespace
+    /// of its own: `xce_devcluster::packet_filter`); otherwise the fault links' proxies hold
+    /// the bytes. Slow links are the proxies' either way.
+    pub kernel_cuts: bool,
 }
 
 /// How long the cluster has to be whole again after a fault is healed.
@@ -60,6 +64,8 @@ const SCHEDULER_ARGS: &[&str] = &["--lease-ttl-ms", "1500"];
 #[derive(Debug, Serialize)]
 pub struct Summary {
     pub seed: u64,
+    /// How partitions were made: `kernel` (packets dropped) or `proxy` (bytes held).
+    pub partitions: &'static str,
     pub minutes: f64,
     pub faults: usize,
     pub faults_by_kind: BTreeMap<Fault, usize>,
@@ -120,6 +126,7 @@ pub async fn run(settings: Settings, progress: impl Fn(&str)) -> anyhow::Result<
         apiserver_port: None,
         links: true,
         daemon_links: true,
+        kernel_cuts: settings.kernel_cuts,
         tls: false,
     })?;
     cluster.wait_ready(RECOVERY).await?;
@@ -207,6 +214,11 @@ pub async fn run(settings: Settings, progress: impl Fn(&str)) -> anyhow::Result<
     let checks = history::check(&history);
     let summary = Summary {
         seed: settings.seed,
+        partitions: if settings.kernel_cuts {
+            "kernel"
+        } else {
+            "proxy"
+        },
         minutes: settings.span.as_secs_f64() / 60.0,
         faults: faults_by_kind.values().sum(),
         faults_by_kind,

@@ -18,6 +18,17 @@ struct Args {
     /// Keep the daemons' logs and the jobs' records here (a temporary directory otherwise).
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
+    /// How partitions are made: `kernel` runs the whole cluster in a network namespace of its
+    /// own and drops packets with iptables (needs root); `proxy` has the fault links hold the
+    /// bytes. Default: kernel as root, proxy otherwise (the summary says which).
+    #[arg(long, value_enum)]
+    partitions: Option<Partitions>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Partitions {
+    Kernel,
+    Proxy,
 }
 
 fn main() {
@@ -44,13 +55,28 @@ fn real_main() -> anyhow::Result<bool> {
             args.minutes
         );
     }
+    let partitions = args
+        .partitions
+        .unwrap_or(if nix::unistd::geteuid().is_root() {
+            Partitions::Kernel
+        } else {
+            Partitions::Proxy
+        });
+    if partitions == Partitions::Kernel {
+        // Before any thread: the runtime's threads and every daemon inherit the namespace.
+        xce_devcluster::packet_filter::enter_own_namespace()?;
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
-    eprintln!("xce-faults: seed {seed}, {} minutes", args.minutes);
+    eprintln!(
+        "xce-faults: seed {seed}, {} minutes, partitions by {partitions:?}",
+        args.minutes
+    );
     let settings = xce_faults::Settings {
         span: Duration::from_secs_f64(args.minutes * 60.0),
         seed,
         dir: args.dir,
         bin_dir: xce_devcluster::sibling_bin_dir()?,
+        kernel_cuts: partitions == Partitions::Kernel,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -111,7 +111,7 @@ pub fn inject(
         Fault::PartitionController => {
             let i = any(rng, controllers);
             let who = name(cluster, i);
-            cluster.isolate(&who);
+            cluster.isolate(&who)?;
             (
                 Undo::HealLinks,
                 format!("partition {who} from the other controllers"),
@@ -131,7 +131,7 @@ pub fn inject(
                 &cluster.schedulers
             };
             let who = daemons[any(rng, daemons.len())].name.clone();
-            cluster.isolate(&who);
+            cluster.isolate(&who)?;
             (
                 Undo::HealLinks,
                 format!("partition {who} from the controllers"),
@@ -186,7 +186,7 @@ pub fn heal(cluster: &mut DevCluster, undo: Undo) -> anyhow::Result<()> {
                 cluster.start_controller(i)?;
             }
         }
-        Undo::HealLinks => cluster.heal(),
+        Undo::HealLinks => cluster.heal()?,
     }
     Ok(())
 }
