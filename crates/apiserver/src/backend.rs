@@ -29,6 +29,9 @@ use xce_client::{Client, ClientConfig, ClientError, ConnectOptions};
 
 use crate::config::Config;
 
+/// How often the backend reads the cluster's members (see [`ClusterBackend::watch`]).
+const MEMBERS_EVERY: Duration = Duration::from_secs(10);
+
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -169,6 +172,7 @@ impl ClusterBackend {
     /// reached during a failover still joins the new primary; a success clears the breaker.
     pub async fn watch(self, every: Duration) {
         let mut was_ok = true;
+        let mut members_read: Option<tokio::time::Instant> = None;
         loop {
             let ok = match self.client.probe(ListQueues).await {
                 Ok(_) => true,
@@ -177,6 +181,14 @@ impl ClusterBackend {
                     false
                 }
             };
+            // Now and then the cluster info too, from which the client takes the current
+            // controllers: an apiserver outlives the controllers it was started with.
+            if ok && members_read.is_none_or(|at| at.elapsed() >= MEMBERS_EVERY) {
+                members_read = Some(tokio::time::Instant::now());
+                if let Err(e) = self.client.call(GetCluster).await {
+                    debug!(error = %e, "could not read the cluster's members");
+                }
+            }
             self.serving.store(ok, Ordering::Release);
             if ok != was_ok {
                 if ok {

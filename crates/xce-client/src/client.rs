@@ -365,7 +365,10 @@ impl<T: Transport> Client<T> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
         let result = self.failover_loop(op, 0).await;
         match &result {
-            Ok(_) => *lock(&self.inner.degraded_until) = None,
+            Ok(output) => {
+                *lock(&self.inner.degraded_until) = None;
+                self.learn_from::<O>(output);
+            }
             Err(ClientError::ClusterNotReady { .. }) => self.set_degraded(),
             Err(_) => {}
         }
@@ -395,14 +398,17 @@ impl<T: Transport> Client<T> {
         let result = self.failover_loop(op, earlier_sends).await;
         match &result {
             Err(ClientError::ClusterNotReady { .. }) => self.set_degraded(),
-            Ok(output) => {
-                if let Some(list) = O::candidates_of(output) {
-                    self.learn_candidates(list);
-                }
-            }
+            Ok(output) => self.learn_from::<O>(output),
             Err(_) => {}
         }
         result
+    }
+
+    /// Takes the cluster's list of controllers from an answer that carries one.
+    fn learn_from<O: Op>(&self, output: &O::Output) {
+        if let Some(list) = O::candidates_of(output) {
+            self.learn_candidates(list);
+        }
     }
 
     async fn failover_loop<O: Op>(

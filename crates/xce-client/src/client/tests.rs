@@ -853,6 +853,38 @@ async fn a_primary_hint_skips_the_redirect_and_a_wrong_one_costs_one_attempt() {
     assert_eq!(fake.calls(), ["a:1"]);
 }
 
+/// An answer that lists the controllers `a`, `b` and `d` (as the cluster info does).
+#[derive(Debug, Clone)]
+struct Members;
+
+impl Op for Members {
+    type Output = u64;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "members";
+    fn candidates_of(_: &u64) -> Option<Vec<crate::Candidate>> {
+        parse_candidates("a=a:1,b=b:2,d=d:4").ok()
+    }
+    fn send(
+        self,
+        _client: xce_proto::xce_capnp::controller::Client,
+    ) -> LocalFuture<Result<Reply<u64>, capnp::Error>> {
+        async { Err(capnp::Error::failed("test-only op".into())) }.boxed_local()
+    }
+}
+
+/// A probe learns the members as a call does (the apiserver's backend only probes and acts
+/// for others), and acting for someone keeps the answer's members.
+#[tokio::test(start_paused = true)]
+async fn a_probe_and_an_act_as_learn_the_members_too() {
+    let (client, fake) = fresh();
+    fake.always("a:1", ok(1));
+    assert_eq!(client.probe(Members).await, Ok(1));
+    let addrs: Vec<String> = client.candidates().iter().map(|c| c.addr()).collect();
+    assert_eq!(addrs, ["a:1", "b:2", "d:4"]);
+    let acting = <crate::ops::ActAs<Members> as Op>::candidates_of(&1);
+    assert_eq!(acting.map(|l| l.len()), Some(3));
+}
+
 /// The cluster's members replace the candidates: a controller added since is tried, one
 /// removed is not, and a known name keeps this client's own address for it.
 #[tokio::test(start_paused = true)]

@@ -95,6 +95,11 @@ impl<O: Op> Op for ActAs<O> {
     type Output = O::Output;
     const KIND: OpKind = O::KIND;
     const NAME: &'static str = O::NAME;
+    /// Acting for someone, the answer is still the cluster's: an apiserver learns new
+    /// controllers from the cluster info it reads for its callers.
+    fn candidates_of(output: &O::Output) -> Option<Vec<crate::Candidate>> {
+        O::candidates_of(output)
+    }
     fn send(
         self,
         client: controller::Client,
