@@ -124,6 +124,24 @@ class Submitter(threading.Thread):
             time.sleep(0.05)
 
 
+def fault_the_primary(cluster, submitter, fault, heal, hold=0.0):
+    """Once the cluster is whole, runs `fault(primary, container)`, waits for a submit begun
+    after it had returned to succeed, holds the fault `hold` seconds more, then runs `heal`.
+    Returns the primary's name and that wait in ms (the failover as the HTTPS client saw it)."""
+    primary = cluster.wait("a whole cluster", cluster.whole)
+    time.sleep(1.0)
+    container = cluster.container(primary)
+    fault(primary, container)
+    # From when the fault surely holds: its docker command has returned.
+    since = time.monotonic()
+    first_ok = cluster.wait("a submit after the fault", lambda: next(
+        (end for (start, end, status) in list(submitter.calls)
+         if start >= since and status in (200, 201)), None), timeout=30)
+    time.sleep(hold)
+    heal(primary, container)
+    return primary, (first_ok - since) * 1000
+
+
 def percentile(values, p):
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -164,41 +182,26 @@ def main():
 
         submitter = Submitter(cluster)
         submitter.start()
-        gaps = []
+        gaps, cuts = [], []
+        docker = lambda *a: subprocess.run(["docker", *a], check=True, capture_output=True)
         for i in range(args.failovers):
-            primary = cluster.wait("a whole cluster", cluster.whole)
-            time.sleep(1.0)
-            victim = cluster.container(primary)
-            subprocess.run(["docker", "kill", victim], check=True, capture_output=True)
-            # From when the primary is surely dead: `docker kill` has returned.
-            killed = time.monotonic()
-            first_ok = cluster.wait("a submit after the kill", lambda: next(
-                (end for (start, end, status) in list(submitter.calls)
-                 if start >= killed and status in (200, 201)), None), timeout=30)
-            gaps.append((first_ok - killed) * 1000)
-            log(f"failover {i + 1}: killed {primary}; a submit succeeded "
-                f"{gaps[-1]:.0f} ms later")
-            subprocess.run(["docker", "start", victim], check=True, capture_output=True)
-        cuts = []
+            primary, ms = fault_the_primary(
+                cluster, submitter,
+                fault=lambda p, c: docker("kill", c),
+                heal=lambda p, c: docker("start", c))
+            gaps.append(ms)
+            log(f"failover {i + 1}: killed {primary}; a submit succeeded {ms:.0f} ms later")
         network = f"{project}_xce"
         for i in range(args.partitions):
-            primary = cluster.wait("a whole cluster", cluster.whole)
-            time.sleep(1.0)
-            victim = cluster.container(primary)
             # A partition in the kernel: the container's interface is gone, packets to and
             # from it are dropped; the process runs on, believing itself primary.
-            subprocess.run(["docker", "network", "disconnect", network, victim],
-                           check=True, capture_output=True)
-            cut = time.monotonic()
-            first_ok = cluster.wait("a submit after the partition", lambda: next(
-                (end for (start, end, status) in list(submitter.calls)
-                 if start >= cut and status in (200, 201)), None), timeout=30)
-            cuts.append((first_ok - cut) * 1000)
-            log(f"partition {i + 1}: cut {primary} off; a submit succeeded "
-                f"{cuts[-1]:.0f} ms later")
-            time.sleep(2.0)
-            subprocess.run(["docker", "network", "connect", "--alias", primary, network, victim],
-                           check=True, capture_output=True)
+            primary, ms = fault_the_primary(
+                cluster, submitter,
+                fault=lambda p, c: docker("network", "disconnect", network, c),
+                heal=lambda p, c: docker("network", "connect", "--alias", p, network, c),
+                hold=2.0)
+            cuts.append(ms)
+            log(f"partition {i + 1}: cut {primary} off; a submit succeeded {ms:.0f} ms later")
         cluster.wait("a whole cluster", cluster.whole)
         time.sleep(1.0)
         submitter.stop.set()
