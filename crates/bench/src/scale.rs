@@ -197,7 +197,20 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
         restart_ready.as_secs_f64(),
         fmt_mib(&after_restart)
     );
-    for (i, text) in log_texts(&cluster).iter().enumerate() {
+    // A primary serves once a majority is up: the last controller may still be opening its
+    // store, so wait (bounded) until each has logged the state it restarted with.
+    let logged_deadline = Instant::now() + Duration::from_secs(30);
+    let mut texts = log_texts(&cluster);
+    while Instant::now() < logged_deadline
+        && texts
+            .iter()
+            .zip(&logs_before)
+            .any(|(text, before)| text.matches(INITIAL_STATE).count() <= *before)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        texts = log_texts(&cluster);
+    }
+    for (i, text) in texts.iter().enumerate() {
         let fresh = text.matches(INITIAL_STATE).count() > logs_before[i];
         match text.lines().rev().find(|l| l.contains(INITIAL_STATE)) {
             Some(line) if fresh => {
