@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde_json::json;
 use xce_client::ops::all_jobs;
 use xce_client::types::JobFilter;
 use xce_client::ClientConfig;
@@ -114,6 +115,76 @@ async fn a_dead_controller_is_replaced_by_a_fresh_one_without_a_failed_call() {
     acked.push(id);
     acked.sort_unstable();
     assert_eq!(ids, acked);
+}
+
+/// An apiserver started with the first three controllers keeps serving after every one of
+/// them has died and been replaced: it learns the members from the cluster (its calls'
+/// answers and its periodic read of the cluster info), not only from its own `--peers`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_apiserver_outlives_every_controller_it_was_started_with() {
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .config(CONFIG)
+        .apiservers(1, &[])
+        .start();
+    cluster
+        .local
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap();
+    let api = cluster.api(0);
+    let submit = || async {
+        let made = api.post("/v1/jobs", &json!({"command": ["true"]})).await;
+        (made.status == 201).then(|| made.body["id"].as_u64().unwrap())
+    };
+    let mut acked = vec![submit().await.expect("a first submit over HTTP")];
+    let mut peers: Vec<String> = cluster.peers.split(',').map(String::from).collect();
+    for (old, new) in ["c4", "c5", "c6"].into_iter().enumerate() {
+        // The old host dies for good; a fresh controller takes its place.
+        let old_name = cluster.controllers()[old].name.clone();
+        cluster.kill9(old);
+        let (_, addr) = cluster.start_joining(new);
+        peers.push(format!("{new}={addr}"));
+        cluster.peers = peers.join(",");
+        cluster.xce_ok(&["admin", "members", "add", &format!("{new}={addr}")]);
+        cluster.xce_ok(&["admin", "members", "remove", &old_name]);
+        let id = wait_for(
+            &format!("a submit over HTTP once {old_name} was replaced by {new}"),
+            Duration::from_secs(30),
+            submit,
+        )
+        .await;
+        acked.push(id);
+        // Its health check reads the members from the primary: it knows the newcomer, and
+        // no longer the controller that left, before the next one dies.
+        let entry = format!("{new}={addr}");
+        wait_for(
+            &format!("/readyz listing {entry} and not {old_name}"),
+            Duration::from_secs(10),
+            || async {
+                let ready = api.get("/readyz").await;
+                let known: Vec<String> = ready.body["controllers"]
+                    .as_array()?
+                    .iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect();
+                let left = known.iter().any(|c| c.starts_with(&format!("{old_name}=")));
+                (known.contains(&entry) && !left).then_some(())
+            },
+        )
+        .await;
+    }
+    // Only c4..c6 are left, none of them in the apiserver's --peers, and it still serves.
+    assert_eq!(member_names(&cluster), ["c4", "c5", "c6"]);
+    acked.push(
+        submit()
+            .await
+            .expect("a submit with only the new controllers"),
+    );
+    for id in acked {
+        let got = api.get(&format!("/v1/jobs/{id}")).await;
+        assert_eq!(got.status, 200, "job {id}: {:?}", got.body);
+    }
 }
 
 #[tokio::test]

@@ -29,9 +29,6 @@ use xce_client::{Client, ClientConfig, ClientError, ConnectOptions};
 
 use crate::config::Config;
 
-/// How often the backend reads the cluster's members (see [`ClusterBackend::watch`]).
-const MEMBERS_EVERY: Duration = Duration::from_secs(10);
-
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
@@ -118,6 +115,9 @@ pub struct Health {
     pub authentication: bool,
     /// Whether the last health check found a primary that serves.
     pub serving: bool,
+    /// The controllers the backend tries (`name=host:port`): the cluster's members as the
+    /// primary last reported them, which may no longer be those it was started with.
+    pub controllers: Vec<String>,
 }
 
 /// The cluster, as handlers see it.
@@ -170,25 +170,19 @@ impl ClusterBackend {
     /// Probes the cluster every `every` until dropped: the degraded breaker's half-open
     /// probe. A probe runs the rejoin first when one is due, so an apiserver that no request
     /// reached during a failover still joins the new primary; a success clears the breaker.
+    /// The probe reads the cluster info (from the primary only), from which the client takes
+    /// the current controllers: an apiserver outlives every controller it was started with,
+    /// as long as they are replaced one at a time.
     pub async fn watch(self, every: Duration) {
         let mut was_ok = true;
-        let mut members_read: Option<tokio::time::Instant> = None;
         loop {
-            let ok = match self.client.probe(ListQueues).await {
+            let ok = match self.client.probe(GetCluster).await {
                 Ok(_) => true,
                 Err(e) => {
                     debug!(error = %e, "backend probe failed");
                     false
                 }
             };
-            // Now and then the cluster info too, from which the client takes the current
-            // controllers: an apiserver outlives the controllers it was started with.
-            if ok && members_read.is_none_or(|at| at.elapsed() >= MEMBERS_EVERY) {
-                members_read = Some(tokio::time::Instant::now());
-                if let Err(e) = self.client.call(GetCluster).await {
-                    debug!(error = %e, "could not read the cluster's members");
-                }
-            }
             self.serving.store(ok, Ordering::Release);
             if ok != was_ok {
                 if ok {
@@ -273,6 +267,12 @@ impl Backend for ClusterBackend {
             connected_to: self.client.connected_to(),
             authentication: self.authentication,
             serving: self.serving.load(Ordering::Acquire),
+            controllers: self
+                .client
+                .candidates()
+                .iter()
+                .map(|c| format!("{}={}", c.name, c.addr()))
+                .collect(),
         }
     }
 }

@@ -164,6 +164,9 @@ pub struct ReadyJson {
     pub authentication: bool,
     /// The controller the apiserver is connected to.
     pub connected_to: Option<String>,
+    /// The controllers it tries (`name=host:port`): the cluster's members as the primary
+    /// last reported them, learned as they change.
+    pub controllers: Vec<String>,
     /// What an operator should know even while ready (authentication off).
     pub warning: Option<String>,
 }

@@ -32,7 +32,13 @@ enum Partitions {
 }
 
 fn main() {
-    match real_main() {
+    let outcome = match Args::try_parse() {
+        Ok(args) => real_main(args),
+        // --help and --version print and exit 0.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => Err(anyhow::anyhow!("{}", e.to_string().trim_end())),
+    };
+    match outcome {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -47,8 +53,7 @@ fn main() {
     }
 }
 
-fn real_main() -> anyhow::Result<bool> {
-    let args = Args::parse();
+fn real_main(args: Args) -> anyhow::Result<bool> {
     if !(args.minutes.is_finite() && args.minutes > 0.0 && args.minutes <= 24.0 * 60.0) {
         anyhow::bail!(
             "--minutes {}: expected a number above 0, at most a day",

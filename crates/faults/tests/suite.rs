@@ -13,20 +13,24 @@ fn faults() -> Command {
 }
 
 #[test]
-fn a_bad_duration_is_named_and_still_ends_in_a_json_summary() {
-    let out = faults()
-        .args(["--minutes", "0", "--seed", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let summary: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
-    assert_eq!(summary["ok"], false);
-    assert!(
-        summary["error"].as_str().unwrap().contains("--minutes 0"),
-        "{summary}"
-    );
+fn bad_arguments_are_named_and_still_end_in_a_json_summary() {
+    let cases: [(&[&str], &str); 3] = [
+        (&["--minutes", "0", "--seed", "1"], "--minutes 0"),
+        (&["--minutes", "1", "--bogus"], "--bogus"),
+        (&["--partitions", "tunnel"], "tunnel"),
+    ];
+    for (args, named) in cases {
+        let out = faults().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let summary: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+        assert_eq!(summary["ok"], false, "{args:?}");
+        assert!(
+            summary["error"].as_str().unwrap().contains(named),
+            "{args:?}: {summary}"
+        );
+    }
 }
 
 #[test]

@@ -259,6 +259,7 @@ impl Jobs {
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
         let id = job.id;
         let mut table = self.table();
+        let mut fenced = None;
         if let Some(old) = table.get(&id).copied() {
             if old.attempt >= attempt {
                 debug!(
@@ -274,10 +275,14 @@ impl Jobs {
                     "a newer attempt arrived; killing the old copy"
                 );
                 signal_shim(shim, Signal::SIGUSR2);
+                fenced = Some(shim);
             }
         }
         let span = tracing::info_span!("job", id, attempt);
-        let spec = self.shim_spec(&job, attempt);
+        let spec = ShimSpec {
+            after: fenced,
+            ..self.shim_spec(&job, attempt)
+        };
         match self.spawn_shim() {
             Err(e) => {
                 warn!(job = id, attempt, error = %e, "cannot start the job's shim");
@@ -336,6 +341,7 @@ impl Jobs {
                 cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
                 mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),
             },
+            after: None,
         }
     }
 

@@ -70,6 +70,11 @@ pub struct ShimSpec {
     /// Why this worker may not run the job at all (its user's jobs do not run here): the
     /// worker's own check, behind the controller's.
     pub refused: Option<String>,
+    /// The shim of an older copy of this job that this attempt fences: the job starts only
+    /// once that shim (which kills its copy when told it is stale) is gone, so two attempts
+    /// of a job never run at once on this host.
+    #[serde(default)]
+    pub after: Option<ProcRecord>,
 }
 
 /// Whom a job runs as: looked up in this host's user database when the job starts.
@@ -256,6 +261,12 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         tell_worker("failed the worker's lease ran out");
         return Ok(EXIT_UNREPORTED);
     }
+    if let Some(code) = spec
+        .after
+        .and_then(|older| wait_for_fenced_copy(spec, older, &orders, &outbox))
+    {
+        return code;
+    }
     let mut child = match spawn_confined(spec) {
         Ok(child) => child,
         Err(reason) => {
@@ -327,6 +338,43 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     };
     records.forget(spec.id, spec.attempt);
     Ok(code)
+}
+
+/// Waits until the shim of the older copy this attempt fences is gone: `None` when the job
+/// may start, or the shim's exit when an order came first (a kill: the job's end is that it
+/// never ran; a stop or a newer attempt: unreported). Bounded by the kill grace and a
+/// margin: by then the older shim has SIGKILLed its job, whatever became of the shim.
+fn wait_for_fenced_copy(
+    spec: &ShimSpec,
+    older: ProcRecord,
+    orders: &Orders,
+    outbox: &Outbox,
+) -> Option<std::io::Result<i32>> {
+    let patience = Duration::from_millis(spec.kill_grace_ms) + Duration::from_secs(2);
+    let deadline = std::time::Instant::now() + patience;
+    while older.alive() {
+        if orders.kill.load(Ordering::SeqCst) {
+            let reason = "killed before it started".to_string();
+            let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
+            tell_worker(&format!("failed {reason}"));
+            return Some(outbox.put(&end).map(|_| 0).map_err(std::io::Error::other));
+        }
+        if orders.stop.load(Ordering::SeqCst) || orders.stale.load(Ordering::SeqCst) {
+            tell_worker("failed stopped before it started");
+            return Some(Ok(EXIT_UNREPORTED));
+        }
+        if std::time::Instant::now() >= deadline {
+            warn!(
+                shim = older.pid,
+                ?patience,
+                "the copy this attempt fences still has its shim; starting: its job was killed"
+            );
+            return None;
+        }
+        orders.drain();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
 }
 
 /// Starts the job, inside its cgroup where there is one: the shim enters the job's cgroup,

@@ -665,3 +665,31 @@ async fn a_worker_for_one_user_refuses_another_users_job() {
     assert_eq!(wait_end(dir.path(), 2, 1).await, JobEnd::Exit(0));
     stop.send_replace(true);
 }
+
+#[tokio::test]
+async fn a_newer_attempt_starts_only_once_the_copy_it_fences_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let pid_file = dir.path().join("first.pid");
+    let verdict = dir.path().join("verdict");
+    // The first copy ignores SIGTERM: only the SIGKILL after the kill grace ends it.
+    let stubborn = format!(
+        "trap '' TERM; echo $$ > {}.tmp && mv {0}.tmp {0}; while :; do sleep 0.02; done",
+        pid_file.display()
+    );
+    jobs.start(job(1, &["sh", "-c", &stubborn]), 1);
+    wait_until("the first copy to say its pid", || pid_file.exists()).await;
+    let check = format!(
+        "if kill -0 $(cat {}) 2>/dev/null; then echo overlap; else echo alone; fi > {}.tmp && mv {1}.tmp {1}",
+        pid_file.display(),
+        verdict.display()
+    );
+    jobs.start(job(1, &["sh", "-c", &check]), 2);
+    wait_until("the second attempt's verdict", || verdict.exists()).await;
+    assert_eq!(
+        std::fs::read_to_string(&verdict).unwrap().trim(),
+        "alone",
+        "attempt 2 ran while attempt 1 still did"
+    );
+    stop.send_replace(true);
+}

@@ -24,6 +24,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
+use crate::inbound::{self, Framing};
+
 /// Call weight a connection may have in flight before it stops reading calls.
 pub const MAX_CALL_WEIGHT: usize = 128;
 /// Call weight all connections together may have in flight; past it every connection waits.
@@ -130,15 +132,107 @@ impl Drop for CallGuard {
     }
 }
 
-/// Reads calls only while the connection's backlog allows.
+/// Reads calls only while the connection's backlog allows, and hands capnp a large frame's
+/// segment table (after which it allocates the whole body) only once the bytes of every
+/// connection's partly read frames leave room for it ([`crate::inbound`]).
 pub struct PausingReader<R> {
     inner: R,
     backlog: Rc<Backlog>,
+    framing: Framing,
+    /// A complete segment table not yet handed to capnp, and how much of it has been.
+    table: Vec<u8>,
+    table_given: usize,
+    /// Bytes of the shared inbound budget this connection holds for the body it is reading.
+    reserved: usize,
+    /// Waiting for the inbound budget, and that has been logged.
+    starved: bool,
 }
 
 impl<R> PausingReader<R> {
     pub fn new(inner: R, backlog: Rc<Backlog>) -> Self {
-        PausingReader { inner, backlog }
+        PausingReader {
+            inner,
+            backlog,
+            framing: Framing::default(),
+            table: Vec::new(),
+            table_given: 0,
+            reserved: 0,
+            starved: false,
+        }
+    }
+
+    /// Whether the body whose table is held has the budget it needs; otherwise the reader
+    /// is woken when some is released.
+    fn body_admitted(&mut self, cx: &Context<'_>) -> io::Result<bool> {
+        let Some(left) = self.framing.body_left() else {
+            return Ok(true);
+        };
+        let left = usize::try_from(left).unwrap_or(usize::MAX);
+        if self.reserved > 0 || left < inbound::RESERVE_FROM || self.backlog.peer.get() {
+            return Ok(true);
+        }
+        if left > inbound::MAX_PARTIAL_BYTES_TOTAL {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a frame of {} MiB is over the inbound limit", left >> 20),
+            ));
+        }
+        if !inbound::reserve(left, cx.waker()) {
+            if !std::mem::replace(&mut self.starved, true) {
+                warn!(
+                    frame_bytes = left,
+                    held_bytes = inbound::partial_total(),
+                    "connections hold too many partly read frames: this one waits to read its next"
+                );
+            }
+            return Ok(false);
+        }
+        self.starved = false;
+        self.reserved = left;
+        Ok(true)
+    }
+
+    /// Copies what is left of a held table into `buf`.
+    fn give_table(&mut self, buf: &mut [u8]) -> usize {
+        let rest = &self.table[self.table_given..];
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        self.table_given += n;
+        if self.table_given == self.table.len() {
+            self.table.clear();
+            self.table_given = 0;
+        }
+        n
+    }
+}
+
+impl<R> Drop for PausingReader<R> {
+    fn drop(&mut self) {
+        inbound::release(std::mem::take(&mut self.reserved));
+    }
+}
+
+impl<R: AsyncRead + Unpin> PausingReader<R> {
+    /// Reads a segment table whole into `self.table`; `Ready(false)` at the end of the
+    /// stream.
+    fn poll_table(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let mut chunk = [0u8; 64];
+        loop {
+            let limit = chunk.len().min(self.framing.next_read_limit());
+            let n =
+                std::task::ready!(Pin::new(&mut self.inner).poll_read(cx, &mut chunk[..limit]))?;
+            if n == 0 {
+                return Poll::Ready(Ok(false));
+            }
+            let done = self
+                .framing
+                .consumed(&chunk[..n])
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            if let Some(table) = done {
+                self.table = table;
+                return Poll::Ready(Ok(true));
+            }
+        }
     }
 }
 
@@ -168,7 +262,26 @@ impl<R: AsyncRead + Unpin> AsyncRead for PausingReader<R> {
             }
             return Poll::Pending;
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        let between_frames = this.table.is_empty() && this.framing.body_left().is_none();
+        if between_frames && !std::task::ready!(this.poll_table(cx))? {
+            return Poll::Ready(Ok(0));
+        }
+        if !this.table.is_empty() {
+            if !this.body_admitted(cx)? {
+                return Poll::Pending;
+            }
+            return Poll::Ready(Ok(this.give_table(buf)));
+        }
+        let limit = buf.len().min(this.framing.next_read_limit());
+        let n = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut buf[..limit]))?;
+        this.framing
+            .consumed(&buf[..n])
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        if this.framing.body_left().is_none() {
+            inbound::release(std::mem::take(&mut this.reserved));
+        }
+        Poll::Ready(Ok(n))
     }
 }
 
@@ -388,5 +501,70 @@ mod tests {
         assert!(!backlog.paused());
         drop(light);
         assert_eq!(backlog.calls.get(), 0);
+    }
+
+    /// The framing of a one-segment frame of `bytes` (a multiple of 8) declared, not sent.
+    fn table(bytes: usize) -> Vec<u8> {
+        let mut t = 0u32.to_le_bytes().to_vec();
+        t.extend_from_slice(&((bytes / 8) as u32).to_le_bytes());
+        t
+    }
+
+    /// One read, or `Err` when it is still waiting after 200 ms.
+    async fn read<R: AsyncRead + Unpin>(r: &mut R, buf: &mut [u8]) -> Result<usize, ()> {
+        use futures::io::AsyncReadExt as _;
+        match tokio::time::timeout(std::time::Duration::from_millis(200), r.read(buf)).await {
+            Ok(n) => Ok(n.unwrap()),
+            Err(_) => Err(()),
+        }
+    }
+
+    #[tokio::test]
+    async fn large_frames_of_every_connection_together_wait_for_the_shared_budget() {
+        use futures::io::AsyncReadExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+
+        let (a_in, mut a_out) = tokio::io::duplex(1 << 16);
+        let (b_in, mut b_out) = tokio::io::duplex(1 << 16);
+        let mut a = PausingReader::new(a_in.compat(), Rc::new(Backlog::default()));
+        let mut b = PausingReader::new(b_in.compat(), Rc::new(Backlog::default()));
+        let big = inbound::MAX_PARTIAL_BYTES_TOTAL / 4 * 3;
+        let other = inbound::MAX_PARTIAL_BYTES_TOTAL / 2;
+        a_out.write_all(&table(big)).await.unwrap();
+        a_out.write_all(&[1; 100]).await.unwrap();
+        b_out.write_all(&table(other)).await.unwrap();
+        b_out.write_all(&[2; 100]).await.unwrap();
+        let mut buf = [0u8; 64];
+        // A's table is handed on, and the start of its body: it holds three quarters of the
+        // budget.
+        assert_eq!(read(&mut a, &mut buf).await, Ok(8));
+        assert_eq!(read(&mut a, &mut buf).await, Ok(64));
+        assert!(inbound::partial_total() >= big);
+        // B's table is held back (capnp would allocate its body on reading it) while A
+        // holds the budget.
+        assert!(
+            read(&mut b, &mut buf).await.is_err(),
+            "B read past the budget"
+        );
+        // A closing gives its share back, and B reads on.
+        let mut b_buf = [0u8; 64];
+        let closing_a = async move {
+            tokio::task::yield_now().await;
+            drop(a);
+        };
+        let (n, ()) = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            tokio::join!(b.read(&mut b_buf), closing_a)
+        })
+        .await
+        .expect("B was never woken");
+        assert_eq!(n.unwrap(), 8);
+        let n = read(&mut b, &mut buf).await.unwrap();
+        assert_eq!(n, 64);
+        drop(b);
+        assert!(
+            inbound::partial_total() < other,
+            "a closed connection kept its share"
+        );
     }
 }

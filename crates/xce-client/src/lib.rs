@@ -12,6 +12,7 @@ pub mod client;
 pub mod connection;
 pub mod events;
 pub mod fit;
+pub mod inbound;
 pub mod json;
 #[cfg(feature = "logging")]
 pub mod logging;

@@ -50,6 +50,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         reason,
         authentication: health.authentication,
         connected_to: health.connected_to,
+        controllers: health.controllers,
         warning: (!health.authentication).then(|| AUTH_OFF.to_string()),
     };
     if body.ready {

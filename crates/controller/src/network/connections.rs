@@ -3,8 +3,10 @@
 //! - **A limit** (`limits.max_connections`, never above what the file-descriptor limit
 //!   allows): at the limit, a new connection takes the place of the plain-user connection that
 //!   has been idle longest, so idle connections cannot lock out new ones; controllers, workers
-//!   and other daemons (joined sessions) are never evicted for it. When nothing can be evicted,
-//!   the new connection is closed.
+//!   and other daemons (joined sessions) proven by their certificate are never evicted for it.
+//!   Without TLS a role is only claimed: connections that claimed one may hold at most half
+//!   the places, beyond that the longest idle of them gives way too. When nothing can be
+//!   evicted, the new connection is closed.
 //! - **An idle timeout** (`limits.idle_timeout_ms`): a connection that has made no call for
 //!   that long is closed, unless it is a controller peer (whose Raft calls do not pass the
 //!   client interface). Daemons heartbeat or keep their subscriptions alive well within it.
@@ -48,17 +50,29 @@ impl Connections {
     }
 
     /// Whether one more connection may be taken: frees the longest-idle plain connection
-    /// when at the limit. `false` when every open connection is a daemon's.
+    /// when at the limit, or else, while connections with only a claimed role (no
+    /// certificate) hold more than half the limit, the longest-idle of those. `false` when
+    /// every open connection is a daemon's that may stay.
     pub fn make_room(&self) -> bool {
         let mut open = self.open.borrow_mut();
         if open.len() < self.max {
             return true;
         }
-        let victim = open
-            .iter()
-            .filter(|(_, e)| e.session.borrow().evictable())
-            .min_by_key(|(_, e)| e.last_call.get())
-            .map(|(id, _)| *id);
+        let longest_idle = |keep: &dyn Fn(&Session) -> bool| {
+            open.iter()
+                .filter(|(_, e)| keep(&e.session.borrow()))
+                .min_by_key(|(_, e)| e.last_call.get())
+                .map(|(id, _)| *id)
+        };
+        let claimed = open
+            .values()
+            .filter(|e| e.session.borrow().role_is_claimed())
+            .count();
+        let victim = longest_idle(&Session::evictable).or_else(|| {
+            (claimed > self.max / 2)
+                .then(|| longest_idle(&Session::role_is_claimed))
+                .flatten()
+        });
         match victim {
             Some(id) => {
                 if let Some(e) = open.remove(&id) {
@@ -142,12 +156,69 @@ impl Connections {
 mod tests {
     use super::*;
 
+    /// A session of `role`, joined unless a user's, its role proven by a certificate.
     fn session(role: Role) -> Rc<RefCell<Session>> {
         Rc::new(RefCell::new(Session {
             role,
             joined: role != Role::User,
+            certified: Some(xce_client::tls::Identity {
+                role,
+                name: format!("{role}"),
+            }),
             ..Session::default()
         }))
+    }
+
+    /// A session that claimed `role` at join, with no certificate.
+    fn claimed(role: Role) -> Rc<RefCell<Session>> {
+        let s = session(role);
+        s.borrow_mut().certified = None;
+        s
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn claimed_roles_hold_at_most_half_the_places_and_then_give_way() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let c = Connections::new(4, Duration::from_secs(60));
+                let mut tasks = Vec::new();
+                let mut add = |s: Rc<RefCell<Session>>| {
+                    let task = tokio::task::spawn_local(std::future::pending::<()>());
+                    c.add(s, Rc::new(Cell::new(Instant::now())), task.abort_handle());
+                    tasks.push(task);
+                };
+                add(session(Role::Worker));
+                add(session(Role::Scheduler));
+                tokio::time::advance(Duration::from_secs(1)).await;
+                add(claimed(Role::Worker));
+                tokio::time::advance(Duration::from_secs(1)).await;
+                add(claimed(Role::Operator));
+                // Two claimed of four places: half, so nothing gives way.
+                assert!(!c.make_room(), "claimed roles within half the places stay");
+                assert_eq!(c.len(), 4);
+                let c = Connections::new(4, Duration::from_secs(60));
+                let mut tasks = Vec::new();
+                let mut add = |s: Rc<RefCell<Session>>| {
+                    let task = tokio::task::spawn_local(std::future::pending::<()>());
+                    c.add(s, Rc::new(Cell::new(Instant::now())), task.abort_handle());
+                    tasks.push(task);
+                };
+                add(session(Role::Worker));
+                for _ in 0..3 {
+                    tokio::time::advance(Duration::from_secs(1)).await;
+                    add(claimed(Role::Worker));
+                }
+                assert!(c.make_room(), "three claimed of four places: one gives way");
+                assert_eq!(c.len(), 3);
+                // The longest idle claimed one went, never the certified one.
+                let mut tasks = tasks.into_iter();
+                let certified = tasks.next().unwrap();
+                let first_claimed = tasks.next().unwrap();
+                assert!(first_claimed.await.unwrap_err().is_cancelled());
+                assert!(!certified.is_finished());
+            })
+            .await;
     }
 
     #[tokio::test(start_paused = true)]

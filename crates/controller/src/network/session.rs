@@ -113,6 +113,13 @@ impl Session {
         self.role == Role::User || !self.joined
     }
 
+    /// Whether the connection joined as a daemon with nothing to prove it (no certificate):
+    /// such connections may not pin every place at the connection limit, or anyone could
+    /// lock clients out by claiming to be a worker.
+    pub fn role_is_claimed(&self) -> bool {
+        self.joined && self.role != Role::User && self.certified.is_none()
+    }
+
     /// Whether this connection may join as `role` (and, for a worker, as host `host`):
     /// always without a certificate; with one, only as what it names.
     pub fn may_join(&self, role: Role, host: &str) -> Result<(), ReplyHeader> {
