@@ -360,7 +360,11 @@ fn shim_of(spool: &Path, id: u64, attempt: u32) -> i32 {
 #[tokio::test]
 async fn a_restarted_worker_delivers_what_it_could_not_adopts_what_runs_and_kills_what_it_cannot_vouch_for(
 ) {
-    let mut cluster = Cluster::start_full(3, Some(CONFIG), 1, WORKER_ARGS);
+    // Adoption needs the worker back within its jobs' lease: restarting two controllers and
+    // the worker can take seconds on a loaded 2-core machine, so this host is lost only after
+    // 8 s (its shims stop their jobs some 2 s before that).
+    let config = "hosts:\n  heartbeat_ttl_ms: 4000\n  lost_grace_ms: 4000\n";
+    let mut cluster = Cluster::start_full(3, Some(config), 1, WORKER_ARGS);
     let (primary, _) = cluster.wait_all_standbys().await;
     cluster.wait_host("w1", HostState::Ok).await;
     let (work, _reaper) = workdir(&cluster);
