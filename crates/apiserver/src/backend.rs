@@ -170,19 +170,24 @@ impl ClusterBackend {
     /// Probes the cluster every `every` until dropped: the degraded breaker's half-open
     /// probe. A probe runs the rejoin first when one is due, so an apiserver that no request
     /// reached during a failover still joins the new primary; a success clears the breaker.
-    /// The probe reads the cluster info (from the primary only), from which the client takes
-    /// the current controllers: an apiserver outlives every controller it was started with,
+    /// Each successful probe also reads the cluster info, from which the client takes the
+    /// current controllers: an apiserver outlives every controller it was started with,
     /// as long as they are replaced one at a time.
     pub async fn watch(self, every: Duration) {
         let mut was_ok = true;
         loop {
-            let ok = match self.client.probe(GetCluster).await {
+            let ok = match self.client.probe(ListQueues).await {
                 Ok(_) => true,
                 Err(e) => {
                     debug!(error = %e, "backend probe failed");
                     false
                 }
             };
+            if ok {
+                if let Err(e) = self.client.probe(GetCluster).await {
+                    debug!(error = %e, "could not read the cluster's members");
+                }
+            }
             self.serving.store(ok, Ordering::Release);
             if ok != was_ok {
                 if ok {

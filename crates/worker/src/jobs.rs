@@ -23,7 +23,7 @@ use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
-use crate::shim::{self, RunAs, ShimSpec};
+use crate::shim::{self, FencedCopy, RunAs, ShimSpec};
 
 /// How often an adopted shim (not this process's child, so it cannot be waited for) is
 /// looked at.
@@ -275,7 +275,10 @@ impl Jobs {
                     "a newer attempt arrived; killing the old copy"
                 );
                 signal_shim(shim, Signal::SIGUSR2);
-                fenced = Some(shim);
+                fenced = Some(FencedCopy {
+                    attempt: old.attempt,
+                    shim,
+                });
             }
         }
         let span = tracing::info_span!("job", id, attempt);

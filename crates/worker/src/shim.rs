@@ -70,11 +70,18 @@ pub struct ShimSpec {
     /// Why this worker may not run the job at all (its user's jobs do not run here): the
     /// worker's own check, behind the controller's.
     pub refused: Option<String>,
-    /// The shim of an older copy of this job that this attempt fences: the job starts only
-    /// once that shim (which kills its copy when told it is stale) is gone, so two attempts
-    /// of a job never run at once on this host.
+    /// An older copy of this job that this attempt fences: the job starts only once that
+    /// copy's shim (which kills its copy when told it is stale) is gone, so two attempts of
+    /// a job never run at once on this host.
     #[serde(default)]
-    pub after: Option<ProcRecord>,
+    pub after: Option<FencedCopy>,
+}
+
+/// The older copy a newer attempt waits out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FencedCopy {
+    pub attempt: u32,
+    pub shim: ProcRecord,
 }
 
 /// Whom a job runs as: looked up in this host's user database when the job starts.
@@ -251,8 +258,15 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     let outbox = Outbox::open(&spec.spool).map_err(std::io::Error::other)?;
     let records = Records::open(&spec.spool)?;
     let cgroup = spec.cgroups.as_ref().map(|c| c.job(spec.id, spec.attempt));
-    // A start that waited out the lease (the worker froze between the order and the spawn)
-    // may have been superseded: no user code runs for it. The resync places it again if not.
+    if let Some(code) = spec
+        .after
+        .and_then(|older| wait_for_fenced_copy(spec, older, &orders, &outbox))
+    {
+        return code;
+    }
+    // A start that waited out the lease (the worker froze between the order and the spawn,
+    // or this shim waited for an older copy) may have been superseded: no user code runs for
+    // it. The resync places it again if not.
     let fence_at = LeaseFile::new(&spec.spool)
         .read()
         .unwrap_or(spec.fence_at_ms.map(Duration::from_millis));
@@ -260,12 +274,6 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         warn!(?late, "not starting the job: this worker's lease ran out");
         tell_worker("failed the worker's lease ran out");
         return Ok(EXIT_UNREPORTED);
-    }
-    if let Some(code) = spec
-        .after
-        .and_then(|older| wait_for_fenced_copy(spec, older, &orders, &outbox))
-    {
-        return code;
     }
     let mut child = match spawn_confined(spec) {
         Ok(child) => child,
@@ -341,18 +349,20 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
 }
 
 /// Waits until the shim of the older copy this attempt fences is gone: `None` when the job
-/// may start, or the shim's exit when an order came first (a kill: the job's end is that it
-/// never ran; a stop or a newer attempt: unreported). Bounded by the kill grace and a
-/// margin: by then the older shim has SIGKILLed its job, whatever became of the shim.
+/// may start, or the shim's exit when it must not (a kill order: the job's end is that it
+/// never ran; a stop or a newer attempt: unreported; its worker gone meanwhile: unreported,
+/// since a restarted worker could not know of this shim). Bounded by the kill grace and a
+/// margin; past it the older copy is killed here, whatever became of its shim.
 fn wait_for_fenced_copy(
     spec: &ShimSpec,
-    older: ProcRecord,
+    older: FencedCopy,
     orders: &Orders,
     outbox: &Outbox,
 ) -> Option<std::io::Result<i32>> {
+    let worker = nix::unistd::getppid();
     let patience = Duration::from_millis(spec.kill_grace_ms) + Duration::from_secs(2);
     let deadline = std::time::Instant::now() + patience;
-    while older.alive() {
+    while older.shim.alive() {
         if orders.kill.load(Ordering::SeqCst) {
             let reason = "killed before it started".to_string();
             let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
@@ -365,16 +375,34 @@ fn wait_for_fenced_copy(
         }
         if std::time::Instant::now() >= deadline {
             warn!(
-                shim = older.pid,
+                shim = older.shim.pid,
+                attempt = older.attempt,
                 ?patience,
-                "the copy this attempt fences still has its shim; starting: its job was killed"
+                "the copy this attempt fences outlived its shim's grace; killing it here"
             );
-            return None;
+            kill_older_copy(spec, older);
+            break;
         }
         orders.drain();
         std::thread::sleep(Duration::from_millis(5));
     }
+    if nix::unistd::getppid() != worker {
+        warn!("the worker went away while this attempt waited; not starting the job");
+        return Some(Ok(EXIT_UNREPORTED));
+    }
     None
+}
+
+/// Kills an older copy of the job whose shim did not end it in time: the shim, the copy's
+/// cgroup where there is one, and every process carrying the older attempt's mark.
+fn kill_older_copy(spec: &ShimSpec, older: FencedCopy) {
+    if older.shim.alive() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(older.shim.pid), Signal::SIGKILL);
+    }
+    if let Some(cgroups) = &spec.cgroups {
+        cgroups.job(spec.id, older.attempt).kill();
+    }
+    procs::kill_marked(&spec.spool, procs::Marked::Attempt(spec.id, older.attempt));
 }
 
 /// Starts the job, inside its cgroup where there is one: the shim enters the job's cgroup,

@@ -668,28 +668,61 @@ async fn a_worker_for_one_user_refuses_another_users_job() {
 
 #[tokio::test]
 async fn a_newer_attempt_starts_only_once_the_copy_it_fences_is_gone() {
+    newer_attempt_beside_a_stuck_shim(true).await;
+}
+
+#[tokio::test]
+async fn a_newer_attempt_kills_a_fenced_copy_whose_shim_never_acts() {
+    newer_attempt_beside_a_stuck_shim(false).await;
+}
+
+/// Attempt 1 runs; its shim is stopped (slow to act on the stale order: its job lives on);
+/// attempt 2 arrives. Attempt 2's job must not start while attempt 1's does. With `resume`,
+/// the old shim comes back and kills its copy; without, the new shim kills it once its
+/// patience (kill grace + 2 s) is over.
+async fn newer_attempt_beside_a_stuck_shim(resume: bool) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
     let dir = tempfile::tempdir().unwrap();
     let (jobs, _lease, stop) = table(dir.path());
     let pid_file = dir.path().join("first.pid");
     let verdict = dir.path().join("verdict");
-    // The first copy ignores SIGTERM: only the SIGKILL after the kill grace ends it.
-    let stubborn = format!(
-        "trap '' TERM; echo $$ > {}.tmp && mv {0}.tmp {0}; while :; do sleep 0.02; done",
+    let first = format!(
+        "echo $$ > {0}.tmp && mv {0}.tmp {0}; exec sleep 300",
         pid_file.display()
     );
-    jobs.start(job(1, &["sh", "-c", &stubborn]), 1);
+    jobs.start(job(1, &["sh", "-c", &first]), 1);
     wait_until("the first copy to say its pid", || pid_file.exists()).await;
+    let records = Records::open(dir.path()).unwrap();
+    wait_until("the first copy's record", || {
+        records.scan().is_ok_and(|r| r.len() == 1)
+    })
+    .await;
+    let shim = records.scan().unwrap()[0].1.unwrap().shim.unwrap();
+    kill(Pid::from_raw(shim.pid), Signal::SIGSTOP).unwrap();
+    // Alive unless gone or a zombie (a killed job whose shim died is reaped by whoever
+    // inherits it, which may take a while): its state is the third field of its stat.
     let check = format!(
-        "if kill -0 $(cat {}) 2>/dev/null; then echo overlap; else echo alone; fi > {}.tmp && mv {1}.tmp {1}",
+        "s=$(cut -d' ' -f3 /proc/$(cat {})/stat 2>/dev/null); \
+         if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo overlap; else echo alone; fi > {}.tmp && mv {1}.tmp {1}",
         pid_file.display(),
         verdict.display()
     );
     jobs.start(job(1, &["sh", "-c", &check]), 2);
+    // An observation window shorter than the new shim's patience.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!verdict.exists(), "attempt 2 started beside attempt 1");
+    if resume {
+        kill(Pid::from_raw(shim.pid), Signal::SIGCONT).unwrap();
+    }
     wait_until("the second attempt's verdict", || verdict.exists()).await;
     assert_eq!(
         std::fs::read_to_string(&verdict).unwrap().trim(),
         "alone",
         "attempt 2 ran while attempt 1 still did"
     );
+    if !resume {
+        wait_until("the stuck shim to be killed", || !shim.alive()).await;
+    }
     stop.send_replace(true);
 }

@@ -171,7 +171,7 @@ impl<R> PausingReader<R> {
         if self.reserved > 0 || left < inbound::RESERVE_FROM || self.backlog.peer.get() {
             return Ok(true);
         }
-        if left > inbound::MAX_PARTIAL_BYTES_TOTAL {
+        if left > crate::socket::MAX_INBOUND_BYTES as usize {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a frame of {} MiB is over the inbound limit", left >> 20),
@@ -525,46 +525,60 @@ mod tests {
         use tokio::io::AsyncWriteExt as _;
         use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
-        let (a_in, mut a_out) = tokio::io::duplex(1 << 16);
-        let (b_in, mut b_out) = tokio::io::duplex(1 << 16);
-        let mut a = PausingReader::new(a_in.compat(), Rc::new(Backlog::default()));
-        let mut b = PausingReader::new(b_in.compat(), Rc::new(Backlog::default()));
-        let big = inbound::MAX_PARTIAL_BYTES_TOTAL / 4 * 3;
-        let other = inbound::MAX_PARTIAL_BYTES_TOTAL / 2;
-        a_out.write_all(&table(big)).await.unwrap();
-        a_out.write_all(&[1; 100]).await.unwrap();
-        b_out.write_all(&table(other)).await.unwrap();
-        b_out.write_all(&[2; 100]).await.unwrap();
+        // Frames as large as a connection may send: the budget holds four of them.
+        let frame = crate::socket::MAX_INBOUND_BYTES as usize;
+        assert_eq!(inbound::MAX_PARTIAL_BYTES_TOTAL / frame, 4);
+        let before = inbound::partial_total();
+        let mut readers = Vec::new();
+        let mut writers = Vec::new();
+        for _ in 0..5 {
+            let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+            theirs.write_all(&table(frame)).await.unwrap();
+            theirs.write_all(&[1; 100]).await.unwrap();
+            readers.push(PausingReader::new(
+                ours.compat(),
+                Rc::new(Backlog::default()),
+            ));
+            writers.push(theirs);
+        }
         let mut buf = [0u8; 64];
-        // A's table is handed on, and the start of its body: it holds three quarters of the
-        // budget.
-        assert_eq!(read(&mut a, &mut buf).await, Ok(8));
-        assert_eq!(read(&mut a, &mut buf).await, Ok(64));
-        assert!(inbound::partial_total() >= big);
-        // B's table is held back (capnp would allocate its body on reading it) while A
-        // holds the budget.
+        // Four connections have their tables handed on and read into their bodies.
+        for r in &mut readers[..4] {
+            assert_eq!(read(r, &mut buf).await, Ok(8));
+            assert_eq!(read(r, &mut buf).await, Ok(64));
+        }
+        assert!(inbound::partial_total() >= before + 4 * frame);
+        // The fifth's table is held back (capnp would allocate its body on reading it).
+        let mut fifth = readers.pop().unwrap();
         assert!(
-            read(&mut b, &mut buf).await.is_err(),
-            "B read past the budget"
+            read(&mut fifth, &mut buf).await.is_err(),
+            "read past the budget"
         );
-        // A closing gives its share back, and B reads on.
-        let mut b_buf = [0u8; 64];
-        let closing_a = async move {
+        // One connection closing gives its share back, and the fifth reads on.
+        let first = readers.remove(0);
+        let mut fifth_buf = [0u8; 64];
+        let closing = async move {
             tokio::task::yield_now().await;
-            drop(a);
+            drop(first);
         };
         let (n, ()) = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            tokio::join!(b.read(&mut b_buf), closing_a)
+            tokio::join!(fifth.read(&mut fifth_buf), closing)
         })
         .await
-        .expect("B was never woken");
+        .expect("the fifth was never woken");
         assert_eq!(n.unwrap(), 8);
-        let n = read(&mut b, &mut buf).await.unwrap();
-        assert_eq!(n, 64);
-        drop(b);
+        assert_eq!(read(&mut fifth, &mut buf).await, Ok(64));
+        drop(fifth);
+        drop(readers);
         assert!(
-            inbound::partial_total() < other,
-            "a closed connection kept its share"
+            inbound::partial_total() <= before,
+            "closed connections kept their share"
         );
+        // A frame over what one connection may send is refused, not waited for.
+        let (ours, mut theirs) = tokio::io::duplex(1 << 16);
+        theirs.write_all(&table(frame + 8)).await.unwrap();
+        let mut over = PausingReader::new(ours.compat(), Rc::new(Backlog::default()));
+        let refused = over.read(&mut buf).await.unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidData, "{refused}");
     }
 }

@@ -5,7 +5,7 @@
 //!   has been idle longest, so idle connections cannot lock out new ones; controllers, workers
 //!   and other daemons (joined sessions) proven by their certificate are never evicted for it.
 //!   Without TLS a role is only claimed: connections that claimed one may hold at most half
-//!   the places, beyond that the longest idle of them gives way too. When nothing can be
+//!   the places, beyond that the longest idle of them (never a controller peer) gives way. When nothing can be
 //!   evicted, the new connection is closed.
 //! - **An idle timeout** (`limits.idle_timeout_ms`): a connection that has made no call for
 //!   that long is closed, unless it is a controller peer (whose Raft calls do not pass the
@@ -70,7 +70,7 @@ impl Connections {
             .count();
         let victim = longest_idle(&Session::evictable).or_else(|| {
             (claimed > self.max / 2)
-                .then(|| longest_idle(&Session::role_is_claimed))
+                .then(|| longest_idle(&Session::claimed_and_evictable))
                 .flatten()
         });
         match victim {
@@ -205,18 +205,23 @@ mod tests {
                     tasks.push(task);
                 };
                 add(session(Role::Worker));
-                for _ in 0..3 {
+                // A controller peer's calls do not pass the client methods: it always looks
+                // the longest idle, and must never be the one to go.
+                add(claimed(Role::Controller));
+                for _ in 0..2 {
                     tokio::time::advance(Duration::from_secs(1)).await;
                     add(claimed(Role::Worker));
                 }
                 assert!(c.make_room(), "three claimed of four places: one gives way");
                 assert_eq!(c.len(), 3);
-                // The longest idle claimed one went, never the certified one.
+                // The longest idle claimed worker went, never the certified one or the peer.
                 let mut tasks = tasks.into_iter();
                 let certified = tasks.next().unwrap();
+                let peer = tasks.next().unwrap();
                 let first_claimed = tasks.next().unwrap();
                 assert!(first_claimed.await.unwrap_err().is_cancelled());
                 assert!(!certified.is_finished());
+                assert!(!peer.is_finished());
             })
             .await;
     }

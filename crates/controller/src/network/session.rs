@@ -120,6 +120,13 @@ impl Session {
         self.joined && self.role != Role::User && self.certified.is_none()
     }
 
+    /// Whether a claimed role's connection may give way beyond its share: never a
+    /// controller peer's, whose Raft traffic does not pass the client methods and so never
+    /// looks recent.
+    pub fn claimed_and_evictable(&self) -> bool {
+        self.role_is_claimed() && self.role != Role::Controller
+    }
+
     /// Whether this connection may join as `role` (and, for a worker, as host `host`):
     /// always without a certificate; with one, only as what it names.
     pub fn may_join(&self, role: Role, host: &str) -> Result<(), ReplyHeader> {
