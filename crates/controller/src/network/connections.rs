@@ -176,49 +176,43 @@ mod tests {
         s
     }
 
+    /// Registers a connection of `session` whose task never ends on its own.
+    fn open(c: &Connections, session: Rc<RefCell<Session>>) -> tokio::task::JoinHandle<()> {
+        let task = tokio::task::spawn_local(std::future::pending::<()>());
+        c.add(
+            session,
+            Rc::new(Cell::new(Instant::now())),
+            task.abort_handle(),
+        );
+        task
+    }
+
     #[tokio::test(start_paused = true)]
     async fn claimed_roles_hold_at_most_half_the_places_and_then_give_way() {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
                 let c = Connections::new(4, Duration::from_secs(60));
-                let mut tasks = Vec::new();
-                let mut add = |s: Rc<RefCell<Session>>| {
-                    let task = tokio::task::spawn_local(std::future::pending::<()>());
-                    c.add(s, Rc::new(Cell::new(Instant::now())), task.abort_handle());
-                    tasks.push(task);
-                };
-                add(session(Role::Worker));
-                add(session(Role::Scheduler));
+                let _open = [session(Role::Worker), session(Role::Scheduler)].map(|s| open(&c, s));
                 tokio::time::advance(Duration::from_secs(1)).await;
-                add(claimed(Role::Worker));
+                let _worker = open(&c, claimed(Role::Worker));
                 tokio::time::advance(Duration::from_secs(1)).await;
-                add(claimed(Role::Operator));
+                let _operator = open(&c, claimed(Role::Operator));
                 // Two claimed of four places: half, so nothing gives way.
                 assert!(!c.make_room(), "claimed roles within half the places stay");
                 assert_eq!(c.len(), 4);
                 let c = Connections::new(4, Duration::from_secs(60));
-                let mut tasks = Vec::new();
-                let mut add = |s: Rc<RefCell<Session>>| {
-                    let task = tokio::task::spawn_local(std::future::pending::<()>());
-                    c.add(s, Rc::new(Cell::new(Instant::now())), task.abort_handle());
-                    tasks.push(task);
-                };
-                add(session(Role::Worker));
+                let certified = open(&c, session(Role::Worker));
                 // A controller peer's calls do not pass the client methods: it always looks
                 // the longest idle, and must never be the one to go.
-                add(claimed(Role::Controller));
-                for _ in 0..2 {
-                    tokio::time::advance(Duration::from_secs(1)).await;
-                    add(claimed(Role::Worker));
-                }
+                let peer = open(&c, claimed(Role::Controller));
+                tokio::time::advance(Duration::from_secs(1)).await;
+                let first_claimed = open(&c, claimed(Role::Worker));
+                tokio::time::advance(Duration::from_secs(1)).await;
+                let _second_claimed = open(&c, claimed(Role::Worker));
                 assert!(c.make_room(), "three claimed of four places: one gives way");
                 assert_eq!(c.len(), 3);
                 // The longest idle claimed worker went, never the certified one or the peer.
-                let mut tasks = tasks.into_iter();
-                let certified = tasks.next().unwrap();
-                let peer = tasks.next().unwrap();
-                let first_claimed = tasks.next().unwrap();
                 assert!(first_claimed.await.unwrap_err().is_cancelled());
                 assert!(!certified.is_finished());
                 assert!(!peer.is_finished());
