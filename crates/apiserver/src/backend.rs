@@ -276,7 +276,7 @@ impl Backend for ClusterBackend {
                 .client
                 .candidates()
                 .iter()
-                .map(|c| format!("{}={}", c.name, c.addr()))
+                .map(ToString::to_string)
                 .collect(),
         }
     }

@@ -224,11 +224,7 @@ impl<R: AsyncRead + Unpin> PausingReader<R> {
             if n == 0 {
                 return Poll::Ready(Ok(false));
             }
-            let done = self
-                .framing
-                .consumed(&chunk[..n])
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            if let Some(table) = done {
+            if let Some(table) = self.framing.consumed(&chunk[..n])? {
                 self.table = table;
                 return Poll::Ready(Ok(true));
             }
@@ -275,9 +271,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for PausingReader<R> {
         }
         let limit = buf.len().min(this.framing.next_read_limit());
         let n = std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut buf[..limit]))?;
-        this.framing
-            .consumed(&buf[..n])
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        this.framing.consumed(&buf[..n])?;
         if this.framing.body_left().is_none() {
             inbound::release(std::mem::take(&mut this.reserved));
         }

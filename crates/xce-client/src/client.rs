@@ -267,10 +267,7 @@ impl<T: Transport> Client<T> {
         route.cursor = current
             .and_then(|addr| list.iter().position(|c| c.addr() == addr))
             .unwrap_or(0);
-        let names: Vec<String> = list
-            .iter()
-            .map(|c| format!("{}={}", c.name, c.addr()))
-            .collect();
+        let names: Vec<String> = list.iter().map(ToString::to_string).collect();
         info!(candidates = %names.join(","), "candidate list updated from the cluster's members");
         route.candidates = list;
     }

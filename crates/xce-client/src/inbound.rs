@@ -38,6 +38,12 @@ pub enum FramingError {
     Segments(u64),
 }
 
+impl From<FramingError> for std::io::Error {
+    fn from(e: FramingError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
+}
+
 /// Where a connection is in capnp's stream framing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Framing {

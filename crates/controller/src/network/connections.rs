@@ -64,12 +64,14 @@ impl Connections {
                 .min_by_key(|(_, e)| e.last_call.get())
                 .map(|(id, _)| *id)
         };
-        let claimed = open
-            .values()
-            .filter(|e| e.session.borrow().role_is_claimed())
-            .count();
+        let over_share = || {
+            let claimed = open
+                .values()
+                .filter(|e| e.session.borrow().role_is_claimed());
+            claimed.count() > self.max / 2
+        };
         let victim = longest_idle(&Session::evictable).or_else(|| {
-            (claimed > self.max / 2)
+            over_share()
                 .then(|| longest_idle(&Session::claimed_and_evictable))
                 .flatten()
         });
