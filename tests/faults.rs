@@ -197,6 +197,17 @@ async fn a_primary_behind_a_slow_link_hands_over_to_a_standby_that_can_commit() 
     );
     let during = cluster.client().call(GetCluster).await.unwrap();
     assert_ne!(during.primary.as_deref(), Some(old_name.as_str()));
+    // It handed over rather than leaving the standbys to their election timers (a full
+    // timeout more of outage): it named a successor, and that standby took it.
+    let log_of = |i: usize| std::fs::read_to_string(&cluster.controllers()[i].log).unwrap();
+    assert!(
+        log_of(old).contains("stepping down and handing over"),
+        "{old_name} went silent without handing over"
+    );
+    assert!(
+        (0..3).any(|i| i != old && log_of(i).contains("handed over to this node")),
+        "no standby took the hand-over"
+    );
 
     cluster.heal();
     let (_, after) = cluster.wait_all_standbys().await;

@@ -1,5 +1,6 @@
 //! `xce-bench failover`: a fault on the primary under load, N times, and the outage clients
-//! see: from the fault to the first write acknowledged after it. Faults: `kill` (SIGKILL),
+//! see: from the fault to the first acknowledgement of a write sent after it (a write the old
+//! primary had already replicated when the fault began says nothing about the outage). Faults: `kill` (SIGKILL),
 //! `partition` (cut off from every standby), `pause` (SIGSTOP), `delay` (a 150 ms round trip
 //! to every standby, more than openraft's 50 ms append timeout).
 
@@ -85,7 +86,8 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
         args.fault.name()
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let acks: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    // Each acknowledged write: when it was sent, and when its acknowledgement came.
+    let acks: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
     let mut load = Vec::new();
     for _ in 0..args.clients {
         let client = cluster.client(ClientConfig::default())?;
@@ -101,11 +103,12 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
                     token: RequestToken::random(),
                     spec: spec.clone(),
                 };
+                let sent = Instant::now();
                 match client.call(op).await {
                     Ok(_) => acks
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push(Instant::now()),
+                        .push((sent, Instant::now())),
                     Err(e) => {
                         eprintln!("xce-bench failover: a submit failed: {e}");
                         errors += 1
@@ -139,8 +142,9 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .find(|t| **t > killed_at)
-                .copied();
+                .filter(|(sent, _)| *sent > killed_at)
+                .map(|(_, acked)| *acked)
+                .min();
             if let Some(t) = first {
                 break t;
             }

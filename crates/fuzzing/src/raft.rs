@@ -10,7 +10,7 @@ use openraft::raft::{
 use openraft::{EntryPayload, LogId};
 use xce_controller::network::codec;
 use xce_controller::network::raft_input::{self, Assembly, Chunk, Peer, MAX_INDEX, MAX_TERM};
-use xce_controller::node::election::PreVote;
+use xce_controller::node::election::{PreVote, StepDown};
 use xce_controller::state::State;
 use xce_controller::store::{NodeId, TypeConfig};
 
@@ -32,12 +32,13 @@ pub fn run(data: &[u8]) {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
-    match which % 5 {
+    match which % 6 {
         0 => append(rest),
         1 => vote(rest),
         2 => pre_vote(rest),
         3 => snapshot(rest),
-        _ => replies(rest),
+        4 => replies(rest),
+        _ => step_down(rest),
     }
 }
 
@@ -99,6 +100,24 @@ fn pre_vote(bytes: &[u8]) {
             assert!((1..=peer.members).contains(&req.candidate));
             if let Some(last) = &req.last_log_id {
                 bounded(last);
+            }
+        }
+    }
+}
+
+fn step_down(bytes: &[u8]) {
+    let Ok(req) = codec::from_json::<StepDown>(bytes) else {
+        return;
+    };
+    for peer in &PEERS {
+        if raft_input::step_down(peer, &req).is_ok() {
+            let member = |id: NodeId| {
+                (1..=peer.members).contains(&id) || xce_controller::node::members::is_joined(id)
+            };
+            assert!(member(req.leader) && member(req.successor), "{req:?}");
+            assert!(req.term <= MAX_TERM);
+            if let Some(sender) = peer.sender {
+                assert_eq!(sender, req.leader, "a step-down speaks for its sender only");
             }
         }
     }

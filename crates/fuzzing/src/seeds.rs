@@ -10,7 +10,7 @@ use xce_client::types::{
 };
 use xce_client::wire;
 use xce_controller::network::codec;
-use xce_controller::node::election::PreVote;
+use xce_controller::node::election::{PreVote, StepDown};
 use xce_controller::state::{Command, State};
 use xce_controller::store::{Batch, TypeConfig};
 use xce_proto::xce_capnp as w;
@@ -77,6 +77,7 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
     add("raft", "vote", prefixed(1, &vote()));
     add("raft", "pre-vote", prefixed(2, &pre_vote()));
     add("raft", "snapshot", prefixed(3, &snapshot_chunks()));
+    add("raft", "step-down", prefixed(5, &step_down()));
     add(
         "snapshot",
         "small",
@@ -209,6 +210,15 @@ fn pre_vote() -> Vec<u8> {
     let req = PreVote {
         candidate: 1,
         last_log_id: Some(log_id(2, 5)),
+    };
+    codec::to_json(&req).unwrap_or_default()
+}
+
+fn step_down() -> Vec<u8> {
+    let req = StepDown {
+        leader: 1,
+        term: 3,
+        successor: 2,
     };
     codec::to_json(&req).unwrap_or_default()
 }

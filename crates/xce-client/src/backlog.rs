@@ -144,6 +144,8 @@ pub struct PausingReader<R> {
     table_given: usize,
     /// Bytes of the shared inbound budget this connection holds for the body it is reading.
     reserved: usize,
+    /// Its place in line for the budget while it waits.
+    place: inbound::Place,
     /// Waiting for the inbound budget, and that has been logged.
     starved: bool,
 }
@@ -157,6 +159,7 @@ impl<R> PausingReader<R> {
             table: Vec::new(),
             table_given: 0,
             reserved: 0,
+            place: inbound::Place::default(),
             starved: false,
         }
     }
@@ -177,7 +180,7 @@ impl<R> PausingReader<R> {
                 format!("a frame of {} MiB is over the inbound limit", left >> 20),
             ));
         }
-        if !inbound::reserve(left, cx.waker()) {
+        if !inbound::reserve(left, cx.waker(), &mut self.place) {
             if !std::mem::replace(&mut self.starved, true) {
                 warn!(
                     frame_bytes = left,
@@ -208,6 +211,7 @@ impl<R> PausingReader<R> {
 
 impl<R> Drop for PausingReader<R> {
     fn drop(&mut self) {
+        inbound::leave(&mut self.place);
         inbound::release(std::mem::take(&mut self.reserved));
     }
 }

@@ -11,8 +11,10 @@
 //! [`RESERVE_FROM`] bytes or more is read only once [`reserve`] has taken its size out of
 //! [`MAX_PARTIAL_BYTES_TOTAL`]; the reservation is released when the body has been read (the
 //! call it carries is then bounded by the connection's call weight) or the connection
-//! closes. Controller peers do not reserve: Raft appends must never wait behind clients.
+//! closes. Readers that must wait are served in the order they first asked. Controller peers
+//! do not reserve: Raft appends must never wait behind clients.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::task::Waker;
@@ -29,7 +31,35 @@ pub const RESERVE_FROM: usize = 64 << 10;
 const MAX_SEGMENTS: u64 = 512;
 
 static PARTIAL_TOTAL: AtomicUsize = AtomicUsize::new(0);
-static WAITING: Mutex<Vec<Waker>> = Mutex::new(Vec::new());
+static QUEUE: Mutex<Queue> = Mutex::new(Queue {
+    last_ticket: 0,
+    waiting: BTreeMap::new(),
+});
+
+/// Readers waiting for the budget, served first come first served: a large frame is not
+/// passed over for as long as smaller ones keep fitting in what is released.
+struct Queue {
+    last_ticket: u64,
+    waiting: BTreeMap<u64, Waker>,
+}
+
+impl Queue {
+    /// Wakes the reader first in line, if any: it may fit now.
+    fn wake_first(&self) {
+        if let Some(waker) = self.waiting.values().next() {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+fn queue() -> std::sync::MutexGuard<'static, Queue> {
+    QUEUE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A reader's place in line for the budget, taken at its first refusal and kept until it is
+/// served; a reader that goes away while waiting gives it up with [`leave`].
+#[derive(Debug, Default)]
+pub struct Place(Option<u64>);
 
 /// A stream that is not capnp framing.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -145,35 +175,57 @@ fn le_u32(bytes: &[u8]) -> u32 {
     u32::from_le_bytes(word)
 }
 
-/// Takes `bytes` out of the shared budget, or registers `waker` to be woken when some is
-/// released and answers `false`.
-pub fn reserve(bytes: usize, waker: &Waker) -> bool {
-    let taken = PARTIAL_TOTAL.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-        let total = held.checked_add(bytes)?;
-        (total <= MAX_PARTIAL_BYTES_TOTAL).then_some(total)
-    });
-    if taken.is_ok() {
-        return true;
+/// Takes `bytes` out of the shared budget when there is room and no reader that asked before
+/// is still waiting; otherwise keeps (or takes) `place` in line with `waker`, to be woken when
+/// it is first and some budget is released, and answers `false`.
+pub fn reserve(bytes: usize, waker: &Waker, place: &mut Place) -> bool {
+    let mut q = queue();
+    let first = q.waiting.keys().next().copied();
+    if first.is_none() || first == place.0 {
+        let taken = PARTIAL_TOTAL.fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+            let total = held.checked_add(bytes)?;
+            (total <= MAX_PARTIAL_BYTES_TOTAL).then_some(total)
+        });
+        if taken.is_ok() {
+            if let Some(ticket) = place.0.take() {
+                q.waiting.remove(&ticket);
+            }
+            // The next in line may fit as well.
+            q.wake_first();
+            return true;
+        }
     }
-    let mut waiting = WAITING.lock().unwrap_or_else(|e| e.into_inner());
-    waiting.push(waker.clone());
-    // A release between the attempt and the registration would wake no one: look again.
-    drop(waiting);
-    if PARTIAL_TOTAL.load(Ordering::Acquire) + bytes <= MAX_PARTIAL_BYTES_TOTAL {
-        waker.wake_by_ref();
-    }
+    let ticket = match place.0 {
+        Some(ticket) => ticket,
+        None => {
+            q.last_ticket += 1;
+            place.0 = Some(q.last_ticket);
+            q.last_ticket
+        }
+    };
+    q.waiting.insert(ticket, waker.clone());
     false
 }
 
-/// Gives `bytes` back to the shared budget and wakes every reader waiting for some.
+/// Gives `bytes` back to the shared budget and wakes the reader first in line.
 pub fn release(bytes: usize) {
     if bytes == 0 {
         return;
     }
+    let q = queue();
     PARTIAL_TOTAL.fetch_sub(bytes, Ordering::AcqRel);
-    let waiting = std::mem::take(&mut *WAITING.lock().unwrap_or_else(|e| e.into_inner()));
-    for waker in waiting {
-        waker.wake();
+    q.wake_first();
+}
+
+/// Gives up a place in line (the reader is going away): the next in line is woken if this
+/// one was first.
+pub fn leave(place: &mut Place) {
+    let Some(ticket) = place.0.take() else { return };
+    let mut q = queue();
+    let was_first = q.waiting.keys().next() == Some(&ticket);
+    q.waiting.remove(&ticket);
+    if was_first {
+        q.wake_first();
     }
 }
 
@@ -245,5 +297,86 @@ mod tests {
         let mut word = 600u32.to_le_bytes().to_vec();
         word.extend_from_slice(&1u32.to_le_bytes());
         assert_eq!(framing.consumed(&word), Err(FramingError::Segments(601)));
+    }
+
+    /// A waker that counts how often it was woken.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waker() -> (std::sync::Arc<Count>, Waker) {
+        let count = std::sync::Arc::new(Count::default());
+        (count.clone(), Waker::from(count))
+    }
+
+    #[test]
+    fn readers_that_wait_are_served_in_the_order_they_asked() {
+        let (_, idle) = waker();
+        let held = MAX_PARTIAL_BYTES_TOTAL / 4 * 3;
+        let large = MAX_PARTIAL_BYTES_TOTAL / 2;
+        let mut holder = Place::default();
+        assert!(reserve(held, &idle, &mut holder));
+
+        // A large frame that does not fit waits; a small one that would fit, asking after
+        // it, waits behind it instead of going ahead.
+        let (large_woken, large_waker) = waker();
+        let mut large_place = Place::default();
+        assert!(!reserve(large, &large_waker, &mut large_place));
+        let (small_woken, small_waker) = waker();
+        let mut small_place = Place::default();
+        assert!(
+            !reserve(RESERVE_FROM, &small_waker, &mut small_place),
+            "a later, smaller frame went ahead of one waiting"
+        );
+        // A third that leaves while waiting does not keep anyone waiting.
+        let (_, gone_waker) = waker();
+        let mut gone = Place::default();
+        assert!(!reserve(RESERVE_FROM, &gone_waker, &mut gone));
+        leave(&mut gone);
+
+        release(held);
+        assert!(
+            large_woken.0.load(Ordering::SeqCst) > 0,
+            "the first in line was not woken"
+        );
+        assert_eq!(small_woken.0.load(Ordering::SeqCst), 0);
+        assert!(
+            !reserve(RESERVE_FROM, &small_waker, &mut small_place),
+            "the second in line was served before the first"
+        );
+        assert!(reserve(large, &large_waker, &mut large_place));
+        assert!(
+            small_woken.0.load(Ordering::SeqCst) > 0,
+            "the next in line was not woken"
+        );
+        assert!(reserve(RESERVE_FROM, &small_waker, &mut small_place));
+
+        // The first in line leaving wakes the next.
+        let rest = MAX_PARTIAL_BYTES_TOTAL - large - RESERVE_FROM;
+        let mut filler = Place::default();
+        assert!(reserve(rest, &idle, &mut filler));
+        let (_, first_waker) = waker();
+        let mut first = Place::default();
+        assert!(!reserve(large, &first_waker, &mut first));
+        let (next_woken, next_waker) = waker();
+        let mut next = Place::default();
+        assert!(!reserve(RESERVE_FROM, &next_waker, &mut next));
+        release(RESERVE_FROM);
+        assert_eq!(next_woken.0.load(Ordering::SeqCst), 0);
+        leave(&mut first);
+        assert!(
+            next_woken.0.load(Ordering::SeqCst) > 0,
+            "a departure left the line stuck"
+        );
+        assert!(reserve(RESERVE_FROM, &next_waker, &mut next));
+
+        release(large + rest + RESERVE_FROM);
+        assert_eq!(partial_total(), 0);
+        assert!(queue().waiting.is_empty());
     }
 }

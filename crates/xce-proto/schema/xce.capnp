@@ -375,6 +375,11 @@ interface Raft {
   # log is not ahead of the candidate's. A node cut off from the cluster therefore never
   # raises its term, and cannot depose a healthy primary when it returns.
   preVote @3 (request :Data) -> (reply :Data);
+  # A primary that no majority has acknowledged within its lease (a slow or lossy link) hands
+  # over: it asks the standby whose log is furthest ahead to stand for election as soon as the
+  # other voters' leader lease allows, instead of after a full election timeout. Accepted only
+  # from the primary the receiver currently follows, for that primary's term.
+  stepDown @4 (request :Data) -> (reply :Data);
 }
 
 # ---- Hosts (workers) -------------------------------------------------------------------------

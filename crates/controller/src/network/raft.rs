@@ -17,7 +17,7 @@ use xce_proto::xce_capnp::raft;
 
 use super::codec;
 use super::raft_input::{self, Assembly, Chunk, Peer};
-use crate::node::election::{PreVote, PreVoteReply};
+use crate::node::election::{PreVote, PreVoteReply, StepDown, StepDownReply};
 use crate::node::Node;
 use crate::store::{NodeId, TypeConfig};
 
@@ -96,6 +96,18 @@ impl raft::Server for RaftService {
         let req: PreVote = codec::from_json(params.get()?.get_request()?)?;
         raft_input::pre_vote(&self.peer, &req).map_err(|e| refuse("pre-vote", e))?;
         let reply: Result<PreVoteReply, RaftError<NodeId>> = Ok(self.node.answer_pre_vote(&req));
+        results.get().set_reply(&codec::to_json(&reply)?);
+        Ok(())
+    }
+
+    async fn step_down(
+        self: Rc<Self>,
+        params: raft::StepDownParams,
+        mut results: raft::StepDownResults,
+    ) -> Result<(), capnp::Error> {
+        let req: StepDown = codec::from_json(params.get()?.get_request()?)?;
+        raft_input::step_down(&self.peer, &req).map_err(|e| refuse("step-down", e))?;
+        let reply: Result<StepDownReply, RaftError<NodeId>> = Ok(self.node.answer_step_down(&req));
         results.get().set_reply(&codec::to_json(&reply)?);
         Ok(())
     }

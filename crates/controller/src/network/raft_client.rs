@@ -25,7 +25,7 @@ use xce_client::{ConnectOptions, Connection, TransportError};
 use xce_proto::xce_capnp::controller;
 
 use super::codec;
-use crate::node::election::{PreVote, PreVoteReply};
+use crate::node::election::{PreVote, PreVoteReply, StepDown, StepDownReply};
 use crate::node::Lease;
 use crate::store::{NodeId, TypeConfig};
 
@@ -287,6 +287,30 @@ impl PeerClient {
                 Box::pin(async move {
                     let raft = client.raft_request().send().pipeline.get_raft();
                     let mut req = raft.pre_vote_request();
+                    req.get().set_request(&request);
+                    let resp = req.send().promise.await?;
+                    Ok(resp.get()?.get_reply()?.to_vec())
+                })
+            })
+            .await;
+        reply.map_err(|e| e.to_string())
+    }
+}
+
+impl PeerClient {
+    /// Tells the peer this primary stepped down (see `node::handover`), waiting at most
+    /// `wait` for its answer.
+    pub async fn step_down(
+        &mut self,
+        req: &StepDown,
+        wait: Duration,
+    ) -> Result<StepDownReply, String> {
+        let request = codec::to_json(req).map_err(|e| e.to_string())?;
+        let reply: RpcResult<StepDownReply, openraft::error::Infallible> = self
+            .rpc(wait, move |client| {
+                Box::pin(async move {
+                    let raft = client.raft_request().send().pipeline.get_raft();
+                    let mut req = raft.step_down_request();
                     req.get().set_request(&request);
                     let resp = req.send().promise.await?;
                     Ok(resp.get()?.get_reply()?.to_vec())

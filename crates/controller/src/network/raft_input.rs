@@ -15,7 +15,7 @@
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::{EntryPayload, LogId, StoredMembership, Vote};
 
-use crate::node::election::PreVote;
+use crate::node::election::{PreVote, StepDown};
 use crate::store::{NodeId, TypeConfig};
 
 /// No real cluster gets near this many elections (one a second for nine million years).
@@ -190,6 +190,22 @@ pub fn pre_vote(peer: &Peer, req: &PreVote) -> Result<(), String> {
     }
 }
 
+/// Checks a primary's step-down: the sender speaks for itself, and names members.
+pub fn step_down(peer: &Peer, req: &StepDown) -> Result<(), String> {
+    peer.member(req.leader, "the step-down")?;
+    peer.member(req.successor, "the step-down's successor")?;
+    if let Some(sender) = peer.sender.filter(|s| *s != req.leader) {
+        return Err(format!(
+            "the step-down is node {}'s, but the sender's certificate is node {sender}'s",
+            req.leader
+        ));
+    }
+    if req.term > MAX_TERM {
+        return Err(format!("term {} is beyond {MAX_TERM}", req.term));
+    }
+    Ok(())
+}
+
 /// Checks what an install-snapshot chunk says about the snapshot (not its bytes).
 pub fn snapshot_meta(peer: &Peer, req: &InstallSnapshotRequest<TypeConfig>) -> Result<(), String> {
     peer.vote(&req.vote)?;
@@ -327,6 +343,32 @@ mod tests {
         };
         assert!(pre_vote(&PEER, &pre).is_err());
         assert_eq!(pre_vote(&open, &pre), Ok(()));
+        let down = StepDown {
+            leader: 2,
+            term: 3,
+            successor: 1,
+        };
+        let e = step_down(&PEER, &down).unwrap_err();
+        assert!(e.contains("certificate is node 1's"), "{e}");
+        assert_eq!(step_down(&open, &down), Ok(()));
+        let e = step_down(
+            &open,
+            &StepDown {
+                successor: 9,
+                ..down.clone()
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("node 9, not a member"), "{e}");
+        let e = step_down(
+            &open,
+            &StepDown {
+                term: u64::MAX,
+                ..down
+            },
+        )
+        .unwrap_err();
+        assert!(e.contains("beyond"), "{e}");
     }
 
     #[test]

@@ -37,6 +37,25 @@ pub struct PreVoteReply {
     pub reason: String,
 }
 
+/// "I have stepped down; stand now": sent by a primary that no majority acknowledged within
+/// its lease (see `node::handover`) to the standbys it follows up with, naming the one it
+/// chose (the one whose log it last saw furthest ahead).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepDown {
+    /// The primary handing over, and its term: only its own followers in that term act on it.
+    pub leader: NodeId,
+    pub term: u64,
+    /// Who should stand first; the others keep their usual timers.
+    pub successor: NodeId,
+}
+
+/// The answer to a [`StepDown`], with the reason when not taken.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepDownReply {
+    pub accepted: bool,
+    pub reason: String,
+}
+
 /// Election timing, as in openraft's config.
 #[derive(Debug, Clone, Copy)]
 pub struct ElectionTiming {
@@ -62,7 +81,18 @@ impl ElectionTiming {
         };
         self.lease + self.timeout_min + Duration::from_millis(jitter)
     }
+
+    /// How long a standby its primary handed over to waits after that primary's last
+    /// message: the other voters refuse any vote until openraft's leader lease has passed
+    /// since they last heard it (received at about the same moment), so stand just after.
+    fn handover_patience(&self) -> Duration {
+        self.lease + HANDOVER_MARGIN + Duration::from_millis(rand::random::<u64>() % 10)
+    }
 }
+
+/// How long after the other voters' leader lease a successor stands: room for their last
+/// message from the old primary having arrived a little after ours.
+const HANDOVER_MARGIN: Duration = Duration::from_millis(25);
 
 impl Node {
     /// Answers a peer's [`PreVote`].
@@ -97,6 +127,53 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Answers a primary's [`StepDown`]: taken only from the primary this node follows, in
+    /// that primary's term; when this node is the successor, its election loop stands as
+    /// soon as the other voters' leader lease allows.
+    pub fn answer_step_down(&self, req: &StepDown) -> StepDownReply {
+        let (state, vote) = {
+            let m = self.raft.metrics();
+            let m = m.borrow();
+            (m.state, m.vote)
+        };
+        let follows = vote.committed
+            && vote.leader_id.node_id == req.leader
+            && vote.leader_id.term == req.term;
+        if state == ServerState::Leader || !follows {
+            return StepDownReply {
+                accepted: false,
+                reason: format!(
+                    "{} follows {vote} as {state:?}, not node {} in term {}",
+                    self.name, req.leader, req.term
+                ),
+            };
+        }
+        if req.successor == self.id {
+            let silent_ms = self.contact().elapsed().as_millis() as u64;
+            info!(node = %self.name, leader = req.leader, term = req.term, silent_ms, "the primary stepped down and handed over to this node: standing for election once the leader lease has passed");
+            *self.handed_over_term() = Some(req.term);
+            self.wake_election.notify_one();
+        }
+        StepDownReply {
+            accepted: true,
+            reason: String::new(),
+        }
+    }
+
+    /// Whether the primary of the current term handed over to this node.
+    fn handed_over_to_me(&self) -> bool {
+        let term = self.raft.metrics().borrow().vote.leader_id.term;
+        *self.handed_over_term() == Some(term)
+    }
+
+    fn handed_over_term(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+        self.handed_over
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Runs until Raft shuts down: waits out the primary's silence, then pre-votes and, when a
 /// majority agrees, stands for election.
 pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
@@ -105,15 +182,31 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
     let mut last_attempt = Instant::now();
     loop {
         let patience = timing.patience();
-        // Sleep until the primary (or our last attempt) has been silent for `patience`.
+        // Sleep until the primary (or our last attempt) has been silent for `patience`, or
+        // for less when the primary handed over to this node.
         loop {
-            let since = (*node.contact()).max(last_attempt);
-            let due = since + patience;
+            let handed_over = node.handed_over_to_me();
+            let since = if handed_over {
+                *node.contact()
+            } else {
+                (*node.contact()).max(last_attempt)
+            };
+            let due = since
+                + if handed_over {
+                    timing.handover_patience()
+                } else {
+                    patience
+                };
             if Instant::now() >= due {
                 break;
             }
-            tokio::time::sleep_until(due).await;
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                () = node.wake_election.notified() => {}
+            }
         }
+        // One early attempt per hand-over: if it fails, the usual timers take over.
+        node.handed_over_term().take();
         last_attempt = Instant::now();
         let (state, voters, nodes) = {
             let m = node.raft.metrics();
@@ -140,8 +233,8 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
             }
         }
         let round_began = Instant::now();
-        let granted = pre_vote(&node, &mut peers, &voters, timing.timeout_min).await;
         let majority = voters.len() / 2 + 1;
+        let granted = pre_vote(&node, &mut peers, &voters, majority, timing.timeout_min).await;
         if granted < majority {
             debug!(node = %node.name, granted, majority, "pre-vote lost; not standing");
             continue;
@@ -154,33 +247,40 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         let Some(_call) = node.raft_call() else {
             return;
         };
-        info!(node = %node.name, granted, of = voters.len(), "pre-vote won; standing for election");
+        let silent_ms = node.contact().elapsed().as_millis() as u64;
+        info!(node = %node.name, granted, of = voters.len(), silent_ms, "pre-vote won; standing for election");
         if let Err(e) = node.raft.trigger().elect().await {
             warn!(node = %node.name, error = %e, "could not start an election");
         }
     }
 }
 
-/// Asks every other voter at once; returns how many agree, counting this node.
+/// Asks every other voter at once; returns how many agree, counting this node, as soon as
+/// `majority` do (a voter behind a slow link, the old primary say, is not waited for).
 async fn pre_vote(
     node: &Node,
     peers: &mut [(NodeId, PeerClient)],
     voters: &[NodeId],
+    majority: usize,
     wait: Duration,
 ) -> usize {
     let req = PreVote {
         candidate: node.id,
         last_log_id: node.raft.data_metrics().borrow().last_log,
     };
-    let asks = peers
+    let mut asks: futures::stream::FuturesUnordered<_> = peers
         .iter_mut()
         .filter(|(id, _)| voters.contains(id))
         .map(|(id, client)| {
             let req = req.clone();
             async move { (*id, client.pre_vote(&req, wait).await) }
-        });
+        })
+        .collect();
     let mut granted = 1;
-    for (id, answer) in futures::future::join_all(asks).await {
+    while granted < majority {
+        let Some((id, answer)) = futures::StreamExt::next(&mut asks).await else {
+            break;
+        };
         match answer {
             Ok(reply) if reply.granted => granted += 1,
             Ok(reply) => {

@@ -108,6 +108,13 @@ impl Lease {
         acked.max(self.unreachable_for().unwrap_or_default())
     }
 
+    /// How long until this leader's lease runs out (zero once it has; `None` while not
+    /// leader).
+    pub fn left(&self) -> Option<Duration> {
+        let held = *self.lock();
+        held.map(|_| self.limit.saturating_sub(self.silence()))
+    }
+
     /// Whether accepting a client connection just worked; a failure that lasts a lease
     /// makes a primary step down and keeps this node from standing.
     pub fn accepted(&self, ok: bool) {

@@ -1,12 +1,14 @@
 //! One controller node: the Raft handle and the applied state, and the tasks around them, one
 //! file each: the serving gate (`gate`: who may answer), the proposer that batches writes and
 //! serves linearizable reads (`proposer`), the readiness barrier (`readiness`) and host
-//! liveness (`liveness`), and the primary's lease (`lease`: when a cut-off primary stops
-//! answering).
+//! liveness (`liveness`), the primary's lease (`lease`: when a cut-off primary stops
+//! answering), elections behind a pre-vote (`election`), and the hand-over of a primary whose
+//! lease ran out to a standby that can commit (`handover`).
 
 mod backup;
 pub mod election;
 mod gate;
+mod handover;
 pub mod lease;
 mod liveness;
 pub mod members;
@@ -93,6 +95,10 @@ pub struct Node {
     /// leader has been silent for longer than `Timeouts::leader_silence` stops redirecting
     /// clients to it: it is probably dead, and the request is held for the election instead.
     last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
+    /// The term whose primary stepped down and handed over to this node (`election`).
+    handed_over: std::sync::Mutex<Option<u64>>,
+    /// Wakes the election loop early: a hand-over just arrived.
+    wake_election: tokio::sync::Notify,
     /// Primary-local liveness: when each host last heartbeated (or joined) here.
     heartbeats: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     /// When each scheduler last asked this node for the lease (standbys ask too), for the
@@ -157,6 +163,8 @@ impl Node {
             timeouts,
             lease: network.lease.clone(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
+            handed_over: std::sync::Mutex::new(None),
+            wake_election: tokio::sync::Notify::new(),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
             held_backup: std::sync::Arc::new(std::sync::Mutex::new(None)),
@@ -165,6 +173,7 @@ impl Node {
             stopping: std::sync::atomic::AtomicBool::new(false),
         });
         tokio::spawn(lease::run_lease(node.clone()));
+        tokio::spawn(handover::run_handover(node.clone(), network.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
         tokio::spawn(proposer::run_proposer(node.clone(), rx));
         tokio::spawn(proposer::run_reads(node.clone(), reads_rx));
