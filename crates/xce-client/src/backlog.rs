@@ -172,6 +172,9 @@ impl<R> PausingReader<R> {
         };
         let left = usize::try_from(left).unwrap_or(usize::MAX);
         if self.reserved > 0 || left < inbound::RESERVE_FROM || self.backlog.peer.get() {
+            // A connection that became a controller peer while it waited reads without a
+            // reservation: it must not keep a place that would hold up everyone behind it.
+            inbound::leave(&mut self.place);
             return Ok(true);
         }
         if left > crate::socket::MAX_INBOUND_BYTES as usize {
@@ -252,6 +255,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for PausingReader<R> {
         }
         if backlog.paused() {
             *backlog.reader.borrow_mut() = Some(cx.waker().clone());
+            // Paused for its own calls, it could not take the budget if woken for it: it
+            // gives up its place rather than hold up the line, and takes a new one later.
+            let this = &mut *self;
+            inbound::leave(&mut this.place);
             // Calls elsewhere end without touching this connection: look again soon.
             if CALL_WEIGHT_TOTAL.load(Ordering::Relaxed) >= MAX_CALL_WEIGHT_TOTAL {
                 let waker = cx.waker().clone();
@@ -519,6 +526,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_frames_of_every_connection_together_wait_for_the_shared_budget() {
+        let _alone = inbound::BUDGET_TESTS.lock().await;
         use futures::io::AsyncReadExt as _;
         use tokio::io::AsyncWriteExt as _;
         use tokio_util::compat::TokioAsyncReadCompatExt as _;

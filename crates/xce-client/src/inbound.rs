@@ -229,6 +229,10 @@ pub fn leave(place: &mut Place) {
     }
 }
 
+/// Held by the tests that use the process-wide budget, so that they do not share it.
+#[cfg(test)]
+pub(crate) static BUDGET_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Bytes of partly read frames every connection of this process holds now.
 pub fn partial_total() -> usize {
     PARTIAL_TOTAL.load(Ordering::Acquire)
@@ -316,6 +320,7 @@ mod tests {
 
     #[test]
     fn readers_that_wait_are_served_in_the_order_they_asked() {
+        let _alone = BUDGET_TESTS.blocking_lock();
         let (_, idle) = waker();
         let held = MAX_PARTIAL_BYTES_TOTAL / 4 * 3;
         let large = MAX_PARTIAL_BYTES_TOTAL / 2;

@@ -93,6 +93,9 @@ impl ElectionTiming {
 /// How long after the other voters' leader lease a successor stands: room for their last
 /// message from the old primary having arrived a little after ours.
 const HANDOVER_MARGIN: Duration = Duration::from_millis(25);
+/// A hand-over is void once its primary is heard this long after it: messages it sent just
+/// before going silent may still be arriving, a heartbeat a healthy primary sends is not.
+const HANDOVER_VOID_AFTER: Duration = Duration::from_millis(50);
 
 impl Node {
     /// Answers a peer's [`PreVote`].
@@ -152,7 +155,7 @@ impl Node {
         if req.successor == self.id {
             let silent_ms = self.contact().elapsed().as_millis() as u64;
             info!(node = %self.name, leader = req.leader, term = req.term, silent_ms, "the primary stepped down and handed over to this node: standing for election once the leader lease has passed");
-            *self.handed_over_term() = Some(req.term);
+            *self.handed_over_term() = Some((req.term, Instant::now()));
             self.wake_election.notify_one();
         }
         StepDownReply {
@@ -161,13 +164,18 @@ impl Node {
         }
     }
 
-    /// Whether the primary of the current term handed over to this node.
+    /// Whether the primary of the current term handed over to this node and has been
+    /// silent since: a primary heard again after it (a hand-over forged without TLS, say)
+    /// voids it.
     fn handed_over_to_me(&self) -> bool {
         let term = self.raft.metrics().borrow().vote.leader_id.term;
-        *self.handed_over_term() == Some(term)
+        let Some((handed_term, at)) = *self.handed_over_term() else {
+            return false;
+        };
+        handed_term == term && *self.contact() <= at + HANDOVER_VOID_AFTER
     }
 
-    fn handed_over_term(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+    fn handed_over_term(&self) -> std::sync::MutexGuard<'_, Option<(u64, Instant)>> {
         self.handed_over
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -205,9 +213,12 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
                 () = node.wake_election.notified() => {}
             }
         }
-        // One early attempt per hand-over: if it fails, the usual timers take over.
-        node.handed_over_term().take();
-        last_attempt = Instant::now();
+        // One early attempt per hand-over: if it fails, the usual timers take over, counted
+        // from the primary's silence as if there had been no hand-over.
+        let handed_over = node.handed_over_term().take().is_some();
+        if !handed_over {
+            last_attempt = Instant::now();
+        }
         let (state, voters, nodes) = {
             let m = node.raft.metrics();
             let m = m.borrow();

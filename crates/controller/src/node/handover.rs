@@ -47,7 +47,13 @@ pub(super) async fn run_handover(node: Arc<Node>, mut network: Network) {
                     hand_over(&node, &mut network, term).await;
                     continue;
                 }
-                left.max(MIN_WAIT)
+                if left.is_zero() && node.lease.silence() > node.lease.limit {
+                    // Past the silent window (it began before this task could act): nothing
+                    // to hand over until the lease is renewed, which changes the metrics.
+                    IDLE
+                } else {
+                    left.max(MIN_WAIT)
+                }
             }
             _ => IDLE,
         };

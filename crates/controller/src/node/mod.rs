@@ -96,7 +96,7 @@ pub struct Node {
     /// clients to it: it is probably dead, and the request is held for the election instead.
     last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
     /// The term whose primary stepped down and handed over to this node (`election`).
-    handed_over: std::sync::Mutex<Option<u64>>,
+    handed_over: std::sync::Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Wakes the election loop early: a hand-over just arrived.
     wake_election: tokio::sync::Notify,
     /// Primary-local liveness: when each host last heartbeated (or joined) here.
