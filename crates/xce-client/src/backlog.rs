@@ -587,4 +587,55 @@ mod tests {
         let refused = over.read(&mut buf).await.unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::InvalidData, "{refused}");
     }
+
+    #[tokio::test]
+    async fn a_reader_that_becomes_a_peer_while_waiting_leaves_the_line() {
+        let _alone = inbound::BUDGET_TESTS.lock().await;
+        use tokio::io::AsyncWriteExt as _;
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+
+        let frame = crate::socket::MAX_INBOUND_BYTES as usize;
+        let open = || {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            let backlog = Rc::new(Backlog::default());
+            (
+                PausingReader::new(ours.compat(), backlog.clone()),
+                backlog,
+                theirs,
+            )
+        };
+        let mut buf = [0u8; 64];
+        let mut holders = Vec::new();
+        for _ in 0..4 {
+            let (mut r, _, mut w) = open();
+            w.write_all(&table(frame)).await.unwrap();
+            assert_eq!(read(&mut r, &mut buf).await, Ok(8));
+            holders.push((r, w));
+        }
+        // Two readers wait in line: a large frame, then a smaller one behind it.
+        let (mut first, first_backlog, mut first_w) = open();
+        first_w.write_all(&table(frame)).await.unwrap();
+        assert!(
+            read(&mut first, &mut buf).await.is_err(),
+            "read past the budget"
+        );
+        let small = 2 * inbound::RESERVE_FROM;
+        let (mut second, _, mut second_w) = open();
+        second_w.write_all(&table(small)).await.unwrap();
+        assert!(
+            read(&mut second, &mut buf).await.is_err(),
+            "went ahead of the line"
+        );
+
+        // The first turns out to be a controller peer (its join is read): it reads on
+        // without the budget, and must not keep its place at the head of the line.
+        first_backlog.peer.set(true);
+        assert_eq!(read(&mut first, &mut buf).await, Ok(8));
+        drop(holders.pop());
+        assert_eq!(
+            read(&mut second, &mut buf).await,
+            Ok(8),
+            "the line stayed stuck behind a reader that left it"
+        );
+    }
 }
