@@ -820,7 +820,7 @@ async fn a_job_gets_its_environment_and_working_directory() {
         "--",
         "sh",
         "-c",
-        "echo \"$MARK:$EMPTY:${EMPTY+set}:$(pwd):$XCE_JOB_ID.$XCE_JOB_ATTEMPT\"",
+        "echo \"$MARK:$EMPTY:${EMPTY+set}:$(pwd):$XCE_JOB_ID.$XCE_JOB_ATTEMPT:$XCE_JOB_SPOOL\"",
     ]);
     let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
@@ -828,7 +828,13 @@ async fn a_job_gets_its_environment_and_working_directory() {
     assert_eq!(job.state, JobState::Done, "{job:?}");
     let spool = &cluster.local.workers[0].data_dir;
     let printed = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
-    assert_eq!(printed, format!("42::set:{cwd}:{id}.1\n"));
+    // XCE_JOB_SPOOL is its worker's spool, canonical (a contract: jobs find their outputs
+    // and the worker finds its jobs' processes by it).
+    let canonical = spool.canonicalize().unwrap();
+    assert_eq!(
+        printed,
+        format!("42::set:{cwd}:{id}.1:{}\n", canonical.display())
+    );
     // A malformed --env is refused before anything is submitted, naming it.
     let bad = cluster.xce(&["submit", "--env", "NOEQUALS", "--", "true"]);
     assert!(!bad.status.success());
