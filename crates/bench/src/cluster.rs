@@ -180,6 +180,31 @@ impl BenchCluster {
         }
         Ok(Client::new(parse_candidates(self.local.peers())?, config))
     }
+
+    /// What makes new clients of this cluster apart from it (in a task of their own).
+    pub fn client_factory(&self) -> anyhow::Result<ClientFactory> {
+        Ok(ClientFactory {
+            candidates: parse_candidates(self.local.peers())?,
+            config: self.local.client_config()?,
+        })
+    }
+}
+
+/// Makes new clients, each as a one-shot command would start: no primary known yet.
+pub struct ClientFactory {
+    candidates: Vec<xce_client::Candidate>,
+    config: ClientConfig,
+}
+
+impl ClientFactory {
+    /// A new client whose candidate list starts with controller `first` (when named).
+    pub fn starting_at(&self, first: Option<&str>) -> anyhow::Result<Client> {
+        let mut list = self.candidates.clone();
+        if let Some(at) = first.and_then(|f| list.iter().position(|c| c.name == f)) {
+            list.rotate_left(at);
+        }
+        Ok(Client::new(list, self.config.clone()))
+    }
 }
 
 impl Drop for BenchCluster {

@@ -58,7 +58,80 @@ pub struct FailoverArgs {
     /// Concurrent submitters keeping the cluster busy.
     #[arg(long, default_value_t = 8)]
     clients: usize,
+    /// Every submit by a new client (as a one-shot `xce submit` is), whose candidate list
+    /// starts with the controller that was primary when the round began: each first guess
+    /// is the faulted one.
+    #[arg(long)]
+    fresh_clients: bool,
 }
+
+/// How often each submitter starts a fresh client's submit, and how many of its submits may
+/// be under way at once.
+const FRESH_EVERY: Duration = Duration::from_millis(10);
+const FRESH_IN_FLIGHT: usize = 16;
+
+/// What the submitters saw: every call that ended (when it was sent, when it ended, whether
+/// it was acknowledged), the calls under way (when each was sent), and the failures.
+#[derive(Default)]
+struct Tally {
+    ended: Mutex<Vec<(Instant, Instant, bool)>>,
+    under_way: Mutex<std::collections::HashMap<u64, Instant>>,
+    next: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+impl Tally {
+    /// One submit of `true`, recorded.
+    async fn submit(&self, client: &xce_client::Client) {
+        let op = Submit {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        };
+        let call = self.next.fetch_add(1, Ordering::Relaxed);
+        let sent = Instant::now();
+        lock(&self.under_way).insert(call, sent);
+        let result = client.call(op).await;
+        lock(&self.under_way).remove(&call);
+        if let Err(e) = &result {
+            eprintln!("xce-bench failover: a submit failed: {e}");
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        lock(&self.ended).push((sent, Instant::now(), result.is_ok()));
+    }
+
+    /// When the first write sent after `fault` was acknowledged, if one was.
+    fn first_ack_after(&self, fault: Instant) -> Option<Instant> {
+        lock(&self.ended)
+            .iter()
+            .filter(|(sent, _, ok)| *ok && *sent > fault)
+            .map(|(_, end, _)| *end)
+            .min()
+    }
+
+    /// The longest a call under way at or after `fault` took: those that ended since, and
+    /// those still under way (counted until now).
+    fn slowest_since(&self, fault: Instant) -> f64 {
+        let now = Instant::now();
+        let ended = lock(&self.ended);
+        let finished = ended
+            .iter()
+            .filter(|(_, end, _)| *end > fault)
+            .map(|(sent, end, _)| *end - *sent);
+        let under_way = lock(&self.under_way);
+        let running = under_way.values().map(|sent| now - *sent);
+        finished
+            .chain(running)
+            .max()
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    }
+}
+
+/// How long after a round's first acknowledgement its slowest call is read: calls still under
+/// way by then count with the time they have taken so far.
+const SETTLE: Duration = Duration::from_millis(1500);
 
 /// Upper bound on one round's wait for the first acknowledgement after a kill.
 const ROUND_LIMIT: Duration = Duration::from_secs(60);
@@ -86,42 +159,50 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
         args.fault.name()
     );
     let stop = Arc::new(AtomicBool::new(false));
-    // Each acknowledged write: when it was sent, and when its acknowledgement came.
-    let acks: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let tally = Arc::new(Tally::default());
+    // The controller each fresh client tries first.
+    let first_guess: Arc<Mutex<Option<String>>> = Arc::default();
     let mut load = Vec::new();
     for _ in 0..args.clients {
-        let client = cluster.client(ClientConfig::default())?;
-        let (stop, acks) = (stop.clone(), acks.clone());
+        let shared = cluster.client(ClientConfig::default())?;
+        let fresh = args
+            .fresh_clients
+            .then(|| cluster.client_factory())
+            .transpose()?;
+        let (stop, tally, first_guess) = (stop.clone(), tally.clone(), first_guess.clone());
         load.push(tokio::spawn(async move {
-            let spec = JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            };
-            let mut errors = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let op = Submit {
-                    token: RequestToken::random(),
-                    spec: spec.clone(),
-                };
-                let sent = Instant::now();
-                match client.call(op).await {
-                    Ok(_) => acks
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((sent, Instant::now())),
-                    Err(e) => {
-                        eprintln!("xce-bench failover: a submit failed: {e}");
-                        errors += 1
+            match fresh {
+                // One-shot commands come when their users run them, not when the last one
+                // ended: a new one every few milliseconds, a bounded number at once.
+                Some(factory) => {
+                    let slots = Arc::new(tokio::sync::Semaphore::new(FRESH_IN_FLIGHT));
+                    while !stop.load(Ordering::Relaxed) {
+                        let slot = slots.clone().acquire_owned().await?;
+                        let client = factory.starting_at(lock(&first_guess).as_deref())?;
+                        let tally = tally.clone();
+                        tokio::spawn(async move {
+                            tally.submit(&client).await;
+                            drop(slot);
+                        });
+                        tokio::time::sleep(FRESH_EVERY).await;
+                    }
+                    // Wait for the last ones.
+                    let _all = slots.acquire_many(FRESH_IN_FLIGHT as u32).await?;
+                }
+                None => {
+                    while !stop.load(Ordering::Relaxed) {
+                        tally.submit(&shared).await;
+                        // Keep the load bounded: a handful of submits per millisecond at most.
+                        tokio::time::sleep(Duration::from_millis(2)).await;
                     }
                 }
-                // Keep the load bounded: a handful of submits per millisecond at most.
-                tokio::time::sleep(Duration::from_millis(2)).await;
             }
-            errors
+            Ok::<_, anyhow::Error>(())
         }));
     }
     let probe = cluster.client(ClientConfig::default())?;
     let mut outages = Vec::new();
+    let mut slowest_calls = Vec::new();
     for round in 0..args.rounds {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let primary = probe
@@ -135,17 +216,11 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
             .iter()
             .position(|c| c.name == primary)
             .context("primary not in the cluster")?;
+        *lock(&first_guess) = Some(primary.clone());
         inject(&mut cluster, args.fault, index, &primary)?;
         let killed_at = Instant::now();
         let first = loop {
-            let first = acks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter(|(sent, _)| *sent > killed_at)
-                .map(|(_, acked)| *acked)
-                .min();
-            if let Some(t) = first {
+            if let Some(t) = tally.first_ack_after(killed_at) {
                 break t;
             }
             anyhow::ensure!(
@@ -160,20 +235,32 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
             args.fault.name()
         );
         outages.push(outage);
+        tokio::time::sleep(SETTLE).await;
+        let slowest = tally.slowest_since(killed_at);
+        eprintln!("round {round}: slowest call under way since the fault {slowest:.1} ms");
+        slowest_calls.push(slowest);
         repair(&mut cluster, args.fault, index)?;
         wait_all_members(&probe, args.controllers).await?;
-        acks.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(&tally.ended).clear();
     }
     stop.store(true, Ordering::Relaxed);
-    let mut errors = 0;
     for l in load {
-        errors += l.await?;
+        l.await??;
     }
+    let errors = tally.errors.load(Ordering::Relaxed);
     anyhow::ensure!(errors == 0, "submitters saw {errors} errors");
     outages.sort_by(f64::total_cmp);
     let fault = [
         ("fault", args.fault.name()),
         ("tls", if tls { "on" } else { "off" }),
+        (
+            "clients",
+            if args.fresh_clients {
+                "fresh"
+            } else {
+                "shared"
+            },
+        ),
     ];
     metric_with(
         "failover_outage_p50_ms",
@@ -193,7 +280,17 @@ async fn run_once(args: &FailoverArgs, tls: bool) -> anyhow::Result<()> {
         "ms",
         &fault,
     );
+    metric_with(
+        "failover_slowest_call_max_ms",
+        slowest_calls.iter().copied().fold(0.0, f64::max),
+        "ms",
+        &fault,
+    );
     Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Applies `fault` to controller `index`, the primary `name`.

@@ -42,6 +42,7 @@ fn failover_under_a_partition_prints_its_outage_per_fault_kind() {
         "2",
         "--clients",
         "2",
+        "--fresh-clients",
     ]);
     assert!(stderr.contains("round 1: partition"), "{stderr}");
     assert_eq!(
@@ -49,11 +50,13 @@ fn failover_under_a_partition_prints_its_outage_per_fault_kind() {
         [
             "failover_outage_p50_ms",
             "failover_outage_p99_ms",
-            "failover_outage_max_ms"
+            "failover_outage_max_ms",
+            "failover_slowest_call_max_ms"
         ]
     );
     for l in &lines {
         assert_eq!(l["fault"], "partition", "{l}");
+        assert_eq!(l["clients"], "fresh", "{l}");
         assert!(l["value"].as_f64().unwrap() > 0.0, "{l}");
     }
 }
