@@ -169,6 +169,11 @@ impl Node {
     /// voids it.
     fn handed_over_to_me(&self) -> bool {
         let term = self.raft.metrics().borrow().vote.leader_id.term;
+        self.handed_over_to_me_in(term)
+    }
+
+    /// [`Node::handed_over_to_me`], for the primary of `term`.
+    pub(super) fn handed_over_to_me_in(&self, term: u64) -> bool {
         let Some((handed_term, at)) = *self.handed_over_term() else {
             return false;
         };

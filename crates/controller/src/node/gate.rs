@@ -16,42 +16,80 @@ impl Node {
     /// header to answer with (`redirect` with the primary's client address, `noMaster`, or
     /// `notReady`).
     pub fn gate(&self) -> Result<(), ReplyHeader> {
-        let metrics = self.raft.metrics();
-        let m = metrics.borrow();
-        if m.state == ServerState::Leader {
+        // Read what is needed and let go of the metrics first: the answers below read them
+        // again, and a second read lock could wait behind a writer forever.
+        let (state, term, vote_term, leader) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            (
+                m.state,
+                m.current_term,
+                m.vote.leader_id.term,
+                m.current_leader,
+            )
+        };
+        if state == ServerState::Leader {
             // openraft leaders do not step down without a quorum: a primary cut off from its
             // majority would hold every request (or, before its barrier, answer notReady)
             // for as long as the partition lasts.
             if self.lease.expired() {
-                return Err(self.stale_primary());
+                return Err(self.stale_primary_in(term));
             }
-            if *self.ready_term.borrow() == m.current_term {
+            if *self.ready_term.borrow() == term {
                 return Ok(());
             }
             return Err(ReplyHeader::status(
                 Status::NotReady,
                 format!(
-                    "{} was just elected primary (term {}) and is catching up",
-                    self.name, m.current_term
+                    "{} was just elected primary (term {term}) and is catching up",
+                    self.name
                 ),
             ));
         }
-        let leader = m.current_leader.filter(|_| !self.leader_is_silent());
+        // A primary that handed over to this node has gone silent: hold the request for
+        // the election rather than send the client back to it.
+        let handed_over = self.handed_over_to_me_in(vote_term);
+        let leader = leader.filter(|_| !self.leader_is_silent() && !handed_over);
         Err(self.not_primary(leader))
     }
 
-    /// The answer of a primary whose lease has run out.
+    /// The answer of a primary whose lease has run out: a redirect to the standby it handed
+    /// over to (see `handover`), which holds the request until it is elected, or else
+    /// `noMaster`.
     pub(super) fn stale_primary(&self) -> ReplyHeader {
-        ReplyHeader::status(
-            Status::NoMaster,
-            format!(
-                "{} was primary but no majority has answered it for {} ms (lease {} ms); \
-                 another controller may be primary now",
-                self.name,
-                self.lease.silence().as_millis(),
-                self.lease.limit.as_millis()
+        let term = self.raft.metrics().borrow().current_term;
+        self.stale_primary_in(term)
+    }
+
+    /// [`Node::stale_primary`] in `term`.
+    fn stale_primary_in(&self, term: u64) -> ReplyHeader {
+        let why = format!(
+            "{} was primary but no majority has answered it for {} ms (lease {} ms)",
+            self.name,
+            self.lease.silence().as_millis(),
+            self.lease.limit.as_millis()
+        );
+        let successor = self
+            .handed_to()
+            .filter(|(t, _)| *t == term)
+            .and_then(|(_, id)| self.member(id));
+        match successor {
+            Some(p) => ReplyHeader {
+                status: Status::Redirect,
+                message: format!("{why}; it handed over to {}", p.name),
+                redirect: Some((p.host.clone(), p.port)),
+                redirect_name: Some(p.name),
+            },
+            None => ReplyHeader::status(
+                Status::NoMaster,
+                format!("{why}; another controller may be primary now"),
             ),
-        )
+        }
+    }
+
+    /// The term in which this node, as primary, handed over, and to whom.
+    pub(super) fn handed_to(&self) -> Option<(u64, NodeId)> {
+        *self.handed_to.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) fn leader_is_silent(&self) -> bool {

@@ -89,6 +89,10 @@ async fn hand_over(node: &Node, network: &mut Network, term: u64) {
         (targets, successor)
     };
     let Some(successor) = successor else { return };
+    *node
+        .handed_to
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((term, successor));
     info!(
         node = %node.name,
         term,

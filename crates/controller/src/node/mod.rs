@@ -99,6 +99,9 @@ pub struct Node {
     handed_over: std::sync::Mutex<Option<(u64, tokio::time::Instant)>>,
     /// Wakes the election loop early: a hand-over just arrived.
     wake_election: tokio::sync::Notify,
+    /// The term in which this node, as primary, handed over, and the successor it named:
+    /// its clients are sent there (`gate`).
+    handed_to: std::sync::Mutex<Option<(u64, NodeId)>>,
     /// Primary-local liveness: when each host last heartbeated (or joined) here.
     heartbeats: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     /// When each scheduler last asked this node for the lease (standbys ask too), for the
@@ -165,6 +168,7 @@ impl Node {
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             handed_over: std::sync::Mutex::new(None),
             wake_election: tokio::sync::Notify::new(),
+            handed_to: std::sync::Mutex::new(None),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
             held_backup: std::sync::Arc::new(std::sync::Mutex::new(None)),
