@@ -734,8 +734,22 @@ mod port_tests {
         let all: std::collections::BTreeSet<u16> = first.iter().chain(&second).copied().collect();
         assert_eq!(all.len(), 32, "{first:?} {second:?}");
         assert!(all.iter().all(|p| PORTS.contains(p)), "{all:?}");
-        for port in all {
-            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        // Free: a port held here is never handed out. (Binding the chosen ports again after
+        // the fact would race with the other test processes, which may take them meanwhile.)
+        let held: Vec<std::net::TcpListener> = all
+            .iter()
+            .filter_map(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).ok())
+            .collect();
+        let held_ports: std::collections::BTreeSet<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        for _ in 0..20 {
+            let more = free_ports(16).unwrap();
+            assert!(
+                more.iter().all(|p| !held_ports.contains(p)),
+                "handed out a port in use: {more:?} {held_ports:?}"
+            );
         }
     }
 }
