@@ -155,7 +155,11 @@ impl Node {
         if req.successor == self.id {
             let silent_ms = self.contact().elapsed().as_millis() as u64;
             info!(node = %self.name, leader = req.leader, term = req.term, silent_ms, "the primary stepped down and handed over to this node: standing for election once the leader lease has passed");
-            *self.handed_over_term() = Some((req.term, Instant::now()));
+            *self.hand_over_received() = Some(HandOver {
+                term: req.term,
+                at: Instant::now(),
+                tried: false,
+            });
             self.wake_election.notify_one();
         }
         StepDownReply {
@@ -164,27 +168,35 @@ impl Node {
         }
     }
 
-    /// Whether the primary of the current term handed over to this node and has been
+    /// The hand-over the primary of the current term made to this node, if it has been
     /// silent since: a primary heard again after it (a hand-over forged without TLS, say)
     /// voids it.
-    fn handed_over_to_me(&self) -> bool {
+    fn hand_over_to_me(&self) -> Option<HandOver> {
         let term = self.raft.metrics().borrow().vote.leader_id.term;
-        self.handed_over_to_me_in(term)
+        self.hand_over_to_me_in(term)
     }
 
-    /// [`Node::handed_over_to_me`], for the primary of `term`.
-    pub(super) fn handed_over_to_me_in(&self, term: u64) -> bool {
-        let Some((handed_term, at)) = *self.handed_over_term() else {
-            return false;
-        };
-        handed_term == term && *self.contact() <= at + HANDOVER_VOID_AFTER
+    /// [`Node::hand_over_to_me`], for the primary of `term`. The gate keeps holding clients
+    /// for as long as it lasts, early election attempt or not.
+    pub(super) fn hand_over_to_me_in(&self, term: u64) -> Option<HandOver> {
+        let h = (*self.hand_over_received())?;
+        (h.term == term && *self.contact() <= h.at + HANDOVER_VOID_AFTER).then_some(h)
     }
 
-    fn handed_over_term(&self) -> std::sync::MutexGuard<'_, Option<(u64, Instant)>> {
+    fn hand_over_received(&self) -> std::sync::MutexGuard<'_, Option<HandOver>> {
         self.handed_over
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// A hand-over to this node: its term, when it arrived, and whether the early election it
+/// allows has been tried.
+#[derive(Debug, Clone, Copy)]
+pub struct HandOver {
+    term: u64,
+    at: Instant,
+    tried: bool,
 }
 
 /// Runs until Raft shuts down: waits out the primary's silence, then pre-votes and, when a
@@ -198,7 +210,7 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         // Sleep until the primary (or our last attempt) has been silent for `patience`, or
         // for less when the primary handed over to this node.
         loop {
-            let handed_over = node.handed_over_to_me();
+            let handed_over = node.hand_over_to_me().is_some_and(|h| !h.tried);
             let since = if handed_over {
                 *node.contact()
             } else {
@@ -220,8 +232,14 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         }
         // One early attempt per hand-over: if it fails, the usual timers take over, counted
         // from the primary's silence as if there had been no hand-over.
-        let handed_over = node.handed_over_term().take().is_some();
-        if !handed_over {
+        let early = match node.hand_over_received().as_mut() {
+            Some(h) if !h.tried => {
+                h.tried = true;
+                true
+            }
+            _ => false,
+        };
+        if !early {
             last_attempt = Instant::now();
         }
         let (state, voters, nodes) = {

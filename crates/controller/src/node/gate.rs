@@ -48,7 +48,7 @@ impl Node {
         }
         // A primary that handed over to this node has gone silent: hold the request for
         // the election rather than send the client back to it.
-        let handed_over = self.handed_over_to_me_in(vote_term);
+        let handed_over = self.hand_over_to_me_in(vote_term).is_some();
         let leader = leader.filter(|_| !self.leader_is_silent() && !handed_over);
         Err(self.not_primary(leader))
     }
@@ -69,9 +69,11 @@ impl Node {
             self.lease.silence().as_millis(),
             self.lease.limit.as_millis()
         );
+        // Only while it is silent (after that it speaks again, and the successor, hearing
+        // it, would send the client back), and only to a voter still.
         let successor = self
             .handed_to()
-            .filter(|(t, _)| *t == term)
+            .filter(|(t, id)| *t == term && self.lease.stepped_down() && self.voters().contains(id))
             .and_then(|(_, id)| self.member(id));
         match successor {
             Some(p) => ReplyHeader {

@@ -89,10 +89,15 @@ async fn hand_over(node: &Node, network: &mut Network, term: u64) {
         (targets, successor)
     };
     let Some(successor) = successor else { return };
-    *node
-        .handed_to
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((term, successor));
+    // Clients are sent to the successor from now on (it is across the slow link only from
+    // here), and no longer once it refuses or cannot be reached.
+    let set_handed_to = |to: Option<(u64, NodeId)>| {
+        *node
+            .handed_to
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
+    };
+    set_handed_to(Some((term, successor)));
     info!(
         node = %node.name,
         term,
@@ -113,12 +118,22 @@ async fn hand_over(node: &Node, network: &mut Network, term: u64) {
         asks.push(async move { (id, client.step_down(&req, wait).await) });
     }
     for (id, answer) in futures::future::join_all(asks).await {
-        match answer {
-            Ok(reply) if reply.accepted => debug!(node = %node.name, peer = id, "hand-over taken"),
-            Ok(reply) => {
-                debug!(node = %node.name, peer = id, reason = %reply.reason, "hand-over refused")
+        let taken = match answer {
+            Ok(reply) if reply.accepted => {
+                debug!(node = %node.name, peer = id, "hand-over taken");
+                true
             }
-            Err(e) => debug!(node = %node.name, peer = id, error = %e, "hand-over unanswered"),
+            Ok(reply) => {
+                debug!(node = %node.name, peer = id, reason = %reply.reason, "hand-over refused");
+                false
+            }
+            Err(e) => {
+                debug!(node = %node.name, peer = id, error = %e, "hand-over unanswered");
+                false
+            }
+        };
+        if id == successor && !taken {
+            set_handed_to(None);
         }
     }
 }

@@ -3,8 +3,9 @@
 //! openraft's leaders never step down on their own: a primary cut off from both standbys
 //! still *is* the leader, and every request it admits waits for a commit or a read
 //! confirmation that cannot come. So a primary that has not heard from a majority within its
-//! lease stops answering as primary at once (`noMaster`), for reads and writes alike, and
-//! fails what it already holds, so that clients move on to the side that can elect.
+//! lease stops answering as primary at once (`noMaster`, or while it is silent a `redirect`
+//! to the standby it handed over to: `handover`), for reads and writes alike, and fails what
+//! it already holds, so that clients move on to the side that can elect.
 //!
 //! The lease is shorter than the time the standbys need to elect a new primary after the
 //! last acknowledgement (openraft's leader lease plus the shortest election timeout), so the

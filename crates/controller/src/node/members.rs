@@ -184,7 +184,7 @@ impl Node {
         Ok(id)
     }
 
-    fn voters(&self) -> std::collections::BTreeSet<NodeId> {
+    pub(super) fn voters(&self) -> std::collections::BTreeSet<NodeId> {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
         m.membership_config.membership().voter_ids().collect()

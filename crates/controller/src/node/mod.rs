@@ -96,7 +96,7 @@ pub struct Node {
     /// clients to it: it is probably dead, and the request is held for the election instead.
     last_leader_contact: std::sync::Mutex<tokio::time::Instant>,
     /// The term whose primary stepped down and handed over to this node (`election`).
-    handed_over: std::sync::Mutex<Option<(u64, tokio::time::Instant)>>,
+    handed_over: std::sync::Mutex<Option<election::HandOver>>,
     /// Wakes the election loop early: a hand-over just arrived.
     wake_election: tokio::sync::Notify,
     /// The term in which this node, as primary, handed over, and the successor it named:
