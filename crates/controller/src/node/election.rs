@@ -210,18 +210,12 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         // Sleep until the primary (or our last attempt) has been silent for `patience`, or
         // for less when the primary handed over to this node.
         loop {
-            let handed_over = node.hand_over_to_me().is_some_and(|h| !h.tried);
-            let since = if handed_over {
-                *node.contact()
+            let contact = *node.contact();
+            let due = if node.hand_over_to_me().is_some_and(|h| !h.tried) {
+                contact + timing.handover_patience()
             } else {
-                (*node.contact()).max(last_attempt)
+                contact.max(last_attempt) + patience
             };
-            let due = since
-                + if handed_over {
-                    timing.handover_patience()
-                } else {
-                    patience
-                };
             if Instant::now() >= due {
                 break;
             }

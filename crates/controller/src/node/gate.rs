@@ -89,11 +89,6 @@ impl Node {
         }
     }
 
-    /// The term in which this node, as primary, handed over, and to whom.
-    pub(super) fn handed_to(&self) -> Option<(u64, NodeId)> {
-        *self.handed_to.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(super) fn leader_is_silent(&self) -> bool {
         self.contact().elapsed() > self.timeouts.leader_silence
     }

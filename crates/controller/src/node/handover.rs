@@ -21,13 +21,15 @@ use super::Node;
 use crate::network::raft_client::Network;
 use crate::store::NodeId;
 
-/// The longest a leader sleeps between looks at its lease when nothing else wakes it.
+/// The longest a node waits for a metrics change before it looks again.
 const IDLE: Duration = Duration::from_secs(1);
-/// The shortest sleep, so that a lease that is just running out is not spun on.
-const MIN_WAIT: Duration = Duration::from_millis(2);
+/// How often a leader whose lease has run out (and that has handed over, or missed the
+/// silent window) looks whether it was renewed.
+const STALE_RECHECK: Duration = Duration::from_millis(25);
 
 /// Runs until Raft shuts down: when this node is a leader whose lease ran out, hands over
-/// once per term.
+/// once per term. A leader follows its lease's timer, not every metrics change (one per
+/// commit under load); anyone else waits for the metrics to say it leads.
 pub(super) async fn run_handover(node: Arc<Node>, mut network: Network) {
     let mut metrics = node.raft.metrics();
     let mut handed_over: Option<u64> = None;
@@ -40,27 +42,41 @@ pub(super) async fn run_handover(node: Arc<Node>, mut network: Network) {
         if !running {
             return;
         }
-        let wait = match (leader_term, node.lease.left()) {
-            (Some(term), Some(left)) if handed_over != Some(term) => {
-                if left.is_zero() && node.lease.stepped_down() {
+        match (leader_term, node.lease.left()) {
+            (Some(term), Some(left)) => {
+                if left.is_zero() && handed_over != Some(term) && node.lease.stepped_down() {
                     handed_over = Some(term);
                     hand_over(&node, &mut network, term).await;
                     continue;
                 }
-                if left.is_zero() && node.lease.silence() > node.lease.limit {
-                    // Past the silent window (it began before this task could act): nothing
-                    // to hand over until the lease is renewed, which changes the metrics.
-                    IDLE
-                } else {
-                    left.max(MIN_WAIT)
+                let wait = if left.is_zero() { STALE_RECHECK } else { left };
+                tokio::time::sleep(wait).await;
+            }
+            // Not leading (or leading before the lease has seen it: look again soon).
+            _ => {
+                if let Ok(Err(_)) = tokio::time::timeout(IDLE, metrics.changed()).await {
+                    return;
                 }
             }
-            _ => IDLE,
-        };
-        tokio::select! {
-            changed = metrics.changed() => if changed.is_err() { return },
-            () = tokio::time::sleep(wait) => {}
         }
+    }
+}
+
+impl Node {
+    /// The term in which this node, as primary, handed over, and to whom: where `gate`
+    /// sends its clients while it is silent.
+    pub(super) fn handed_to(&self) -> Option<(u64, NodeId)> {
+        *self.handed_to_slot()
+    }
+
+    fn set_handed_to(&self, to: Option<(u64, NodeId)>) {
+        *self.handed_to_slot() = to;
+    }
+
+    fn handed_to_slot(&self) -> std::sync::MutexGuard<'_, Option<(u64, NodeId)>> {
+        self.handed_to
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -91,13 +107,7 @@ async fn hand_over(node: &Node, network: &mut Network, term: u64) {
     let Some(successor) = successor else { return };
     // Clients are sent to the successor from now on (it is across the slow link only from
     // here), and no longer once it refuses or cannot be reached.
-    let set_handed_to = |to: Option<(u64, NodeId)>| {
-        *node
-            .handed_to
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = to;
-    };
-    set_handed_to(Some((term, successor)));
+    node.set_handed_to(Some((term, successor)));
     info!(
         node = %node.name,
         term,
@@ -133,7 +143,7 @@ async fn hand_over(node: &Node, network: &mut Network, term: u64) {
             }
         };
         if id == successor && !taken {
-            set_handed_to(None);
+            node.set_handed_to(None);
         }
     }
 }
