@@ -250,6 +250,73 @@ async fn a_job_over_its_memory_limit_ends_out_of_memory() {
     assert_eq!(job.state, JobState::Done, "{job:?}");
 }
 
+/// `--cgroups off`: today's process-group behaviour, said at join. A suspend stops the
+/// group with SIGSTOP (`T`, never frozen in a cgroup), a kill reaches the whole group, and
+/// the job's memory is not enforced (a job asking for 32 MiB that uses 256 MiB is done).
+#[tokio::test]
+async fn with_cgroups_off_jobs_run_in_their_process_group_unlimited_and_the_worker_says_so() {
+    let mut args = WORKER_ARGS.to_vec();
+    args.extend(["--cgroups", "off"]);
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, &args);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let log = &cluster.local.workers[0].log;
+    wait_for("the worker's join", Duration::from_secs(10), || async {
+        let text = std::fs::read_to_string(log).ok()?;
+        text.lines()
+            .find(|l| l.contains("joined the cluster"))
+            .map(str::to_string)
+    })
+    .await;
+    let text = std::fs::read_to_string(log).unwrap();
+    assert!(text.contains("cgroups are off (--cgroups off)"), "{text}");
+    let joined = text
+        .lines()
+        .find(|l| l.contains("joined the cluster"))
+        .unwrap();
+    assert!(joined.contains("process groups only"), "{joined}");
+    assert!(!text.contains("each job runs in a cgroup"), "{text}");
+
+    let (work, _reaper) = workdir(&cluster);
+    let id = cluster.submit_in(&work, &["sh", "-c", &group_job("g")]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let shell = pid_in(&work, "g.pid").await;
+    let child = pid_in(&work, "g.child.pid").await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    cluster.xce_ok(&["suspend", &id.to_string()]);
+    for pid in [shell, child] {
+        wait_for(
+            &format!("{pid} stopped by SIGSTOP"),
+            Duration::from_secs(10),
+            || async { proc_state(pid).filter(|s| *s == 'T').map(|_| ()) },
+        )
+        .await;
+    }
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    let job = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
+    assert_eq!(job.reason.as_deref(), Some("killed"));
+    wait_gone(child, "the job's child to be gone").await;
+
+    let out = cluster.xce_ok(&[
+        "-o",
+        "json",
+        "submit",
+        "--mem-mb",
+        "32",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        "of=/dev/null",
+        "bs=256M",
+        "count=1",
+    ]);
+    let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+}
+
 #[tokio::test]
 async fn requeue_kills_the_attempt_and_the_next_dispatch_is_a_new_attempt() {
     let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);

@@ -454,6 +454,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_peer_that_reads_nothing_pauses_reading_then_is_refused_and_nothing_stays_counted() {
+        let _alone = inbound::BUDGET_TESTS.lock().await;
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
@@ -495,6 +496,7 @@ mod tests {
 
     #[test]
     fn heavy_calls_pause_reading_sooner() {
+        let _alone = inbound::BUDGET_TESTS.blocking_lock();
         let backlog = Rc::new(Backlog::default());
         let light: Vec<CallGuard> = (0..MAX_CALL_WEIGHT - 1)
             .map(|_| backlog.call_started(1))
@@ -506,6 +508,91 @@ mod tests {
         assert!(!backlog.paused());
         drop(light);
         assert_eq!(backlog.calls.get(), 0);
+    }
+
+    #[test]
+    fn past_the_total_only_connections_whose_peers_read_nothing_are_closed() {
+        let _alone = inbound::BUDGET_TESTS.blocking_lock();
+        let before = Backlog::unsent_total();
+        // Enough laggards, each paused for its own unread replies, to hold the total.
+        let laggards: Vec<Rc<Backlog>> = (0..MAX_UNSENT_BYTES_TOTAL / PAUSE_READING_BYTES)
+            .map(|_| {
+                let b = Rc::new(Backlog::default());
+                QueuedWriter::admit(&b, PAUSE_READING_BYTES).unwrap();
+                assert!(b.paused());
+                b
+            })
+            .collect();
+        assert!(Backlog::unsent_total() >= before + MAX_UNSENT_BYTES_TOTAL);
+        // A connection whose peer reads its replies still gets its reply queued.
+        let reader = Rc::new(Backlog::default());
+        QueuedWriter::admit(&reader, 1 << 20).unwrap();
+        assert!(!reader.paused());
+        // A laggard that would add more is closed, and stays closed.
+        let error = QueuedWriter::admit(&laggards[0], 1 << 20).unwrap_err();
+        let limit = format!("the limit is {} MiB", MAX_UNSENT_BYTES_TOTAL >> 20);
+        assert!(error.to_string().contains(&limit), "{error}");
+        assert!(QueuedWriter::admit(&laggards[0], 1).is_err());
+        // The others' replies are sent: room again, for everyone.
+        for b in &laggards[1..] {
+            b.sent(PAUSE_READING_BYTES);
+            assert!(!b.paused());
+        }
+        drop(laggards);
+        drop(reader);
+        assert_eq!(Backlog::unsent_total(), before);
+    }
+
+    #[tokio::test]
+    async fn calls_of_every_connection_together_pause_clients_but_never_peers() {
+        let _alone = inbound::BUDGET_TESTS.lock().await;
+        use tokio::io::AsyncWriteExt as _;
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                // Eight busy connections, each under its own limit, just under the total.
+                let each = MAX_CALL_WEIGHT_TOTAL / 8 - 1;
+                assert!(each < MAX_CALL_WEIGHT);
+                let busy: Vec<Rc<Backlog>> = (0..8).map(|_| Rc::new(Backlog::default())).collect();
+                let mut calls: Vec<CallGuard> = busy.iter().map(|b| b.call_started(each)).collect();
+                let open = || {
+                    let (ours, theirs) = tokio::io::duplex(1 << 16);
+                    let backlog = Rc::new(Backlog::default());
+                    (
+                        PausingReader::new(ours.compat(), backlog.clone()),
+                        backlog,
+                        theirs,
+                    )
+                };
+                let (mut client, _, mut client_w) = open();
+                let (mut peer, peer_backlog, mut peer_w) = open();
+                peer_backlog.set_peer();
+                let mut buf = [0u8; 64];
+                client_w.write_all(&table(8)).await.unwrap();
+                peer_w.write_all(&table(8)).await.unwrap();
+                assert!(!busy[0].paused());
+                assert_eq!(read(&mut client, &mut buf).await, Ok(8));
+
+                // One more call anywhere reaches the total: every client connection waits,
+                // a controller peer reads on.
+                calls.push(busy[0].call_started(8));
+                assert!(busy[1].paused(), "the total did not pause the others");
+                client_w.write_all(&[1; 8]).await.unwrap();
+                assert!(
+                    read(&mut client, &mut buf).await.is_err(),
+                    "a client read past the total"
+                );
+                assert_eq!(read(&mut peer, &mut buf).await, Ok(8));
+
+                // Once calls elsewhere end, the client reads on.
+                calls.truncate(4);
+                assert_eq!(read(&mut client, &mut buf).await, Ok(8));
+                drop(calls);
+                assert!(busy.iter().all(|b| b.calls.get() == 0));
+            })
+            .await;
     }
 
     /// The framing of a one-segment frame of `bytes` (a multiple of 8) declared, not sent.
