@@ -463,3 +463,149 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         .and_then(|r: VoteResponse<NodeId>| self.checked_reply(&r.vote).map(|()| r))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use capnp::capability::Rc;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Vote};
+    use xce_client::types::QueueAction;
+    use xce_proto::xce_capnp::raft;
+
+    use super::*;
+    use crate::state::Command;
+    use crate::store::Batch;
+
+    /// An entry of about `bytes` (what a log written before requests were bounded may hold).
+    fn entry(index: u64, bytes: usize) -> Entry<TypeConfig> {
+        Entry {
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Batch {
+                at_ms: 0,
+                commands: vec![Command::ControlQueue {
+                    token: RequestToken::random(),
+                    name: "q".repeat(bytes),
+                    action: QueueAction::Close,
+                }],
+            }),
+        }
+    }
+
+    fn append(entries: Vec<Entry<TypeConfig>>) -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries,
+            leader_commit: None,
+        }
+    }
+
+    /// A follower that takes every join and records the entries of each append it decodes.
+    #[derive(Clone, Default)]
+    struct Follower {
+        appends: std::rc::Rc<RefCell<Vec<usize>>>,
+    }
+
+    impl controller::Server for Follower {
+        async fn join(
+            self: Rc<Self>,
+            _: controller::JoinParams,
+            mut results: controller::JoinResults,
+        ) -> Result<(), capnp::Error> {
+            results
+                .get()
+                .init_header()
+                .set_status(xce_proto::Status::Ok.into());
+            Ok(())
+        }
+
+        async fn raft(
+            self: Rc<Self>,
+            _: controller::RaftParams,
+            mut results: controller::RaftResults,
+        ) -> Result<(), capnp::Error> {
+            let raft: raft::Client = capnp_rpc::new_client((*self).clone());
+            results.get().set_raft(raft);
+            results
+                .get()
+                .init_header()
+                .set_status(xce_proto::Status::Ok.into());
+            Ok(())
+        }
+    }
+
+    impl raft::Server for Follower {
+        async fn append_entries(
+            self: Rc<Self>,
+            params: raft::AppendEntriesParams,
+            mut results: raft::AppendEntriesResults,
+        ) -> Result<(), capnp::Error> {
+            let req: AppendEntriesRequest<TypeConfig> =
+                codec::from_bin(params.get()?.get_request()?)?;
+            self.appends.borrow_mut().push(req.entries.len());
+            let reply: Result<_, RaftError<NodeId>> = Ok(AppendEntriesResponse::<NodeId>::Success);
+            results.get().set_reply(&codec::to_json(&reply)?);
+            Ok(())
+        }
+    }
+
+    /// Serves `follower` on `listener` through a server's own network (its inbound limit).
+    async fn serve(listener: tokio::net::TcpListener, follower: Follower) {
+        use capnp_rpc::RpcSystem;
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let Ok((stream, _)) = xce_client::socket::accept(tcp, None).await else {
+                continue;
+            };
+            let (network, _backlog) = xce_client::socket::server_network(stream);
+            let client: controller::Client = capnp_rpc::new_client(follower.clone());
+            tokio::task::spawn_local(RpcSystem::new(Box::new(network), Some(client.client)));
+        }
+    }
+
+    /// A log holding entries of tens of MiB still replicates: more than one of them is never
+    /// put in one message (openraft is told to send fewer), and one alone reaches the
+    /// follower, whose reader takes it.
+    #[tokio::test]
+    async fn large_entries_go_one_message_at_a_time_and_the_follower_takes_each() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap().to_string();
+                let follower = Follower::default();
+                tokio::task::spawn_local(serve(listener, follower.clone()));
+                let mut network = Network {
+                    reach: Arc::default(),
+                    routes: Arc::new(BTreeMap::from([(2, addr.clone())])),
+                    budget: Duration::from_secs(10),
+                    lease: Arc::new(Lease::new(Duration::from_secs(1))),
+                    tls: None,
+                    links: Links::default(),
+                };
+                let mut peer = network.new_client(2, &BasicNode { addr }).await;
+                let option = || RPCOption::new(Duration::from_secs(10));
+
+                let two = append(vec![entry(1, 30 << 20), entry(2, 30 << 20)]);
+                match peer.append_entries(two, option()).await {
+                    Err(RPCError::PayloadTooLarge(hint)) => assert_eq!(hint.entries_hint(), 1),
+                    other => panic!("two 30 MiB entries (over the follower's limit together) in one message: {other:?}"),
+                }
+                assert!(follower.appends.borrow().is_empty());
+
+                for index in [1, 2] {
+                    let one = append(vec![entry(index, 40 << 20)]);
+                    let sent = peer.append_entries(one, option()).await;
+                    assert!(
+                        matches!(sent, Ok(AppendEntriesResponse::Success)),
+                        "a 40 MiB entry alone: {sent:?}"
+                    );
+                }
+                assert_eq!(*follower.appends.borrow(), vec![1, 1]);
+            })
+            .await;
+    }
+}
