@@ -544,10 +544,18 @@ async fn a_restarted_worker_delivers_what_it_could_not_adopts_what_runs_and_kill
 /// stopping it 2 s after its worker's last acknowledged heartbeat and SIGKILLs it by 3 s.
 const FENCING: &str = "hosts:\n  heartbeat_ttl_ms: 1000\n  lost_grace_ms: 3000\n";
 
-/// A job that appends `<attempt> <wall clock ns>` to `ticks` every 50 ms: its own record of
+/// A job that appends `<attempt> <wall clock ns>` to `ticks` every 10 ms: its own record of
 /// when each attempt ran.
 const TICKER: &str =
-    "echo $$ >> copies.pid; while :; do echo \"$XCE_JOB_ATTEMPT $(date +%s%N)\" >> ticks; sleep 0.05; done";
+    "echo $$ >> copies.pid; while :; do echo \"$XCE_JOB_ATTEMPT $(date +%s%N)\" >> ticks; sleep 0.01; done";
+
+/// Wall-clock nanoseconds, as the ticker's `date +%s%N` writes them.
+fn wall_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
 
 /// (first, last) tick of each attempt.
 fn tick_spans(work: &Path) -> std::collections::BTreeMap<u32, (u128, u128)> {
@@ -568,17 +576,32 @@ fn tick_spans(work: &Path) -> std::collections::BTreeMap<u32, (u128, u128)> {
     spans
 }
 
-/// The job is declared lost on w1 and runs again on w2; by the time the cluster requeued it,
-/// its first copy must be gone, and by the jobs' own records the two never ran at once.
+/// The job is declared lost on w1 and runs again on w2. By the job's own records its first
+/// copy stopped while the cluster still held attempt 1 (its last tick came before a read
+/// that saw attempt 1 not yet requeued), it was gone when the requeue was seen, and the two
+/// attempts never ran at once.
 async fn assert_requeued_only_after_the_first_copy_stopped(
     cluster: &Cluster,
     work: &Path,
     id: u64,
     first: i32,
 ) {
-    let job = cluster
-        .wait_job(id, "requeued", |j| j.state == JobState::Pending)
-        .await;
+    // When a read last began that found attempt 1 still held: the requeue came after it.
+    let mut held_at = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let job = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} not requeued within 60 s"
+        );
+        let asked = wall_ns();
+        match cluster.job(id).await {
+            Some(job) if job.state == JobState::Pending => break job,
+            Some(job) if job.attempt == 1 => held_at = Some(asked),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert!(
         !alive(first),
         "the cluster requeued the job while its first copy still ran"
@@ -586,6 +609,14 @@ async fn assert_requeued_only_after_the_first_copy_stopped(
     assert_eq!(
         job.pend_reason.as_deref(),
         Some("requeued: host w1 lost; no scheduler")
+    );
+    let held_at = held_at.expect("attempt 1 was never seen held");
+    let last_tick = tick_spans(work)[&1].1;
+    assert!(
+        last_tick < held_at,
+        "the first copy ticked {} ms after the cluster last held it: it was not stopped \
+         before the requeue",
+        (last_tick - held_at) / 1_000_000
     );
     cluster.xce_ok(&["dispatch", &id.to_string(), "w2"]);
     wait_for("attempt 2 to tick", Duration::from_secs(30), || async {
