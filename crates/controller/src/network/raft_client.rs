@@ -117,7 +117,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 
 /// Largest append-entries message sent with more than one entry: well below capnp's 64 MiB
 /// message limit on the follower.
-const MAX_APPEND_BYTES: usize = 32 << 20;
+pub(crate) const MAX_APPEND_BYTES: usize = 32 << 20;
 
 /// A connect running in the background; every RPC waiting for it shares its outcome.
 type Connecting = Shared<BoxFuture<'static, Result<Connection, String>>>;
@@ -607,5 +607,254 @@ mod tests {
                 assert_eq!(*follower.appends.borrow(), vec![1, 1]);
             })
             .await;
+    }
+
+    /// Which kind of request `cmd` is. No wildcard: a new kind does not compile here until
+    /// [`largest_of_every_kind`] has it too.
+    fn kind(cmd: &Command) -> &'static str {
+        match cmd {
+            Command::Submit { .. } => "submit",
+            Command::ControlJob { .. } => "control job",
+            Command::ControlQueue { .. } => "control queue",
+            Command::RegisterHost { .. } => "register host",
+            Command::ControlHost { .. } => "control host",
+            Command::SetHostAvailable { .. } => "host available",
+            Command::Dispatch { .. } => "dispatch",
+            Command::JobStarted { .. } => "job started",
+            Command::JobFinished { .. } => "job finished",
+            Command::HostLost { .. } => "host lost",
+            Command::Barrier { .. } => "barrier",
+            Command::AcquireScheduler { .. } => "acquire scheduler",
+            Command::DispatchBatch { .. } => "dispatch batch",
+            Command::SetPendReasons { .. } => "pend reasons",
+            Command::CreateToken { .. } => "create token",
+            Command::RevokeToken { .. } => "revoke token",
+            Command::Restore { .. } => "restore",
+            Command::RestoreJobs { .. } => "restore jobs",
+        }
+    }
+    const KINDS: usize = 18;
+
+    /// The largest request of every kind that passes validation (a restore part at the
+    /// byte limit `decode_part` enforces).
+    fn largest_of_every_kind() -> Vec<Command> {
+        use crate::state::{validate, QueueDef};
+        use crate::store::backup;
+        use xce_client::types::{
+            HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobSpec, Placement,
+            Role,
+        };
+        let t = RequestToken::random;
+        let name = || "h".repeat(63);
+        let long = || "n".repeat(validate::MAX_NAME_BYTES);
+        let spec = JobSpec {
+            name: long(),
+            user: "u".repeat(64),
+            queue: long(),
+            cwd: format!("/{}", "d".repeat(validate::MAX_PATH_BYTES - 1)),
+            command: vec!["a".repeat(validate::MAX_LIST_BYTES - validate::LIST_ELEMENT_BYTES)],
+            env: vec![(
+                "K".into(),
+                "v".repeat(validate::MAX_LIST_BYTES - 1 - 2 * validate::LIST_ELEMENT_BYTES),
+            )],
+            ..JobSpec::default()
+        };
+        // A restore part at the limit: jobs as large as they come, as many as fit.
+        let mut state = crate::state::State::default();
+        let stored = JobSpec {
+            queue: String::new(),
+            ..spec.clone()
+        };
+        for i in 0..400 {
+            let outcome = crate::state::testing::submit(&mut state, 1 << 90 | i, stored.clone());
+            assert!(
+                matches!(outcome, crate::state::Outcome::Submitted(_)),
+                "{outcome:?}"
+            );
+        }
+        let mut part = None;
+        state
+            .backup_parts(backup::MAX_PART_BYTES - (256 << 10), |p| {
+                if part.is_none() && matches!(p, crate::state::BackupPart::Jobs { .. }) {
+                    part = Some(postcard::to_stdvec(&p)?);
+                }
+                Ok::<_, postcard::Error>(())
+            })
+            .unwrap();
+        let part = part.unwrap();
+        assert!(
+            part.len() > backup::MAX_PART_BYTES - (512 << 10)
+                && part.len() <= backup::MAX_PART_BYTES,
+            "a part of {} bytes",
+            part.len()
+        );
+        let crate::state::BackupPart::Jobs { jobs, intents } = backup::decode_part(&part).unwrap()
+        else {
+            unreachable!()
+        };
+        let mut base = crate::state::State::default().into_record();
+        base.queues = Vec::new();
+        vec![
+            Command::Submit { token: t(), spec },
+            Command::ControlJob {
+                token: t(),
+                id: u64::MAX,
+                action: JobAction::Kill,
+                by: Some("u".repeat(64)),
+            },
+            Command::ControlQueue {
+                token: t(),
+                name: long(),
+                action: QueueAction::Close,
+            },
+            Command::RegisterHost {
+                token: t(),
+                host: HostAttributes {
+                    name: name(),
+                    spool_dir: format!("/{}", "s".repeat(validate::MAX_PATH_BYTES - 1)),
+                    ..HostAttributes::default()
+                },
+                held: (0..validate::MAX_HELD as u64)
+                    .map(|i| HeldJob {
+                        id: u64::MAX - i,
+                        attempt: u32::MAX,
+                        phase: HeldPhase::Running,
+                    })
+                    .collect(),
+            },
+            Command::ControlHost {
+                token: t(),
+                name: long(),
+                action: HostAction::Close,
+            },
+            Command::SetHostAvailable {
+                name: long(),
+                available: false,
+            },
+            Command::Dispatch {
+                token: t(),
+                id: u64::MAX,
+                host: long(),
+            },
+            Command::JobStarted {
+                token: t(),
+                id: u64::MAX,
+                attempt: u32::MAX,
+                host: long(),
+            },
+            Command::JobFinished {
+                token: t(),
+                id: u64::MAX,
+                attempt: u32::MAX,
+                host: long(),
+                end: JobEnd::Failed("r".repeat(validate::MAX_REASON_BYTES)),
+            },
+            Command::HostLost { name: long() },
+            Command::Barrier {
+                term: u64::MAX,
+                queues: (0..64)
+                    .map(|i| QueueDef {
+                        name: format!("{i}{}", "q".repeat(200)),
+                        priority: i32::MAX,
+                        on_host_lost: Default::default(),
+                    })
+                    .collect(),
+            },
+            Command::AcquireScheduler {
+                token: t(),
+                name: name(),
+                instance: u64::MAX,
+                ttl_ms: *validate::SCHEDULER_TTL_MS.end(),
+            },
+            Command::DispatchBatch {
+                token: t(),
+                epoch: u64::MAX,
+                placements: (0..validate::MAX_BATCH as u64)
+                    .map(|i| Placement {
+                        id: u64::MAX - i,
+                        host: long(),
+                    })
+                    .collect(),
+            },
+            Command::SetPendReasons {
+                token: t(),
+                epoch: u64::MAX,
+                reasons: (0..validate::MAX_BATCH as u64)
+                    .map(|i| (u64::MAX - i, "p".repeat(validate::MAX_PEND_REASON_BYTES)))
+                    .collect(),
+            },
+            Command::CreateToken {
+                token: t(),
+                id: "0123456789abcdef".into(),
+                user: "u".repeat(64),
+                role: Role::Admin,
+                hash: [0xff; 32],
+                expires_in_ms: Some(1),
+            },
+            Command::RevokeToken {
+                token: t(),
+                id: "0123456789abcdef".into(),
+            },
+            Command::Restore {
+                token: t(),
+                state: Box::new(base),
+            },
+            Command::RestoreJobs {
+                token: t(),
+                base: t(),
+                jobs,
+                intents,
+            },
+        ]
+    }
+
+    /// Every request is bounded before it can reach the log, and however the proposer batches
+    /// them, one entry never makes an append a follower refuses: the largest request of every
+    /// kind, behind a batch the proposer filled with the largest of any kind, is an entry
+    /// below the 32 MiB under which appends carry more than one entry.
+    #[test]
+    fn the_largest_request_of_every_kind_fits_one_append_behind_a_full_batch() {
+        let largest = largest_of_every_kind();
+        let kinds: std::collections::BTreeSet<_> = largest.iter().map(kind).collect();
+        assert_eq!(
+            kinds.len(),
+            KINDS,
+            "a kind of request is missing: {kinds:?}"
+        );
+        for cmd in &largest {
+            crate::state::validate_command(cmd)
+                .unwrap_or_else(|e| panic!("the largest {} is refused: {e}", kind(cmd)));
+        }
+        let mut worst = (0, "", "");
+        for filler in &largest {
+            for last in &largest {
+                // As the proposer batches (one more while under its byte budget): fillers
+                // up to just under the budget, then `last`.
+                let (mut commands, mut bytes) = (Vec::new(), 0);
+                while bytes + filler.approx_size() < crate::node::MAX_BATCH_BYTES {
+                    bytes += filler.approx_size();
+                    commands.push(filler.clone());
+                }
+                commands.push(last.clone());
+                let entry = Entry {
+                    log_id: LogId::new(CommittedLeaderId::new(u64::MAX, u64::MAX), u64::MAX),
+                    payload: EntryPayload::Normal(Batch {
+                        at_ms: u64::MAX,
+                        commands,
+                    }),
+                };
+                let size = codec::to_bin(&append(vec![entry])).unwrap().len();
+                if size > worst.0 {
+                    worst = (size, kind(filler), kind(last));
+                }
+            }
+        }
+        let (size, filler, last) = worst;
+        eprintln!("largest entry: {size} bytes (a batch of {filler}, then a {last})");
+        assert!(
+            size < MAX_APPEND_BYTES,
+            "a batch of {filler} then a {last} makes an entry of {} MiB",
+            size >> 20
+        );
     }
 }

@@ -35,7 +35,7 @@ use crate::store::{NodeId, SharedState, TypeConfig};
 const MAX_BATCH: usize = 2048;
 /// Most bytes (approximately) in one Raft entry; with `max_payload_entries` this keeps every
 /// append-entries message far below capnp's 64 MiB message limit.
-const MAX_BATCH_BYTES: usize = 512 * 1024;
+pub(crate) const MAX_BATCH_BYTES: usize = 512 * 1024;
 /// How often a held request re-checks whether a primary has emerged.
 const RECHECK: Duration = Duration::from_millis(25);
 /// Batches in flight at once; while they are, new proposals queue up and form the next batch.

@@ -211,9 +211,12 @@ impl Command {
             Command::ControlJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
             Command::CreateToken { id, user, .. } => 96 + id.len() + user.len(),
             Command::RevokeToken { id, .. } => 48 + id.len(),
-            // Only its own batch's size matters: it is far beyond a batch either way.
-            Command::Restore { state, .. } => 64 + 256 * state.jobs.len(),
-            Command::RestoreJobs { jobs, .. } => 64 + 256 * jobs.len(),
+            // Counted as the largest part a restore takes (its bytes are bounded when it is
+            // read, `store::backup::decode_part`): nothing joins a batch after it, so no
+            // batch ever holds two.
+            Command::Restore { .. } | Command::RestoreJobs { .. } => {
+                crate::store::backup::MAX_PART_BYTES
+            }
             Command::Dispatch { host, .. } | Command::JobStarted { host, .. } => 64 + host.len(),
             Command::JobFinished { host, end, .. } => {
                 64 + host.len()

@@ -21,7 +21,7 @@ mod restore;
 mod schedulers;
 mod stored;
 mod users;
-mod validate;
+pub(crate) mod validate;
 mod views;
 
 #[cfg(test)]

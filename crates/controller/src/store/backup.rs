@@ -13,6 +13,12 @@ use crate::state::{BackupPart, State};
 /// (`network::raft_client`), and a message far below the largest inbound one.
 pub const PART_BYTES: usize = 4 << 20;
 
+/// The largest part a restore takes, in bytes. A part is one Raft entry, which may share its
+/// batch with half a MiB of other writes: it must stay far enough below the follower's
+/// 48 MiB inbound limit (`xce_client::socket::MAX_INBOUND_BYTES`) that the entry always
+/// replicates. Parts this build writes are about [`PART_BYTES`].
+pub const MAX_PART_BYTES: usize = 24 << 20;
+
 /// Why bytes are not a backup this build can restore.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -20,6 +26,8 @@ pub enum BackupError {
     Format { found: u32, reads: u32 },
     #[error("the backup is damaged: {0}")]
     Corrupt(String),
+    #[error("a part of {bytes} bytes; a restore takes parts of at most {MAX_PART_BYTES} bytes")]
+    PartTooLarge { bytes: usize },
 }
 
 impl From<postcard::Error> for BackupError {
@@ -75,6 +83,9 @@ pub fn decode_header(frame: &[u8]) -> Result<Header, BackupError> {
 /// Reads a part frame. Its rules are checked where every restore is: when its command is
 /// validated and when it is applied.
 pub fn decode_part(frame: &[u8]) -> Result<BackupPart, BackupError> {
+    if frame.len() > MAX_PART_BYTES {
+        return Err(BackupError::PartTooLarge { bytes: frame.len() });
+    }
     postcard::from_bytes(frame).map_err(|e| BackupError::Corrupt(format!("part: {e}")))
 }
 
@@ -232,5 +243,22 @@ mod tests {
         assert!(err.contains("damaged"), "{err}");
         let err = decode_header(b"").unwrap_err().to_string();
         assert!(err.contains("damaged"), "{err}");
+    }
+
+    /// A part is one Raft entry: one over the limit is refused before it is decoded, naming
+    /// the limit, and never reaches the log (where no follower might take it).
+    #[test]
+    fn a_part_over_the_limit_is_refused_naming_it() {
+        let state = state_with(500, 60_000);
+        let frames = encode(&state, 1, 1, MAX_PART_BYTES * 2).unwrap();
+        assert!(frames[2].len() > MAX_PART_BYTES);
+        let err = decode_part(&frames[2]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("at most {MAX_PART_BYTES} bytes")),
+            "{err}"
+        );
+        // Parts this build writes are well within it.
+        let frames = encode(&state, 1, 1, PART_BYTES).unwrap();
+        assert!(frames[1..].iter().all(|f| decode_part(f).is_ok()));
     }
 }
