@@ -134,10 +134,11 @@ impl BenchCluster {
             .prefix("xce-bench-")
             .tempdir()
             .context("create a temporary directory")?;
-        // XCE_BENCH_LOGS=DIR keeps the controllers' data and info-level logs there.
+        // XCE_BENCH_LOGS=DIR keeps the daemons' data and info-level logs there, each
+        // cluster of a run in a directory of its own (`DIR/1`, `DIR/2`, ...).
         let (data_dir, log_filter) = match std::env::var_os("XCE_BENCH_LOGS") {
             Some(d) => (
-                std::path::PathBuf::from(d),
+                next_free_dir(std::path::Path::new(&d))?,
                 "info,openraft=info".to_string(),
             ),
             None => (dir.path().to_path_buf(), log_filter.to_string()),
@@ -211,4 +212,17 @@ impl Drop for BenchCluster {
     fn drop(&mut self) {
         self.local.stop_all(Duration::from_secs(10));
     }
+}
+
+/// The first of `base/1`, `base/2`, ... that does not exist yet, created.
+fn next_free_dir(base: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
+    for n in 1.. {
+        let dir = base.join(n.to_string());
+        match std::fs::create_dir_all(base).and_then(|()| std::fs::create_dir(&dir)) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("create {}", dir.display())),
+        }
+    }
+    unreachable!("some numbered directory is free")
 }
