@@ -601,6 +601,7 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             become_account(&mut command, a, &cwd)?;
         }
     }
+    die_with_this_shim(&mut command);
     let who = account
         .as_ref()
         .map(|a| format!(" as {}", a.name))
@@ -624,6 +625,27 @@ fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
             _ => format!("cannot start {program}: {e}"),
         })
+}
+
+/// Ties the job's life to this shim's: a shim killed (with its worker, say: then nothing
+/// would fence the job, report it or adopt it) takes the job's leader with it, by the
+/// kernel's parent-death signal. Set after the switch to the job's user (`become_account`
+/// runs first), since a change of credentials clears it; a shim gone before it was set is
+/// caught by the parent check.
+#[allow(unsafe_code)]
+fn die_with_this_shim(command: &mut Command) {
+    let shim = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only two system
+    // calls (prctl, getppid), both async-signal-safe, allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != shim {
+                return Err(std::io::Error::other("its shim is gone"));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Makes the job's process `account` before it runs the job's program: a session of its

@@ -278,6 +278,50 @@ async fn the_shim_stops_its_job_unreported_once_the_published_lease_runs_out() {
     stop.send_replace(true);
 }
 
+/// A shim killed -9 together with its worker (so nothing fences, reports or adopts the job)
+/// takes its job's leader with it, rather than leaving it to run unsupervised while the
+/// cluster runs the job again elsewhere.
+#[test]
+fn a_job_dies_with_its_shim_when_the_worker_is_gone_too() {
+    let dir = tempfile::tempdir().unwrap();
+    // The worker: a runtime of its own, dropped without a word to its shims, as a kill -9
+    // would leave them.
+    let worker = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (leader, stop) = worker.block_on(async {
+        let (jobs, _lease, stop) = table(dir.path());
+        jobs.start(sleeper(12), 1);
+        (started(&jobs, 12).await, stop)
+    });
+    worker.shutdown_background();
+    std::mem::forget(stop);
+    let stat = std::fs::read_to_string(format!("/proc/{leader}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let shim: i32 = after.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert_ne!(
+        shim,
+        std::process::id() as i32,
+        "the job is not the shim's child"
+    );
+    assert!(matches!(proc_state(leader), Some('S' | 'R')));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !matches!(proc_state(leader), None | Some('Z')) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job outlived its shim and worker by 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A start that reaches the shim after the lease ran out (the worker froze in between) runs
 /// no user code and records no end: the primary's resync decides.
 #[tokio::test]
