@@ -97,6 +97,20 @@ fn group_job(name: &str) -> String {
     format!("sleep 300 & echo $! > {name}.child.pid; echo $$ > {name}.pid; wait")
 }
 
+/// A [`group_job`] dispatched to w1 and running: its working dir's reaper, its id, and the
+/// pids of its shell and of the shell's child.
+async fn group_job_running_on_w1(cluster: &Cluster, name: &str) -> (JobReaper, u64, i32, i32) {
+    let (work, reaper) = workdir(cluster);
+    let id = cluster.submit_in(&work, &["sh", "-c", &group_job(name)]);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let shell = pid_in(&work, &format!("{name}.pid")).await;
+    let child = pid_in(&work, &format!("{name}.child.pid")).await;
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    (reaper, id, shell, child)
+}
+
 #[tokio::test]
 async fn kill_reaches_the_whole_group_and_sigkills_after_the_grace_period() {
     let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
@@ -157,14 +171,7 @@ async fn kill_reaches_the_whole_group_and_sigkills_after_the_grace_period() {
 async fn suspend_and_resume_stop_and_continue_the_whole_group() {
     let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
     cluster.wait_host("w1", HostState::Ok).await;
-    let (work, _reaper) = workdir(&cluster);
-    let id = cluster.submit_in(&work, &["sh", "-c", &group_job("s")]);
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
-    let shell = pid_in(&work, "s.pid").await;
-    let child = pid_in(&work, "s.child.pid").await;
-    cluster
-        .wait_job(id, "running", |j| j.state == JobState::Running)
-        .await;
+    let (_reaper, id, shell, child) = group_job_running_on_w1(&cluster, "s").await;
 
     cluster.xce_ok(&["suspend", &id.to_string()]);
     assert_eq!(cluster.job(id).await.unwrap().state, JobState::Suspended);
@@ -276,14 +283,7 @@ async fn with_cgroups_off_jobs_run_in_their_process_group_unlimited_and_the_work
     assert!(joined.contains("process groups only"), "{joined}");
     assert!(!text.contains("each job runs in a cgroup"), "{text}");
 
-    let (work, _reaper) = workdir(&cluster);
-    let id = cluster.submit_in(&work, &["sh", "-c", &group_job("g")]);
-    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
-    let shell = pid_in(&work, "g.pid").await;
-    let child = pid_in(&work, "g.child.pid").await;
-    cluster
-        .wait_job(id, "running", |j| j.state == JobState::Running)
-        .await;
+    let (_reaper, id, shell, child) = group_job_running_on_w1(&cluster, "g").await;
     cluster.xce_ok(&["suspend", &id.to_string()]);
     for pid in [shell, child] {
         wait_for(

@@ -547,7 +547,6 @@ mod tests {
     async fn calls_of_every_connection_together_pause_clients_but_never_peers() {
         let _alone = inbound::BUDGET_TESTS.lock().await;
         use tokio::io::AsyncWriteExt as _;
-        use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
         let local = tokio::task::LocalSet::new();
         local
@@ -557,17 +556,8 @@ mod tests {
                 assert!(each < MAX_CALL_WEIGHT);
                 let busy: Vec<Rc<Backlog>> = (0..8).map(|_| Rc::new(Backlog::default())).collect();
                 let mut calls: Vec<CallGuard> = busy.iter().map(|b| b.call_started(each)).collect();
-                let open = || {
-                    let (ours, theirs) = tokio::io::duplex(1 << 16);
-                    let backlog = Rc::new(Backlog::default());
-                    (
-                        PausingReader::new(ours.compat(), backlog.clone()),
-                        backlog,
-                        theirs,
-                    )
-                };
-                let (mut client, _, mut client_w) = open();
-                let (mut peer, peer_backlog, mut peer_w) = open();
+                let (mut client, _, mut client_w) = open_reader();
+                let (mut peer, peer_backlog, mut peer_w) = open_reader();
                 peer_backlog.set_peer();
                 let mut buf = [0u8; 64];
                 client_w.write_all(&table(8)).await.unwrap();
@@ -593,6 +583,22 @@ mod tests {
                 assert!(busy.iter().all(|b| b.calls.get() == 0));
             })
             .await;
+    }
+
+    /// A server-side reader on a pipe, its backlog, and the pipe's other end (the peer).
+    fn open_reader() -> (
+        PausingReader<tokio_util::compat::Compat<tokio::io::DuplexStream>>,
+        Rc<Backlog>,
+        tokio::io::DuplexStream,
+    ) {
+        use tokio_util::compat::TokioAsyncReadCompatExt as _;
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let backlog = Rc::new(Backlog::default());
+        (
+            PausingReader::new(ours.compat(), backlog.clone()),
+            backlog,
+            theirs,
+        )
     }
 
     /// The framing of a one-segment frame of `bytes` (a multiple of 8) declared, not sent.
@@ -679,35 +685,25 @@ mod tests {
     async fn a_reader_that_becomes_a_peer_while_waiting_leaves_the_line() {
         let _alone = inbound::BUDGET_TESTS.lock().await;
         use tokio::io::AsyncWriteExt as _;
-        use tokio_util::compat::TokioAsyncReadCompatExt as _;
 
         let frame = crate::socket::MAX_INBOUND_BYTES as usize;
-        let open = || {
-            let (ours, theirs) = tokio::io::duplex(1 << 16);
-            let backlog = Rc::new(Backlog::default());
-            (
-                PausingReader::new(ours.compat(), backlog.clone()),
-                backlog,
-                theirs,
-            )
-        };
         let mut buf = [0u8; 64];
         let mut holders = Vec::new();
         for _ in 0..4 {
-            let (mut r, _, mut w) = open();
+            let (mut r, _, mut w) = open_reader();
             w.write_all(&table(frame)).await.unwrap();
             assert_eq!(read(&mut r, &mut buf).await, Ok(8));
             holders.push((r, w));
         }
         // Two readers wait in line: a large frame, then a smaller one behind it.
-        let (mut first, first_backlog, mut first_w) = open();
+        let (mut first, first_backlog, mut first_w) = open_reader();
         first_w.write_all(&table(frame)).await.unwrap();
         assert!(
             read(&mut first, &mut buf).await.is_err(),
             "read past the budget"
         );
         let small = 2 * inbound::RESERVE_FROM;
-        let (mut second, _, mut second_w) = open();
+        let (mut second, _, mut second_w) = open_reader();
         second_w.write_all(&table(small)).await.unwrap();
         assert!(
             read(&mut second, &mut buf).await.is_err(),
