@@ -123,6 +123,18 @@ impl Node {
                 self.name, req.last_log_id
             ));
         }
+        let window = self.timeouts.election.timeout_min;
+        let mut campaigns = self.campaigns();
+        // Two standbys whose timers fired together would each agree to the other, both
+        // stand, and split the vote: a whole election timeout more of outage. Between equal
+        // logs, the lower id goes first.
+        if campaigns.standing_within(window) && req.last_log_id == mine && req.candidate > self.id {
+            return refuse(format!(
+                "{} is standing too, with the same log, and the lower id goes first",
+                self.name
+            ));
+        }
+        campaigns.granted = Some(Instant::now());
         PreVoteReply {
             granted: true,
             reason: String::new(),
@@ -185,6 +197,35 @@ impl Node {
 
     fn hand_over_received(&self) -> std::sync::MutexGuard<'_, Option<HandOver>> {
         self.handed_over
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// When this node last began a pre-vote round of its own, and last agreed to another
+/// candidate's.
+#[derive(Debug, Default)]
+pub struct Campaigns {
+    began: Option<Instant>,
+    granted: Option<Instant>,
+}
+
+impl Campaigns {
+    /// Whether this node began standing within `window`.
+    fn standing_within(&self, window: Duration) -> bool {
+        self.began.is_some_and(|t| t.elapsed() < window)
+    }
+
+    /// Whether this node agreed to another candidate at or after `since`: that one is
+    /// likely standing now, and standing too would split the vote.
+    fn granted_since(&self, since: Instant) -> bool {
+        self.granted.is_some_and(|t| t >= since)
+    }
+}
+
+impl Node {
+    fn campaigns(&self) -> std::sync::MutexGuard<'_, Campaigns> {
+        self.campaigns
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -261,6 +302,18 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
             }
         }
         let round_began = Instant::now();
+        {
+            let mut campaigns = node.campaigns();
+            // Agreed to another candidate a moment ago: give it its election first.
+            let recently = round_began
+                .checked_sub(timing.timeout_min)
+                .unwrap_or(round_began);
+            if campaigns.granted_since(recently) {
+                debug!(node = %node.name, "agreed to another candidate's pre-vote just now; not standing");
+                continue;
+            }
+            campaigns.began = Some(round_began);
+        }
         let majority = voters.len() / 2 + 1;
         let granted = pre_vote(&node, &mut peers, &voters, majority, timing.timeout_min).await;
         if granted < majority {
@@ -270,6 +323,10 @@ pub(super) async fn run_elections(node: Arc<Node>, mut network: Network) {
         // Another candidate may have won (or asked for our vote) while we asked around.
         if *node.contact() >= round_began {
             debug!(node = %node.name, "a primary spoke during the pre-vote; not standing");
+            continue;
+        }
+        if node.campaigns().granted_since(round_began) {
+            debug!(node = %node.name, "agreed to another candidate during the pre-vote; not standing");
             continue;
         }
         let Some(_call) = node.raft_call() else {

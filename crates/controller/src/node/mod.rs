@@ -99,6 +99,9 @@ pub struct Node {
     handed_over: std::sync::Mutex<Option<election::HandOver>>,
     /// Wakes the election loop early: a hand-over just arrived.
     wake_election: tokio::sync::Notify,
+    /// When this node last began asking for pre-votes, and last granted one to another
+    /// candidate: what keeps two standbys whose timers fire together from splitting the vote.
+    campaigns: std::sync::Mutex<election::Campaigns>,
     /// The term in which this node, as primary, handed over, and the successor it named:
     /// its clients are sent there (`gate`).
     handed_to: std::sync::Mutex<Option<(u64, NodeId)>>,
@@ -168,6 +171,7 @@ impl Node {
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
             handed_over: std::sync::Mutex::new(None),
             wake_election: tokio::sync::Notify::new(),
+            campaigns: std::sync::Mutex::default(),
             handed_to: std::sync::Mutex::new(None),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
