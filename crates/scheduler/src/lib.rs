@@ -172,6 +172,7 @@ fn rejoin_action(
         let (views, events_seen) = (views.clone(), events_seen.clone());
         Box::pin(async move {
             let events_before = events_seen.load(std::sync::atomic::Ordering::Acquire);
+            let began = std::time::Instant::now();
             let join = Join {
                 token: RequestToken::random(),
                 role: Role::Scheduler,
@@ -184,6 +185,7 @@ fn rejoin_action(
             views.send_replace(Some(view::Loaded {
                 view,
                 events_before,
+                began,
             }));
             Ok(())
         })

@@ -255,9 +255,11 @@ struct Picker {
     queues_stale: bool,
     /// The installed view missed events it cannot name; a full re-read is on its way.
     view_stale: bool,
-    /// Placements the publisher confirmed whose event has not come yet: a view read before
-    /// they applied must not make them look pending again.
-    confirmed_unseen: HashMap<JobId, String>,
+    /// Placements the publisher confirmed whose event has not come yet, and when the
+    /// confirmation came: a view read before they applied must not make them look pending
+    /// again, and one read after shows them (their event may have been lost in a failover,
+    /// and the job requeued since: kept for good, it would look placed forever).
+    confirmed_unseen: HashMap<JobId, (String, std::time::Instant)>,
     dirty: bool,
     /// Events applied so far, and what the latest of them touched.
     seen: u64,
@@ -280,7 +282,9 @@ impl Picker {
     /// read again. Returns false when too many came to know (then read everything again).
     fn install(&mut self, loaded: view::Loaded) -> bool {
         self.view = loaded.view;
-        for (id, host) in &self.confirmed_unseen {
+        self.confirmed_unseen
+            .retain(|_, (_, confirmed)| *confirmed > loaded.began);
+        for (id, (host, _)) in &self.confirmed_unseen {
             self.view.placed_now(*id, host.clone());
         }
         self.reasons_sent.clear();
@@ -349,7 +353,8 @@ impl Picker {
             // until then the job would look pending and free to place again.
             if let (false, Some(host)) = (refused.contains(id), decided) {
                 self.view.placed_now(*id, host.clone());
-                self.confirmed_unseen.insert(*id, host);
+                self.confirmed_unseen
+                    .insert(*id, (host, std::time::Instant::now()));
                 crate::metrics::PLACEMENTS.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -686,6 +691,7 @@ mod tests {
         me.dirty = true;
         let first = me.decide(1).unwrap();
         assert_eq!(first.placements.len(), 1);
+        let read_began = std::time::Instant::now();
         me.answered(Published {
             jobs: vec![7],
             refused: Vec::new(),
@@ -705,11 +711,22 @@ mod tests {
             },
         );
         assert!(me.install(view::Loaded {
-            view: before,
+            view: before.clone(),
             events_before: me.seen,
+            began: read_began,
         }));
         assert_eq!(me.decide(1), None);
         assert!(me.view.placed.contains_key(&7));
+        // A read that began after the confirmation shows whatever became of the job since:
+        // pending again (its host lost, and its events lost in a failover), it is placed
+        // again rather than looking placed forever.
+        assert!(me.install(view::Loaded {
+            view: before,
+            events_before: me.seen,
+            began: std::time::Instant::now(),
+        }));
+        let again = me.decide(1).expect("a requeued job stayed unplaced");
+        assert_eq!(again.placements[0].id, 7);
         // A refused placement, by contrast, leaves the job to be decided again.
         me.view.pending.insert(8, one_cpu_job());
         me.dirty = true;
@@ -758,6 +775,7 @@ mod tests {
         let fresh = view::Loaded {
             view: View::default(),
             events_before: before,
+            began: std::time::Instant::now(),
         };
         assert!(me.install(fresh));
         assert_eq!(me.unknown, [2].into());
@@ -769,6 +787,7 @@ mod tests {
         let stale = view::Loaded {
             view: View::default(),
             events_before: before - 1,
+            began: std::time::Instant::now(),
         };
         assert!(!me.install(stale));
     }

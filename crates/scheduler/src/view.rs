@@ -229,6 +229,8 @@ pub async fn load_queues(client: &Client, view: &mut View) -> Result<(), ClientE
 pub struct Loaded {
     pub view: View,
     pub events_before: u64,
+    /// When the read began: it shows every placement committed before then.
+    pub began: std::time::Instant,
 }
 
 /// Reads the hosts into `view`, replacing what it had.
