@@ -18,6 +18,7 @@ pub mod routes;
 pub mod server;
 pub mod shapes;
 
+use anyhow::Context;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,8 +89,9 @@ pub async fn run(
         "apiserver listening"
     );
     xce_client::systemd::ready("apiserver serving");
-    // Pinged from the runtime that serves the requests.
-    tokio::spawn(xce_client::systemd::keep_alive(|| true));
+    // Pinged while every thread of the runtime that serves the requests makes progress.
+    xce_client::systemd::keep_alive_threads(tokio::runtime::Handle::current(), || true)
+        .context("start the watchdog thread")?;
     let shutdown = async {
         shutdown.await;
         xce_client::systemd::stopping();

@@ -7,8 +7,9 @@
 //! call here does nothing.
 
 use std::os::unix::net::UnixDatagram;
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use tracing::warn;
 
@@ -121,6 +122,151 @@ pub async fn keep_alive(healthy: impl Fn() -> bool) {
     }
 }
 
+/// Pings the watchdog every half period, from a thread of its own, while every worker thread
+/// of the multi-threaded `runtime` makes progress, tasks spawned on it still run, and
+/// `healthy()` holds. A task pinging from such a runtime ([`keep_alive`]) goes on from the
+/// other threads while one is stuck; this one stops. Without a watchdog it does nothing.
+pub fn keep_alive_threads(
+    runtime: tokio::runtime::Handle,
+    healthy: impl Fn() -> bool + Send + 'static,
+) -> std::io::Result<()> {
+    let Some(every) = watchdog_interval() else {
+        return Ok(());
+    };
+    std::thread::Builder::new()
+        .name("xce-watchdog".into())
+        .spawn(move || watch_threads(&runtime, every, healthy, || send("WATCHDOG=1")))?;
+    Ok(())
+}
+
+/// The loop behind [`keep_alive_threads`], with the ping passed in. Returns once the runtime
+/// has shut down (its tick task is gone).
+fn watch_threads(
+    runtime: &tokio::runtime::Handle,
+    every: Duration,
+    healthy: impl Fn() -> bool,
+    mut ping: impl FnMut(),
+) {
+    let started = Instant::now();
+    let ticked = Arc::new(AtomicU64::new(0));
+    let tick = Duration::max(every / 4, Duration::from_millis(1));
+    runtime.spawn(tick_task(ticked.clone(), started, tick));
+    let metrics = runtime.metrics();
+    let mut progress = Progress::default();
+    let mut next_ping = started + every;
+    let mut was = Verdict::Alive;
+    // The task holds the other reference until the runtime drops it at shutdown.
+    while Arc::strong_count(&ticked) > 1 {
+        std::thread::sleep(tick);
+        let now = Instant::now();
+        let stalled = progress.observe(&worker_readings(&metrics), now);
+        if now < next_ping {
+            continue;
+        }
+        next_ping = now + every;
+        let since_tick =
+            now.duration_since(started) - Duration::from_nanos(ticked.load(Ordering::Acquire));
+        let verdict = if stalled >= every {
+            Verdict::ThreadStuck(stalled)
+        } else if since_tick >= every {
+            Verdict::TasksStalled(since_tick)
+        } else if !healthy() {
+            Verdict::Unhealthy
+        } else {
+            Verdict::Alive
+        };
+        match verdict {
+            Verdict::Alive => ping(),
+            _ if was == Verdict::Alive => verdict.warn(),
+            _ => {}
+        }
+        was = verdict;
+    }
+}
+
+/// Bumps `ticked` (nanoseconds since `started`) every `every`: proof that tasks still run.
+async fn tick_task(ticked: Arc<AtomicU64>, started: Instant, every: Duration) {
+    let mut interval = tokio::time::interval(every);
+    loop {
+        interval.tick().await;
+        let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        ticked.store(nanos, Ordering::Release);
+    }
+}
+
+/// Why a ping was held back, or that it was not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Verdict {
+    Alive,
+    /// A worker thread has been inside one poll this long.
+    ThreadStuck(Duration),
+    /// No task has run on the runtime for this long.
+    TasksStalled(Duration),
+    /// The daemon's own check failed.
+    Unhealthy,
+}
+
+impl Verdict {
+    fn warn(self) {
+        match self {
+            Verdict::Alive => {}
+            Verdict::ThreadStuck(d) => warn!(
+                stalled_ms = d.as_millis() as u64,
+                "unhealthy: a runtime thread is stuck; no longer answering the service manager's watchdog"
+            ),
+            Verdict::TasksStalled(d) => warn!(
+                stalled_ms = d.as_millis() as u64,
+                "unhealthy: tasks are not being run; no longer answering the service manager's watchdog"
+            ),
+            Verdict::Unhealthy => {
+                warn!("unhealthy: no longer answering the service manager's watchdog")
+            }
+        }
+    }
+}
+
+/// What tokio publishes of each worker thread: its park/unpark count (odd while parked) and
+/// its busy time. A busy thread publishes both at every maintenance tick (every 61 polls) and
+/// whenever it parks; a thread stuck inside one poll publishes nothing.
+type Reading = (u64, Duration);
+
+fn worker_readings(metrics: &tokio::runtime::RuntimeMetrics) -> Vec<Reading> {
+    (0..metrics.num_workers())
+        .map(|w| {
+            (
+                metrics.worker_park_unpark_count(w),
+                metrics.worker_total_busy_duration(w),
+            )
+        })
+        .collect()
+}
+
+/// Since when each worker thread has been awake without publishing anything new.
+#[derive(Debug, Default)]
+struct Progress {
+    workers: Vec<(Reading, Instant)>,
+}
+
+impl Progress {
+    /// Takes a fresh reading and returns the longest time any worker thread has spent awake
+    /// without progress (zero when all are parked or moving).
+    fn observe(&mut self, readings: &[Reading], now: Instant) -> Duration {
+        if self.workers.len() != readings.len() {
+            self.workers = readings.iter().map(|&r| (r, now)).collect();
+        }
+        let mut longest = Duration::ZERO;
+        for ((seen, since), &reading) in self.workers.iter_mut().zip(readings) {
+            let parked = reading.0 % 2 == 1;
+            if parked || reading != *seen {
+                *seen = reading;
+                *since = now;
+            }
+            longest = longest.max(now.duration_since(*since));
+        }
+        longest
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +306,113 @@ mod tests {
         send_to(&format!("@{name}"), "WATCHDOG=1").unwrap();
         let n = server.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"WATCHDOG=1");
+    }
+
+    #[test]
+    fn only_an_awake_thread_that_publishes_nothing_counts_as_stalled() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut p = Progress::default();
+        // Two threads awake (even counts).
+        assert_eq!(p.observe(&[(2, ms(5)), (4, ms(7))], t0), Duration::ZERO);
+        // The first moved (busy time grew), the second published nothing.
+        assert_eq!(p.observe(&[(2, ms(9)), (4, ms(7))], t0 + ms(100)), ms(100));
+        assert_eq!(p.observe(&[(2, ms(9)), (4, ms(7))], t0 + ms(300)), ms(300));
+        // The second parks (odd count): no longer stalled; the first now is, since 100 ms.
+        assert_eq!(p.observe(&[(2, ms(9)), (5, ms(8))], t0 + ms(400)), ms(300));
+        // A parked thread stays unstalled however long it sleeps.
+        assert_eq!(
+            p.observe(&[(4, ms(9)), (5, ms(8))], t0 + ms(900)),
+            Duration::ZERO
+        );
+        assert_eq!(p.observe(&[(4, ms(9)), (5, ms(8))], t0 + ms(950)), ms(50));
+        // A runtime with another number of threads starts over.
+        assert_eq!(p.observe(&[(1, ms(1))], t0 + ms(999)), Duration::ZERO);
+    }
+
+    /// Waits up to 10 s for `n` pings.
+    fn pings(rx: &std::sync::mpsc::Receiver<()>, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for i in 0..n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            rx.recv_timeout(left)
+                .unwrap_or_else(|e| panic!("ping {} of {n} did not come: {e}", i + 1));
+        }
+    }
+
+    #[test]
+    fn one_stuck_thread_of_two_stops_the_pings_and_saturated_ones_do_not() {
+        use std::sync::atomic::AtomicBool;
+        let every = Duration::from_millis(100);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = runtime.handle().clone();
+        let watcher = std::thread::spawn(move || {
+            watch_threads(
+                &handle,
+                every,
+                || true,
+                || {
+                    let _ = tx.send(());
+                },
+            );
+        });
+        pings(&rx, 3);
+
+        // Every thread busy with short polls: the pings go on.
+        let spin = Arc::new(AtomicBool::new(true));
+        for _ in 0..4 {
+            let spin = spin.clone();
+            runtime.spawn(async move {
+                while spin.load(Ordering::Relaxed) {
+                    let until = Instant::now() + Duration::from_micros(200);
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    tokio::task::yield_now().await;
+                }
+            });
+        }
+        while rx.try_recv().is_ok() {}
+        pings(&rx, 5);
+        spin.store(false, Ordering::Relaxed);
+
+        // One thread stuck inside a poll; the other free. No ping once the stall is a
+        // whole period old.
+        let stuck = Arc::new(AtomicBool::new(true));
+        let (entered_tx, entered) = std::sync::mpsc::channel();
+        let hold = stuck.clone();
+        runtime.spawn(async move {
+            let _ = entered_tx.send(());
+            while hold.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        entered.recv_timeout(Duration::from_secs(10)).unwrap();
+        /// Frees the stuck thread however the test ends, so the runtime can shut down.
+        struct Free(Arc<AtomicBool>);
+        impl Drop for Free {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::Relaxed);
+            }
+        }
+        let free = Free(stuck);
+        let stuck_at = Instant::now();
+        while rx.try_recv().is_ok() {}
+        // Pings decided before the stall was a period old may still come; then a long silence.
+        while rx.recv_timeout(every * 10).is_ok() {
+            let late = stuck_at.elapsed();
+            assert!(late < every * 3, "a ping came {late:?} into a stuck thread");
+        }
+
+        // Unstuck: the pings resume.
+        drop(free);
+        pings(&rx, 2);
+        drop(runtime);
+        watcher.join().unwrap();
     }
 }
