@@ -1,9 +1,11 @@
 //! A rolling upgrade: every controller restarted in turn on a new build (same store format)
 //! while clients go on submitting, through a failover client and through one-shot CLI
 //! processes. No call may fail, and every acknowledged job must be there afterwards.
+//! CI rolls onto a copy of this build; `XCE_UPGRADE_FROM=DIR` rolls from an older build.
 
 #![allow(clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,13 +20,22 @@ const MAX_SPAN: Duration = Duration::from_secs(120);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
-    let mut cluster = Cluster::builder().controllers(3).start();
-    let (primary, _) = cluster.wait_all_standbys().await;
-    // The "new build": the controller binary at another path. Same code here (and so the same
-    // store format, as a rolling upgrade requires); what is proven is the procedure.
+    // XCE_UPGRADE_FROM=DIR: the cluster starts on an older build's controller (in DIR, with
+    // the same store format) and rolls to this build's. Without it the "new build" is this
+    // build's controller copied to another path, which proves the procedure only.
     let dir = tempfile::tempdir().unwrap();
-    let new = dir.path().join("xce-controller-next");
-    std::fs::copy(bin("xce-controller"), &new).unwrap();
+    let (mut cluster, new) = match std::env::var_os("XCE_UPGRADE_FROM") {
+        Some(old) => {
+            let builder = Cluster::builder().bin_dir(PathBuf::from(old));
+            (builder.controllers(3).start(), bin("xce-controller"))
+        }
+        None => {
+            let new = dir.path().join("xce-controller-next");
+            std::fs::copy(bin("xce-controller"), &new).unwrap();
+            (Cluster::builder().controllers(3).start(), new)
+        }
+    };
+    let (primary, _) = cluster.wait_all_standbys().await;
 
     let stop = Arc::new(AtomicBool::new(false));
     let client = cluster.client_with_default_budget();

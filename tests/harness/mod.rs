@@ -94,9 +94,16 @@ pub struct ClusterBuilder {
     links: bool,
     daemon_links: bool,
     tls: bool,
+    bin_dir: Option<PathBuf>,
 }
 
 impl ClusterBuilder {
+    /// Starts the daemons from the binaries in `dir` (another build), not this build's.
+    pub fn bin_dir(mut self, dir: PathBuf) -> Self {
+        self.bin_dir = Some(dir);
+        self
+    }
+
     /// Mutual TLS everywhere; the cluster's clients use the admin's certificate unless given
     /// another ([`Cluster::tls_of`]).
     pub fn tls(mut self) -> Self {
@@ -167,18 +174,21 @@ impl ClusterBuilder {
             std::fs::write(&path, text).unwrap();
             path
         });
-        bin("xce-controller");
-        if self.workers > 0 {
-            bin("xce-worker");
+        let kinds = [
+            ("xce-controller", self.controllers),
+            ("xce-worker", self.workers),
+            ("xce-scheduler", self.schedulers),
+            ("xce-apiserver", self.apiservers),
+        ];
+        for (name, _) in kinds.iter().filter(|(_, n)| *n > 0) {
+            match &self.bin_dir {
+                Some(dir) => assert!(dir.join(name).exists(), "{name} is not in {dir:?}"),
+                None => drop(bin(name)),
+            }
         }
-        if self.schedulers > 0 {
-            bin("xce-scheduler");
-        }
-        if self.apiservers > 0 {
-            bin("xce-apiserver");
-        }
+        let bins = self.bin_dir.unwrap_or_else(bin_dir);
         let local = DevCluster::start(ClusterSpec {
-            bin_dir: bin_dir(),
+            bin_dir: bins,
             data_dir: dir.path().to_path_buf(),
             ports: free_ports(self.controllers),
             config,

@@ -104,7 +104,9 @@ pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
 /// A span of the run during which a majority of controllers was down.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Window {
+    /// When the fault began (ms into the run).
     pub from_ms: u64,
+    /// When the cluster was whole again: healed, and ready with a primary.
     pub to_ms: u64,
 }
 
@@ -117,10 +119,6 @@ pub struct History {
     pub records: BTreeMap<u64, Vec<AttemptRecord>>,
     pub majority_down: Vec<Window>,
 }
-
-/// How long after a majority-down window a failure still counts as caused by it: a call
-/// that began in the window may take the client's whole budget to fail.
-pub const WINDOW_SLACK: Duration = Duration::from_secs(12);
 
 /// The verdict: each check, and the first few violations of each.
 #[derive(Debug, Default, Serialize)]
@@ -260,7 +258,9 @@ fn client_errors(h: &History) -> Vec<String> {
     let in_window = |s: &Submit| {
         h.majority_down.iter().any(|w| {
             let from = Duration::from_millis(w.from_ms);
-            let to = Duration::from_millis(w.to_ms) + WINDOW_SLACK;
+            // A window ends once the cluster is whole again, so a call that began after it
+            // had a primary to find; one begun inside may end after it.
+            let to = Duration::from_millis(w.to_ms);
             s.started <= to && s.ended >= from
         })
     };
@@ -330,9 +330,10 @@ mod tests {
                     "start 1 100 7\nalive 1 200 7\nend 1 300 7\nstart 2 301 8\nend 2 400 8\n",
                 ),
             )]),
+            // "b" failed from 10 s to 11 s: begun inside the window, ended after it.
             majority_down: vec![Window {
                 from_ms: 9_000,
-                to_ms: 9_500,
+                to_ms: 10_500,
             }],
         }
     }
@@ -412,6 +413,11 @@ mod tests {
             message: "boom".into(),
         });
         assert!(!check(&other).only_allowed_client_errors);
+        // Begun once the cluster was whole again, even just after: not caused by it.
+        let mut after = clean();
+        after.submits[1].started = Duration::from_millis(10_600);
+        after.submits[1].ended = Duration::from_millis(10_700);
+        assert!(!check(&after).only_allowed_client_errors);
         // Long after the window: not caused by it.
         let mut late = clean();
         late.submits[1].started = Duration::from_secs(60);
