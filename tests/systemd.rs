@@ -127,9 +127,11 @@ impl Manager {
         self.heard.iter().filter(|l| *l == line).count()
     }
 
-    /// Drops what was heard until now.
+    /// Drops what was heard until now, and what was sent but not yet read.
     fn forget(&mut self) {
         self.heard.clear();
+        let mut buf = vec![0u8; 4096];
+        while self.socket.try_recv(&mut buf).is_ok() {}
     }
 }
 
@@ -313,5 +315,32 @@ fn every_daemon_names_a_bad_log_setting() {
             assert!(!out.status.success(), "{daemon} took {yaml:?}");
             assert!(err.contains(needle), "{daemon} on {yaml:?}: {err}");
         }
+    }
+}
+
+#[test]
+fn every_daemon_names_bad_peers_from_the_environment_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for (daemon, args) in &daemon_args(dir.path(), "c1=127.0.0.1:1", "127.0.0.1:0") {
+        // The same daemon's flags, without its --peers: XCE_PEERS gives the bad list.
+        let mut flags = Vec::new();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if a == "--peers" {
+                it.next();
+            } else {
+                flags.push(a.clone());
+            }
+        }
+        let out = Command::new(xce_tests::bin(&format!("xce-{daemon}")))
+            .args(&flags)
+            .arg("--check-config")
+            .env("XCE_PEERS", "c1=nowhere")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{daemon} took a bad XCE_PEERS");
+        let needle = "\"c1=nowhere\": missing ':port'";
+        assert_eq!(err.matches(needle).count(), 1, "{daemon}: {err}");
     }
 }

@@ -122,7 +122,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("backend.peers: {0}")]
-    Peers(#[from] CandidateError),
+    Peers(CandidateError),
     #[error("backend: no controllers given (--peers, XCE_PEERS, backend.peers, or backend.address and backend.port)")]
     NoPeers,
     #[error("read config file {path}: {source}")]
@@ -136,6 +136,14 @@ pub enum ConfigError {
     Invalid(String),
     #[error("{0}")]
     Tls(#[from] TlsError),
+}
+
+/// By hand, not `#[from]`, which would also make the candidate error the source: printed
+/// with its chain (`{:#}`), the message would say it twice.
+impl From<CandidateError> for ConfigError {
+    fn from(e: CandidateError) -> Self {
+        ConfigError::Peers(e)
+    }
 }
 
 /// Where the apiserver listens by default.

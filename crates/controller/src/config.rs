@@ -109,7 +109,7 @@ pub struct FileConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("--peers: {0}")]
-    Peers(#[from] CandidateError),
+    Peers(CandidateError),
     #[error("--name {name:?} is not in --peers (known: {known})")]
     UnknownName { name: String, known: String },
     #[error("--peers: every candidate needs a name (name=host:port); {entry:?} has none")]
@@ -127,6 +127,14 @@ pub enum ConfigError {
     RaftAddrs(String),
     #[error("{0}")]
     Tls(#[from] TlsError),
+}
+
+/// By hand, not `#[from]`, which would also make the candidate error the source: printed
+/// with its chain (`{:#}`), the message would say it twice.
+impl From<CandidateError> for ConfigError {
+    fn from(e: CandidateError) -> Self {
+        ConfigError::Peers(e)
+    }
 }
 
 /// A validated controller configuration.

@@ -63,7 +63,7 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("--peers: {0}")]
-    Peers(#[from] CandidateError),
+    Peers(CandidateError),
     #[error("--peers: required (flag, XCE_PEERS or `peers` in the config file)")]
     NoPeers,
     #[error("--name: {0}")]
@@ -79,6 +79,14 @@ pub enum ConfigError {
     Invalid(String),
     #[error("{0}")]
     Tls(#[from] TlsError),
+}
+
+/// By hand, not `#[from]`, which would also make the candidate error the source: printed
+/// with its chain (`{:#}`), the message would say it twice.
+impl From<CandidateError> for ConfigError {
+    fn from(e: CandidateError) -> Self {
+        ConfigError::Peers(e)
+    }
 }
 
 /// The default name: one scheduler per host is the common case.

@@ -109,7 +109,7 @@ pub struct Settings {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("--peers: {0}")]
-    Peers(#[from] CandidateError),
+    Peers(CandidateError),
     #[error("--{0}: required (flag, XCE_* environment or `{1}` in the config file)")]
     Missing(&'static str, &'static str),
     #[error("--name: {0}")]
@@ -125,6 +125,14 @@ pub enum ConfigError {
     Invalid(String),
     #[error("{0}")]
     Tls(#[from] TlsError),
+}
+
+/// By hand, not `#[from]`, which would also make the candidate error the source: printed
+/// with its chain (`{:#}`), the message would say it twice.
+impl From<CandidateError> for ConfigError {
+    fn from(e: CandidateError) -> Self {
+        ConfigError::Peers(e)
+    }
 }
 
 /// Heartbeat interval by default; well under the controllers' host TTL.
