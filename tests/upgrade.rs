@@ -36,6 +36,10 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
         }
     };
     let (primary, _) = cluster.wait_all_standbys().await;
+    for c in cluster.controllers() {
+        let exe = std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap();
+        assert_ne!(exe, new, "{} already runs the new build", c.name);
+    }
 
     let stop = Arc::new(AtomicBool::new(false));
     let client = cluster.client_with_default_budget();
