@@ -164,8 +164,7 @@ fn watch_threads(
             continue;
         }
         next_ping = now + every;
-        let since_tick =
-            now.duration_since(started) - Duration::from_nanos(ticked.load(Ordering::Acquire));
+        let since_tick = since(started, now, ticked.load(Ordering::Acquire));
         let verdict = if stalled >= every {
             Verdict::ThreadStuck(stalled)
         } else if since_tick >= every {
@@ -182,6 +181,13 @@ fn watch_threads(
         }
         was = verdict;
     }
+}
+
+/// How long before `now` a tick stamped `ticked_nanos` after `started` was. A tick stamped
+/// after `now` was taken (the task raced this thread) is no time ago, never an underflow.
+fn since(started: Instant, now: Instant, ticked_nanos: u64) -> Duration {
+    now.duration_since(started)
+        .saturating_sub(Duration::from_nanos(ticked_nanos))
 }
 
 /// Bumps `ticked` (nanoseconds since `started`) every `every`: proof that tasks still run.
@@ -328,6 +334,14 @@ mod tests {
         assert_eq!(p.observe(&[(4, ms(9)), (5, ms(8))], t0 + ms(950)), ms(50));
         // A runtime with another number of threads starts over.
         assert_eq!(p.observe(&[(1, ms(1))], t0 + ms(999)), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_tick_stamped_after_the_reading_is_no_time_ago() {
+        let started = Instant::now();
+        let now = started + Duration::from_millis(100);
+        assert_eq!(since(started, now, 40_000_000), Duration::from_millis(60));
+        assert_eq!(since(started, now, 100_000_001), Duration::ZERO);
     }
 
     /// Waits up to 10 s for `n` pings.
