@@ -319,7 +319,7 @@ fn every_daemon_names_a_bad_log_setting() {
 }
 
 #[test]
-fn every_daemon_names_bad_peers_from_the_environment_once() {
+fn every_daemon_names_bad_peers_or_a_missing_config_file_once() {
     let dir = tempfile::tempdir().unwrap();
     for (daemon, args) in &daemon_args(dir.path(), "c1=127.0.0.1:1", "127.0.0.1:0") {
         // The same daemon's flags, without its --peers: XCE_PEERS gives the bad list.
@@ -342,5 +342,18 @@ fn every_daemon_names_bad_peers_from_the_environment_once() {
         assert!(!out.status.success(), "{daemon} took a bad XCE_PEERS");
         let needle = "\"c1=nowhere\": missing ':port'";
         assert_eq!(err.matches(needle).count(), 1, "{daemon}: {err}");
+
+        let missing = dir.path().join("missing.yaml");
+        let out = Command::new(xce_tests::bin(&format!("xce-{daemon}")))
+            .args(args)
+            .arg("--config")
+            .arg(&missing)
+            .arg("--check-config")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{daemon} took a missing config file");
+        assert!(err.contains("missing.yaml"), "{daemon}: {err}");
+        assert_eq!(err.matches("No such file").count(), 1, "{daemon}: {err}");
     }
 }

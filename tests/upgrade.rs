@@ -27,12 +27,16 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
     let (mut cluster, new) = match std::env::var_os("XCE_UPGRADE_FROM") {
         Some(old) => {
             let builder = Cluster::builder().bin_dir(PathBuf::from(old));
-            (builder.controllers(3).start(), bin("xce-controller"))
+            let new = bin("xce-controller").canonicalize().unwrap();
+            (builder.controllers(3).start(), new)
         }
         None => {
             let new = dir.path().join("xce-controller-next");
             std::fs::copy(bin("xce-controller"), &new).unwrap();
-            (Cluster::builder().controllers(3).start(), new)
+            (
+                Cluster::builder().controllers(3).start(),
+                new.canonicalize().unwrap(),
+            )
         }
     };
     let (primary, _) = cluster.wait_all_standbys().await;

@@ -125,10 +125,11 @@ pub enum ConfigError {
     Peers(CandidateError),
     #[error("backend: no controllers given (--peers, XCE_PEERS, backend.peers, or backend.address and backend.port)")]
     NoPeers,
-    #[error("read config file {path}: {source}")]
+    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
+    #[error("read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config file {path}: {detail}")]
     Parse { path: PathBuf, detail: String },
@@ -163,9 +164,9 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 10_000;
 
 /// Reads the YAML file; an empty file is every default.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse_file(&text).map_err(|detail| ConfigError::Parse {
         path: path.to_path_buf(),

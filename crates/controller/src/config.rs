@@ -114,10 +114,11 @@ pub enum ConfigError {
     UnknownName { name: String, known: String },
     #[error("--peers: every candidate needs a name (name=host:port); {entry:?} has none")]
     UnnamedPeer { entry: String },
-    #[error("read config file {path}: {source}")]
+    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
+    #[error("read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config file {path}: {detail}")]
     Parse { path: PathBuf, detail: String },
@@ -369,9 +370,9 @@ impl Config {
 }
 
 fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse_file(&text).map_err(|detail| ConfigError::Parse {
         path: path.to_path_buf(),

@@ -184,7 +184,8 @@ pub async fn run(settings: Settings, progress: impl Fn(&str)) -> anyhow::Result<
         if fault.takes_majority() {
             majority_down.push(Window {
                 from_ms: at.as_millis() as u64,
-                to_ms: t0.elapsed().as_millis() as u64,
+                // Rounded up: a call begun in the window's last millisecond is inside it.
+                to_ms: t0.elapsed().as_millis() as u64 + 1,
             });
         }
         if let Err(e) = whole {

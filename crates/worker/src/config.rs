@@ -114,10 +114,11 @@ pub enum ConfigError {
     Missing(&'static str, &'static str),
     #[error("--name: {0}")]
     Name(String),
-    #[error("read config file {path}: {source}")]
+    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
+    #[error("read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config file {path}: {detail}")]
     Parse { path: PathBuf, detail: String },
@@ -144,9 +145,9 @@ pub const DEFAULT_RESYNC_MS: u64 = 60_000;
 
 /// Reads the YAML file; an empty file is every default.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     parse_file(&text).map_err(|detail| ConfigError::Parse {
         path: path.to_path_buf(),

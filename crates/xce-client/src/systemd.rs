@@ -157,8 +157,16 @@ fn watch_threads(
     let mut was = Verdict::Alive;
     // The task holds the other reference until the runtime drops it at shutdown.
     while Arc::strong_count(&ticked) > 1 {
+        let slept_from = Instant::now();
         std::thread::sleep(tick);
         let now = Instant::now();
+        if now.duration_since(slept_from) > tick + every / 2 {
+            // The whole process was paused (SIGSTOP, a frozen cgroup, a stalled VM): every
+            // thread and the tick look stale at once. Judge afresh once the runtime has had
+            // two ticks to run, so a pause costs at most one ping, as it would a task.
+            progress = Progress::default();
+            next_ping = now + tick * 2;
+        }
         let stalled = progress.observe(&worker_readings(&metrics), now);
         if now < next_ping {
             continue;
