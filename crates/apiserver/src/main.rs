@@ -101,6 +101,10 @@ fn real_main() -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
-        xce_apiserver::run(listener, config, xce_client::shutdown::signal()).await
+        // On a worker thread, not this one: the watchdog sees the worker threads only.
+        let serving = xce_apiserver::run(listener, config, xce_client::shutdown::signal());
+        tokio::spawn(serving)
+            .await
+            .context("the apiserver's task")?
     })
 }
