@@ -378,6 +378,10 @@ async fn with_tls_each_request_acts_as_its_token_s_user() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // First where a connection's own caller is not re-checked (finding the primary): the
+    // apiserver acts for alice through a capability it kept from her earlier requests.
+    let cluster_info = alice.get("/v1/cluster").await;
+    assert_eq!(cluster_info.status, 401, "{:?}", cluster_info.body);
     let after = alice.get(&format!("/v1/jobs/{id}")).await;
     assert_eq!(after.status, 401, "{:?}", after.body);
     cluster.assert_no_errors();

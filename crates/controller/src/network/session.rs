@@ -33,6 +33,11 @@ pub struct Session {
     /// checks it still holds, so neither a revocation nor a new token under a revoked id
     /// leaves this session acting.
     pub token: Option<(String, SecretHash)>,
+    /// Made by `actAs` for the apiserver, which keeps it for that token's later requests:
+    /// its token is re-checked by every call, also those [`checks_token`] exempts (they
+    /// let a connection's own caller find the primary and prove itself again; here
+    /// nothing else would notice a revocation).
+    pub acted: bool,
 }
 
 impl Default for Session {
@@ -44,6 +49,7 @@ impl Default for Session {
             joined: false,
             user: None,
             token: None,
+            acted: false,
         }
     }
 }
@@ -64,6 +70,7 @@ impl Session {
             joined: false,
             user,
             token: None,
+            acted: false,
         }
     }
 

@@ -62,7 +62,10 @@ impl ControllerService {
         ControllerService {
             node: self.node.clone(),
             agents: self.agents.clone(),
-            session: StdRc::new(RefCell::new(session)),
+            session: StdRc::new(RefCell::new(Session {
+                acted: true,
+                ..session
+            })),
             last_call: self.last_call.clone(),
             backlog: self.backlog.clone(),
             snapshots: self.snapshots.clone(),
@@ -99,7 +102,7 @@ impl ControllerService {
         let session = self.session.borrow();
         authorize(method, &session)?;
         match &session.token {
-            Some((id, hash)) if checks_token(method) => {
+            Some((id, hash)) if session.acted || checks_token(method) => {
                 self.node.token_still_valid(id, hash).map_err(|why| {
                     ReplyHeader::status(
                         xce_proto::Status::Auth,
