@@ -1,7 +1,8 @@
 //! The apiserver's one way to the cluster. Handlers ask a [`Backend`] for a [`Call`] on
 //! behalf of a [`Caller`] and get an [`Answer`]; [`ClusterBackend`] makes each call through
-//! one shared xce-client (concurrent calls, no head-of-line lock) as `actAs` plus the
-//! operation, pipelined, so the controller applies the caller's own permissions. Tests put a
+//! one shared xce-client (concurrent calls, no head-of-line lock) on the capability `actAs`
+//! returns for the caller's token (the first call pipelined on it, later ones on the kept
+//! capability), so the controller applies the caller's own permissions. Tests put a
 //! scripted backend behind the same trait.
 //!
 //! Health: the client's degraded breaker makes requests fail fast (503) once a call found no

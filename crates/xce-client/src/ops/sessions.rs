@@ -144,9 +144,10 @@ impl<O: Op> Op for ActAs<O> {
 /// connection it was made on, and holding it keeps that identity from being reused.
 ///
 /// Every call on a kept capability is still checked by the controller as it would be
-/// through `actAs` (the token revalidated, the primary gate), so keeping it changes the
-/// cost of a call, never its answer; an answer that says the token or the primary no
-/// longer holds drops the entry.
+/// through `actAs`: the primary gate first, then the token (a session `actAs` made
+/// re-checks it on every call), so keeping it changes the cost of a call, not its answer.
+/// An answer that says the token or the primary no longer holds drops the entry. This
+/// needs controllers that re-check such sessions: upgrade them before the apiserver.
 mod acting {
     use std::cell::RefCell;
     use std::collections::HashMap;

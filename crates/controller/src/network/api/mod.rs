@@ -157,6 +157,15 @@ macro_rules! methods {
                 ) -> Result<(), capnp::Error> {
                     self.last_call.set(tokio::time::Instant::now());
                     let _in_flight = self.backlog.call_started(weight(Method::$method));
+                    let acted = self.session.borrow().acted;
+                    if acted {
+                        // In `actAs`'s order: the ready primary (every revocation committed
+                        // before it was elected applied) before the token is checked.
+                        if let Err(not_primary) = self.node.admit().await {
+                            wire::write_header(results.get().init_header(), &not_primary);
+                            return Ok(());
+                        }
+                    }
                     let admitted = self.admitted(Method::$method);
                     if let Err(refused) = admitted {
                         let header = self.refusal(Method::$method, refused);
