@@ -224,10 +224,10 @@ interface Controller {
   # An apiserver's connection only: acts for the person a user token names. The returned
   # capability's calls are that person's, as if they had connected and authenticated (their
   # user and role; the token is re-checked on every call, so a revocation is felt at once).
-  # The apiserver pipelines each request's call on it, so acting for someone costs no round
-  # trip. `auth` for a token that proves no one. With authentication off (a connection
-  # without a certificate) an empty token acts as an operator with no user, as any
-  # connection could by joining.
+  # The apiserver pipelines a token's first call on it and keeps it for that token's later
+  # calls, so acting for someone costs no round trip. `auth` for a token that proves no
+  # one. With authentication off (a connection without a certificate) an empty token acts
+  # as an operator with no user, as any connection could by joining.
   actAs @24 (token :Text) -> (header :ReplyHeader, controller :Controller, user :Text, role :Role);
 
   # ---- Backups (admins only) ----

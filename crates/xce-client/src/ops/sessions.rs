@@ -173,6 +173,24 @@ mod acting {
         clock: u64,
     }
 
+    impl Cache {
+        /// Takes out the least recently used half, for the caller to drop.
+        fn evict_older_half(&mut self) -> Vec<(Arc<str>, Kept)> {
+            let mut ages: Vec<u64> = self.kept.values().map(|k| k.used).collect();
+            ages.sort_unstable();
+            let Some(&cut) = ages.get(ages.len() / 2) else {
+                return Vec::new();
+            };
+            let old: Vec<Arc<str>> = (self.kept.iter())
+                .filter(|(_, k)| k.used <= cut)
+                .map(|(token, _)| token.clone())
+                .collect();
+            old.iter()
+                .filter_map(|token| self.kept.remove_entry(token))
+                .collect()
+        }
+    }
+
     thread_local! {
         static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
     }
@@ -201,14 +219,7 @@ mod acting {
         let _dropped = CACHE.with_borrow_mut(|cache| {
             let mut dropped = Vec::new();
             if cache.kept.len() >= MAX_KEPT && !cache.kept.contains_key(&token) {
-                let mut ages: Vec<u64> = cache.kept.values().map(|k| k.used).collect();
-                ages.sort_unstable();
-                let cut = ages[ages.len() / 2];
-                let all = std::mem::take(&mut cache.kept);
-                let (kept, old): (HashMap<_, _>, HashMap<_, _>) =
-                    all.into_iter().partition(|(_, k)| k.used > cut);
-                cache.kept = kept;
-                dropped.extend(old);
+                dropped = cache.evict_older_half();
             }
             cache.clock += 1;
             let kept = Kept {
