@@ -1,6 +1,7 @@
 //! The attempts this worker holds: starting each under its own shim ([`crate::shim`]),
 //! passing the primary's orders on, adopting the shims a previous run of the worker left, and
-//! reporting starts and ends through the durable outbox. Supervision never waits on the
+//! reporting starts (sent again for every adopted attempt) and ends (through the durable
+//! outbox). Supervision never waits on the
 //! controller: a shim is waited for while its reports are still being delivered.
 
 use std::collections::{HashMap, HashSet};
@@ -149,6 +150,9 @@ impl Jobs {
         for ((id, attempt), record) in self.records.scan()? {
             let live = record.and_then(|r| Some((r.shim.filter(ProcRecord::alive)?, r.job)));
             let Some((shim, job)) = live else {
+                // An end its shim appended but did not move: the outbox has it now.
+                self.outbox
+                    .take_from_record(&self.records.path(id, attempt));
                 self.records.kill_leftover(id, attempt, record.as_ref());
                 killed += 1;
                 continue;
@@ -193,7 +197,11 @@ impl Jobs {
         let resent = self.resend_reports(&adopted)?;
         for &(id, attempt) in &adopted {
             let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
-            let start = resent.get(&(id, attempt)).cloned();
+            // Whether its start was acknowledged is not known: it is sent again.
+            let start = resent
+                .get(&(id, attempt))
+                .cloned()
+                .unwrap_or_else(|| Report::started(id, attempt));
             tokio::spawn(
                 async move { jobs.watch_adopted(id, attempt, start).await }.instrument(span),
             );
@@ -208,7 +216,8 @@ impl Jobs {
     }
 
     /// Sends again what the previous run left in the outbox: the ends of attempts that are
-    /// over, and the starts of adopted ones (returned, so their ends can follow them).
+    /// over, and (from older workers) the starts of adopted ones, returned so their ends can
+    /// follow them.
     fn resend_reports(
         self: &Arc<Self>,
         adopted: &[(JobId, u32)],
@@ -399,9 +408,6 @@ impl Jobs {
                     info!(job = id, attempt, pid = pgid, "job started");
                     self.started(id, attempt, pgid);
                     let start = Report::started(id, attempt);
-                    if let Err(e) = self.outbox.put(&start) {
-                        warn!(job = id, error = %e, "start report not durable; sending it anyway");
-                    }
                     let reporter = self.clone();
                     start_delivery =
                         Some(tokio::spawn(async move { reporter.deliver(start).await }));
@@ -434,12 +440,10 @@ impl Jobs {
     }
 
     /// Waits for a shim that is not this process's child, then settles its attempt as for
-    /// one of its own; `start` is the start report it left undelivered, sent first.
-    async fn watch_adopted(self: Arc<Self>, id: JobId, attempt: u32, start: Option<Report>) {
-        let start_delivery = start.map(|start| {
-            let reporter = self.clone();
-            tokio::spawn(async move { reporter.deliver(start).await })
-        });
+    /// one of its own; `start` is its start report, sent first.
+    async fn watch_adopted(self: Arc<Self>, id: JobId, attempt: u32, start: Report) {
+        let reporter = self.clone();
+        let start_delivery = Some(tokio::spawn(async move { reporter.deliver(start).await }));
         // Also while the worker stops: stop_all waits for what this sees.
         loop {
             let shim = self
@@ -466,7 +470,12 @@ impl Jobs {
         start_delivery: Option<tokio::task::JoinHandle<()>>,
     ) {
         let (pgid, stopping) = self.mark_finished(id, attempt);
-        match self.outbox.end_of(id, attempt) {
+        // A shim that died between recording its end and moving it left it in its record.
+        let end = self.outbox.end_of(id, attempt).or_else(|| {
+            self.outbox
+                .take_from_record(&self.records.path(id, attempt))
+        });
+        match end {
             Some(end) => {
                 info!(job = id, attempt, end = ?end.end, "job ended");
                 self.records.forget(id, attempt);

@@ -1,13 +1,25 @@
-//! The durable outbox: a job's start and end reports are written to disk (and synced) before
-//! they are sent, and deleted only once the primary acknowledged them. After a reconnect or a
-//! worker restart whatever is still here is sent again with its original request token, so
-//! a report the primary already applied comes back `dupJob` and is applied once.
+//! The durable outbox: a job's end report is written to disk (and synced) before it is sent,
+//! and deleted only once the primary acknowledged it. After a reconnect or a worker restart
+//! whatever is still here is sent again with its original request token, so a report the
+//! primary already applied comes back `dupJob` and is applied once.
 //!
-//! One file per report: `<spool>/outbox/<job id>.<attempt>.start|end`, JSON, written to a
-//! temporary name and renamed into place. End reports are synced (file and directory) before
-//! they are sent: a finished job's result must survive even a machine crash, or the job would
-//! run again. Start reports only need to survive the worker process (the page cache does
-//! that): a machine crash kills the attempt too, and the resync then requeues or resends it.
+//! One file per report: `<spool>/outbox/<job id>.<attempt>.end`, JSON. A shim turns its
+//! attempt's record (see [`crate::procs`]) into that file: it appends the report as the
+//! record's last line, syncs it, renames the record into the outbox and syncs the directory
+//! ([`Outbox::put_into_record`]). A report the worker decides itself (the shim never ran) is
+//! written to a temporary name, synced and renamed into place ([`Outbox::put`]). Either way
+//! the report is the file's last line; a finished job's result survives a machine crash, or
+//! the job would run again.
+//!
+//! Why the record becomes the report rather than one more file: a job should cost its spool
+//! as few files created and deleted as possible. On ext4 without a journal every inode
+//! deleted in the last half minute is skipped, one by one, by every later create, so a busy
+//! worker's per-job file churn made each create slower the faster jobs ran.
+//!
+//! Start reports are not kept here: a restarted worker sends a start for every attempt it
+//! adopts (a repeated start of the current attempt changes nothing at the primary, a
+//! refused one means the attempt is stale). `.start` files written by older workers are
+//! still read, sent and deleted.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -15,6 +27,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use tracing::warn;
 use xce_client::types::{JobEnd, JobId, RequestToken};
 
 /// One report waiting for its acknowledgement. On disk it is a [`ReportFile`].
@@ -58,9 +71,10 @@ impl Report {
         serde_json::to_vec(&ReportFile::from(self))
     }
 
-    /// A report read back from its file.
+    /// A report read back from its file: the file's last line (a record turned report holds
+    /// the attempt's record above it).
     pub fn decode(bytes: &[u8]) -> Result<Report, serde_json::Error> {
-        serde_json::from_slice::<ReportFile>(bytes).map(Report::from)
+        serde_json::from_slice::<ReportFile>(last_line(bytes)).map(Report::from)
     }
 }
 
@@ -116,6 +130,15 @@ impl From<ReportFile> for Report {
     }
 }
 
+/// The last non-empty line of `bytes` (all of it when it holds one line).
+fn last_line(bytes: &[u8]) -> &[u8] {
+    let trimmed = bytes.trim_ascii_end();
+    match trimmed.iter().rposition(|&b| b == b'\n') {
+        Some(at) => &trimmed[at + 1..],
+        None => trimmed,
+    }
+}
+
 /// Why the outbox could not do its job.
 #[derive(Debug, thiserror::Error)]
 #[error("outbox {path}: {source}")]
@@ -163,6 +186,54 @@ impl Outbox {
                 .map_err(err)?;
         }
         Ok(())
+    }
+
+    /// Makes an end `report` durable in the attempt's `record` file and moves that file into
+    /// the outbox as the report's: no file is created or deleted for it (see the module doc).
+    /// Until the rename, the record still reads as the record (its first line); a torn
+    /// append is never renamed.
+    pub fn put_into_record(&self, record: &Path, report: &Report) -> Result<(), OutboxError> {
+        let path = self.dir.join(report.file_name());
+        let err = |source| OutboxError {
+            path: path.clone(),
+            source,
+        };
+        let mut line = report.encode().map_err(|e| err(std::io::Error::other(e)))?;
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(record)
+            .map_err(err)?;
+        f.write_all(&line).map_err(err)?;
+        f.sync_data().map_err(err)?;
+        self.move_in(record, &path).map_err(err)
+    }
+
+    /// Moves into the outbox the end an attempt's `record` holds, if it holds one whole (its
+    /// shim appended it, then died before the rename): the end is reported, not lost.
+    pub fn take_from_record(&self, record: &Path) -> Option<Report> {
+        let bytes = std::fs::read(record).ok()?;
+        if !bytes.trim_ascii_end().contains(&b'\n') {
+            return None;
+        }
+        let report = Report::decode(&bytes).ok().filter(|r| r.end.is_some())?;
+        let path = self.dir.join(report.file_name());
+        let moved = File::open(record)
+            .and_then(|f| f.sync_data())
+            .and_then(|()| self.move_in(record, &path));
+        match moved {
+            Ok(()) => Some(report),
+            Err(e) => {
+                warn!(record = %record.display(), error = %e, "cannot move a recorded end into the outbox");
+                None
+            }
+        }
+    }
+
+    /// Renames `from` to `to` in the outbox and syncs the directory, so the name lasts.
+    fn move_in(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        std::fs::rename(from, to)?;
+        File::open(&self.dir).and_then(|d| d.sync_all())
     }
 
     /// Deletes an acknowledged (or refused) report.
@@ -316,5 +387,74 @@ mod tests {
         assert!(bad[0].contains("5.1.end"), "{bad:?}");
         assert!(dir.path().join("outbox/5.1.end").exists());
         assert!(!dir.path().join("outbox/.5.1.start.tmp").exists());
+    }
+    fn record_of(dir: &Path, id: JobId, attempt: u32) -> (crate::procs::Records, PathBuf) {
+        let records = crate::procs::Records::open(dir).unwrap();
+        let record = crate::procs::AttemptRecord {
+            job: crate::procs::ProcRecord {
+                pid: 4321,
+                start_ticks: 99,
+            },
+            shim: None,
+        };
+        records.remember(id, attempt, &record).unwrap();
+        let path = records.path(id, attempt);
+        (records, path)
+    }
+
+    #[test]
+    fn a_record_becomes_its_attempts_end_report_without_a_file_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let (records, path) = record_of(dir.path(), 7, 2);
+        let end = Report::finished(7, 2, JobEnd::Exit(3));
+        outbox.put_into_record(&path, &end).unwrap();
+        assert!(!path.exists(), "the record was moved");
+        assert!(records.scan().unwrap().is_empty());
+        assert_eq!(outbox.end_of(7, 2), Some(end.clone()));
+        let (loaded, bad) = outbox.load(&HashSet::new()).unwrap();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(loaded, vec![end.clone()]);
+        // The file is the record's line, then the report's.
+        let text = std::fs::read_to_string(dir.path().join("outbox/7.2.end")).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines[0], r#"{"pid":4321,"start_ticks":99,"shim":null}"#);
+        assert_eq!(Report::decode(lines[1].as_bytes()).unwrap(), end);
+    }
+
+    #[test]
+    fn an_end_appended_but_not_moved_is_taken_in_and_a_torn_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let (records, whole) = record_of(dir.path(), 5, 1);
+        let end = Report::finished(5, 1, JobEnd::Signal(9));
+        let mut line = end.encode().unwrap();
+        line.push(b'\n');
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&whole)
+            .unwrap();
+        f.write_all(&line).unwrap();
+        // Until it is moved it still reads as the record.
+        let scanned = records.scan().unwrap();
+        assert_eq!(scanned.len(), 1);
+        assert_eq!(scanned[0].1.map(|r| r.job.pid), Some(4321));
+        assert_eq!(outbox.take_from_record(&whole), Some(end.clone()));
+        assert!(!whole.exists());
+        assert_eq!(outbox.end_of(5, 1), Some(end));
+
+        let (_, torn) = record_of(dir.path(), 6, 1);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&torn)
+            .unwrap();
+        f.write_all(br#"{"token":1,"id":6,"att"#).unwrap();
+        assert_eq!(outbox.take_from_record(&torn), None);
+        assert!(torn.exists(), "a torn end stays a record");
+        // A record with nothing appended is no end either.
+        let (_, bare) = record_of(dir.path(), 8, 1);
+        assert_eq!(outbox.take_from_record(&bare), None);
+        assert!(bare.exists());
     }
 }

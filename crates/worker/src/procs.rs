@@ -146,6 +146,14 @@ pub struct AttemptRecord {
     pub shim: Option<ProcRecord>,
 }
 
+impl AttemptRecord {
+    /// The record a file holds: its first line (an end the shim appended may follow).
+    fn decode(bytes: &[u8]) -> Option<AttemptRecord> {
+        let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+        serde_json::from_slice(first).ok()
+    }
+}
+
 /// One attempt found among the records: which it is, and its record if it could be read.
 pub type Recorded = ((JobId, u32), Option<AttemptRecord>);
 
@@ -163,15 +171,18 @@ impl Records {
         Ok(Records { dir })
     }
 
-    fn path(&self, id: JobId, attempt: u32) -> PathBuf {
+    /// Where the record of an attempt is: its shim turns that file into the attempt's end
+    /// report ([`crate::outbox::Outbox::put_into_record`]).
+    pub fn path(&self, id: JobId, attempt: u32) -> PathBuf {
         self.dir.join(format!("{id}.{attempt}"))
     }
 
-    /// Remembers a freshly spawned attempt, replacing the record whole. Not synced: it must
-    /// survive a crash of the worker, which the page cache ensures; a machine crash takes the
-    /// attempt with it.
+    /// Remembers a freshly spawned attempt, replacing the record whole: one line, to which
+    /// the shim later appends the attempt's end. Not synced: it must survive a crash of the
+    /// worker, which the page cache ensures; a machine crash takes the attempt with it.
     pub fn remember(&self, id: JobId, attempt: u32, record: &AttemptRecord) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        let mut bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
         let tmp = self.dir.join(format!(".{id}.{attempt}.tmp"));
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, self.path(id, attempt))
@@ -196,7 +207,7 @@ impl Records {
             };
             let record = std::fs::read(entry.path())
                 .ok()
-                .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
+                .and_then(|b| AttemptRecord::decode(&b));
             found.push((key, record));
         }
         found.sort_by_key(|(key, _)| *key);

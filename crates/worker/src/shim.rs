@@ -340,10 +340,15 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
             };
             info!(?end, "job ended");
             let report = Report::finished(spec.id, spec.attempt, end);
-            outbox.put(&report).map_err(std::io::Error::other)?;
+            let record = records.path(spec.id, spec.attempt);
+            if let Err(e) = outbox.put_into_record(&record, &report) {
+                warn!(error = %e, "cannot turn the attempt's record into its end report; writing the report apart");
+                outbox.put(&report).map_err(std::io::Error::other)?;
+            }
             0
         }
     };
+    // Gone already when the record became the end report.
     records.forget(spec.id, spec.attempt);
     Ok(code)
 }
