@@ -221,19 +221,27 @@ async fn with_the_majority_down_requests_fail_fast_then_everything_resumes_by_it
         (api.get("/v1/queues").await.status == 503).then_some(())
     })
     .await;
-    let mut slowest = Duration::ZERO;
-    for _ in 0..20 {
+    // For several of the breaker's TTLs (2 s), so that every probe of the cluster, each
+    // slower than a TTL with no majority, is crossed: the breaker must not lapse meanwhile.
+    let mut took = Vec::new();
+    let sampled = Instant::now();
+    while sampled.elapsed() < Duration::from_secs(7) && took.len() < 500 {
         let got = api.get("/v1/queues").await;
         assert_eq!(got.status, 503, "{:?}", got.body);
         assert!(got.headers.contains_key("retry-after"));
         assert_eq!(got.body["error"]["code"], "clusterNotReady");
-        slowest = slowest.max(got.took);
+        took.push(got.took);
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // Fast is milliseconds (xce-bench api measures it); a request that spent its retry
-    // budget instead would take seconds.
+    took.sort();
+    // Fast is milliseconds (xce-bench api measures it). A request that spent its retry
+    // budget instead takes 0.9 s or more; the bound on the slowest leaves room for a loaded
+    // CI machine stalling one request, the 95th percentile holds the 100 ms of the issue.
+    let (p95, slowest) = (took[took.len() * 95 / 100], took[took.len() - 1]);
     assert!(
-        slowest < Duration::from_millis(500),
-        "a degraded request took {slowest:?}"
+        p95 < Duration::from_millis(100) && slowest < Duration::from_millis(500),
+        "degraded answers took {p95:?} (95th percentile), {slowest:?} at most, of {}",
+        took.len()
     );
     let ready = api.get("/readyz").await;
     assert_eq!(ready.status, 503);

@@ -170,7 +170,29 @@ struct Inner<T: Transport> {
     /// The degraded circuit breaker: set by `ClusterNotReady`, cleared by a successful rejoin
     /// or when it expires. Independent of needs-rejoin.
     degraded_until: Mutex<Option<Instant>>,
+    /// Half-open probes in flight ([`Client::probe`]): while one is, a set breaker holds past
+    /// its expiry, since the probe (which may spend a whole budget) decides, not the clock.
+    probing: AtomicU64,
     stats: Stats,
+}
+
+/// What a request refused by a breaker held only by a probe in flight is told to wait.
+const PROBE_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// One probe in flight, counted until it ends or is dropped (cancelled).
+struct Probing<'a>(&'a AtomicU64);
+
+impl<'a> Probing<'a> {
+    fn start(count: &'a AtomicU64) -> Probing<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        Probing(count)
+    }
+}
+
+impl Drop for Probing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A failover-aware controller client. Cheap to clone; clones share connections and route.
@@ -178,6 +200,9 @@ pub struct Client<T: Transport = CapnpTransport> {
     inner: Arc<Inner<T>>,
     /// Set on the handle given to the rejoin action: its calls skip the rejoin step.
     in_rejoin: bool,
+    /// Set on the handle a probe runs on, and so on its rejoin's: its calls pass the degraded
+    /// breaker, which they are there to test.
+    half_open: bool,
 }
 
 impl<T: Transport> Clone for Client<T> {
@@ -185,6 +210,7 @@ impl<T: Transport> Clone for Client<T> {
         Client {
             inner: self.inner.clone(),
             in_rejoin: self.in_rejoin,
+            half_open: self.half_open,
         }
     }
 }
@@ -234,9 +260,11 @@ impl<T: Transport> Client<T> {
                 rejoined: AtomicU64::new(0),
                 rejoin_generation: AtomicU64::new(0),
                 degraded_until: Mutex::new(None),
+                probing: AtomicU64::new(0),
                 stats: Stats::default(),
             }),
             in_rejoin: false,
+            half_open: false,
         }
     }
 
@@ -336,10 +364,16 @@ impl<T: Transport> Client<T> {
         }
     }
 
+    /// How long the breaker still holds. Past its expiry it still holds while a probe is
+    /// out: otherwise a probe slower than the TTL (a whole budget against a cluster with no
+    /// majority) left a window in which every request spent its own budget before failing.
     fn degraded_remaining(&self) -> Option<Duration> {
         let until = (*lock(&self.inner.degraded_until))?;
         let now = Instant::now();
-        (until > now).then(|| until - now)
+        if until > now {
+            return Some(until - now);
+        }
+        (self.inner.probing.load(Ordering::Acquire) > 0).then_some(PROBE_RETRY_AFTER)
     }
 
     /// Runs one reply-bearing op through the failover loop.
@@ -360,7 +394,12 @@ impl<T: Transport> Client<T> {
     /// no request to trigger it.
     pub async fn probe<O: Op>(&self, op: O) -> Result<O::Output, ClientError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
-        let result = self.failover_loop(op, 0).await;
+        let _out = Probing::start(&self.inner.probing);
+        let half_open = Client {
+            half_open: true,
+            ..self.clone()
+        };
+        let result = half_open.failover_loop(op, 0).await;
         match &result {
             Ok(output) => {
                 *lock(&self.inner.degraded_until) = None;
@@ -387,7 +426,7 @@ impl<T: Transport> Client<T> {
 
     async fn call_from<O: Op>(&self, op: O, earlier_sends: u32) -> Result<O::Output, ClientError> {
         self.inner.stats.calls.fetch_add(1, Ordering::Relaxed);
-        if self.inner.config.fail_fast_when_degraded {
+        if self.inner.config.fail_fast_when_degraded && !self.half_open {
             if let Some(remaining) = self.degraded_remaining() {
                 return Err(ClientError::Degraded { remaining });
             }
@@ -595,6 +634,7 @@ impl<T: Transport> Client<T> {
         let handle = Client {
             inner: self.inner.clone(),
             in_rejoin: true,
+            half_open: self.half_open,
         };
         self.inner
             .rejoin_generation

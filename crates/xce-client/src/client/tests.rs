@@ -663,6 +663,72 @@ async fn the_degraded_breaker_fails_fast_until_its_ttl_or_a_rejoin() {
     assert!(!client.is_degraded());
 }
 
+/// A probe may spend a whole budget, longer than the breaker's TTL: while it is out, the
+/// breaker holds, or each request in that window would spend a budget of its own (measured:
+/// 0.9-1.5 s per request, one every few seconds, against an apiserver with no majority).
+#[tokio::test(start_paused = true)]
+async fn a_probe_in_flight_holds_the_breaker_past_its_ttl() {
+    let mut config = ClientConfig {
+        fail_fast_when_degraded: true,
+        degraded_ttl: Duration::from_secs(2),
+        ..ClientConfig::default()
+    };
+    config.retry.max_attempts = 2;
+    config.retry.initial = Duration::from_secs(3);
+    config.retry.max_delay = Duration::from_secs(3);
+    let (client, fake) = client_with(config);
+    for addr in ["a:1", "b:2", "c:3"] {
+        fake.always(addr, no_master());
+    }
+    assert!(matches!(
+        client.call(Read).await,
+        Err(ClientError::ClusterNotReady { .. })
+    ));
+    let probe = tokio::spawn({
+        let client = client.clone();
+        async move { client.probe(Read).await }
+    });
+    // Past the TTL, with the probe in its backoff.
+    tokio::time::advance(Duration::from_millis(2500)).await;
+    let sends = fake.calls().len();
+    let err = client.call(Read).await.unwrap_err();
+    assert!(matches!(err, ClientError::Degraded { .. }), "{err:?}");
+    assert_eq!(fake.calls().len(), sends, "fail fast sends nothing");
+    // The probe fails too: the breaker is set anew, with no gap.
+    assert!(matches!(
+        probe.await.unwrap(),
+        Err(ClientError::ClusterNotReady { .. })
+    ));
+    assert!(client.is_degraded());
+    // With no probe out, the TTL alone decides: half-open after it.
+    tokio::time::advance(Duration::from_secs(3)).await;
+    assert!(!client.is_degraded());
+}
+
+/// The probe is how a degraded client that no request reaches finds the cluster back: its
+/// calls, and those of the rejoin it runs first, must not be refused by the breaker they
+/// test (they were: each probe then failed at once, and the breaker only ever lapsed).
+#[tokio::test(start_paused = true)]
+async fn a_probe_and_the_rejoin_it_runs_pass_the_breaker_they_test() {
+    let mut config = ClientConfig {
+        fail_fast_when_degraded: true,
+        degraded_ttl: Duration::from_secs(5),
+        ..ClientConfig::default()
+    };
+    config.retry.max_attempts = 1;
+    let (client, fake) = client_with(config);
+    let (rejoin, runs) = recording_rejoin(&fake, 0);
+    fake.script("a:1", &[no_master()]);
+    fake.script("b:2", &[no_master()]);
+    assert!(client.call(Read).await.is_err());
+    assert!(client.is_degraded());
+    client.set_rejoin(rejoin);
+    assert!(client.needs_rejoin());
+    assert_eq!(client.probe(Read).await, Ok(0));
+    assert_eq!(runs.load(Ordering::Relaxed), 1, "the probe ran the rejoin");
+    assert!(!client.is_degraded());
+}
+
 #[tokio::test(start_paused = true)]
 async fn fire_and_forget_makes_one_bounded_attempt_and_marks_the_rejoin() {
     let (client, fake) = fresh();
