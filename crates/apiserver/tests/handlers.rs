@@ -506,3 +506,63 @@ async fn events_stream_with_ids_and_resume_after_last_event_id() {
     let seen = sse_events(&mut body, 1).await;
     assert_eq!(seen[0].1["kind"], "resync");
 }
+
+/// A backend that never answers: the cluster hangs rather than refusing.
+#[derive(Debug)]
+struct Silent;
+
+impl Backend for Silent {
+    fn call(&self, _: &Caller, _: Call) -> BoxFuture<Result<Answer, ClientError>> {
+        Box::pin(std::future::pending())
+    }
+
+    fn health(&self) -> Health {
+        Health {
+            serving: true,
+            authentication: true,
+            ..Health::default()
+        }
+    }
+}
+
+/// Never a hang: every request, and the event stream's token check, ends by the request
+/// deadline with a 503 the client may retry.
+#[tokio::test(start_paused = true)]
+async fn a_cluster_that_never_answers_is_a_503_by_the_deadline() {
+    let backend: Arc<dyn Backend> = Arc::new(Silent);
+    let hub = Hub::new();
+    let state = AppState {
+        backend: backend.clone(),
+        hub: hub.clone(),
+        metrics: Arc::new(Metrics::new(backend, None, hub)),
+        request_timeout: Duration::from_millis(300),
+        openapi: Arc::new(routes::openapi()),
+    };
+    let router = routes::router(state, 4096);
+    let token = Token::generate().reveal();
+    for (uri, what) in [("/v1/jobs/1", "a read"), ("/v1/events", "the event stream")] {
+        let mut req = get(uri);
+        req.headers_mut().insert(
+            header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        let started = tokio::time::Instant::now();
+        let (status, headers, body) =
+            tokio::time::timeout(Duration::from_secs(60), send(&router, req))
+                .await
+                .unwrap_or_else(|_| panic!("{what}: no answer within a minute"));
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{what}: {body}");
+        assert_eq!(body["error"]["code"], "clusterNotReady", "{what}");
+        assert!(headers.contains_key(header::RETRY_AFTER), "{what}");
+        assert_eq!(started.elapsed(), Duration::from_millis(300), "{what}");
+    }
+    let mut post_req = post("/v1/jobs", json!({"command": ["true"]}));
+    post_req.headers_mut().insert(
+        header::AUTHORIZATION,
+        format!("Bearer {token}").parse().unwrap(),
+    );
+    assert_eq!(
+        send(&router, post_req).await.0,
+        StatusCode::SERVICE_UNAVAILABLE
+    );
+}

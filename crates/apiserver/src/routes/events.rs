@@ -105,9 +105,13 @@ pub async fn stream(
     Query(q): Query<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let filter = Filter::parse(q)?;
-    // The caller's token holds (the controller checks it), before anything is streamed.
+    // The caller's token holds (the controller checks it), before anything is streamed. The
+    // stream has no deadline of its own, so this check has the requests' one.
     if matches!(caller, Caller::Token(_)) {
-        state.call("clusterInfo", &caller, Call::Cluster).await?;
+        let check = state.call("clusterInfo", &caller, Call::Cluster);
+        tokio::time::timeout(state.request_timeout, check)
+            .await
+            .map_err(|_| super::past_deadline(state.request_timeout))??;
     }
     let last_id = headers
         .get("last-event-id")
@@ -175,7 +179,11 @@ impl Client {
                 },
                 () = tokio::time::sleep_until(self.recheck), if matches!(self.caller, Caller::Token(_)) => {
                     self.recheck = tokio::time::Instant::now() + RECHECK;
-                    if let Err(e) = self.state.call("clusterInfo", &self.caller, Call::Cluster).await {
+                    let check = self.state.call("clusterInfo", &self.caller, Call::Cluster);
+                    // Unanswered by the deadline (no cluster to ask): the stream goes on, and
+                    // the next re-check decides.
+                    let checked = tokio::time::timeout(self.state.request_timeout, check).await;
+                    if let Ok(Err(e)) = checked {
                         if matches!(e.status.as_u16(), 401 | 403) {
                             return None;
                         }

@@ -151,15 +151,16 @@ async fn method_not_allowed() -> ApiError {
 async fn deadline(State(state): State<AppState>, req: Request, next: Next) -> Response {
     match tokio::time::timeout(state.request_timeout, next.run(req)).await {
         Ok(response) => response,
-        Err(_) => ApiError::unavailable(
-            format!(
-                "no answer from the cluster within the request deadline ({:?})",
-                state.request_timeout
-            ),
-            Duration::from_secs(1),
-        )
-        .into_response(),
+        Err(_) => past_deadline(state.request_timeout).into_response(),
     }
+}
+
+/// The 503 of a request the cluster did not answer within `timeout`.
+fn past_deadline(timeout: Duration) -> ApiError {
+    ApiError::unavailable(
+        format!("no answer from the cluster within the request deadline ({timeout:?})"),
+        Duration::from_secs(1),
+    )
 }
 
 /// Counts the request by its route's template, method and status, with its latency.
