@@ -279,14 +279,23 @@ async fn with_the_majority_down_requests_fail_fast_then_everything_resumes_by_it
         .expect("the event stream delivers again");
 }
 
-/// A failover that no HTTP request saw: the apiserver joins the new primary by itself, and
-/// its event stream goes on.
+/// A failover, then a majority outage, that no HTTP request saw: the apiserver joins the new
+/// primary by itself, and its event stream goes on.
 #[tokio::test]
-async fn a_failover_no_request_saw_is_followed_by_the_health_check_and_the_stream() {
+async fn a_failover_or_outage_no_request_saw_is_followed_by_the_health_check_and_the_stream() {
     let mut cluster = cluster(0).await;
     let api = cluster.api(0);
     let mut events = api.events("/v1/events", None).await.unwrap();
     let (primary, _) = cluster.wait_primary().await;
+    let failovers = || async {
+        let body = raw_get(&api.addr, "/metrics").await.unwrap_or_default();
+        let count = |name| metric_value(&body, name).unwrap_or(0.0);
+        (
+            count("xce_apiserver_backend_rotations_total"),
+            count("xce_apiserver_backend_rejoins_total"),
+        )
+    };
+    let before = failovers().await;
     cluster.kill9(primary);
     cluster.wait_primary().await;
     wait_for(
@@ -323,6 +332,52 @@ async fn a_failover_no_request_saw_is_followed_by_the_health_check_and_the_strea
         .expect("the stream follows the new primary");
     let last = api.get(&format!("/v1/jobs/{}", made.id)).await;
     assert_eq!(last.status, 200);
+    // The metrics count the failover: a move to another controller, and a rejoin.
+    let after = failovers().await;
+    assert!(
+        after.0 > before.0 && after.1 > before.1,
+        "rotations and rejoins before {before:?}, after {after:?}"
+    );
+
+    // Then an outage no request sees: the majority goes, and comes back. Only the health
+    // check notices either, and the stream resumes by itself.
+    let (second, _) = cluster.wait_primary().await;
+    cluster.kill9(second);
+    wait_for(
+        "/readyz 503 with no majority",
+        Duration::from_secs(30),
+        || async { (api.get("/readyz").await.status == 503).then_some(()) },
+    )
+    .await;
+    cluster.restart(primary);
+    cluster.restart(second);
+    wait_for(
+        "/readyz 200 after the outage",
+        Duration::from_secs(60),
+        || async { (api.get("/readyz").await.status == 200).then_some(()) },
+    )
+    .await;
+    events
+        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
+        .await
+        .expect("a resync item after the outage");
+    let after = cluster
+        .client()
+        .call(SubmitJob {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await
+        .unwrap();
+    events
+        .until(Duration::from_secs(30), |e| {
+            e.data["id"].as_u64() == Some(after.id)
+        })
+        .await
+        .expect("the stream delivers again after the outage");
 }
 
 /// With TLS the apiserver acts for each request's token: a user controls only their own
@@ -532,6 +587,21 @@ async fn every_daemon_serves_its_metrics() {
     .await;
     let body = raw_get(&api.addr, "/metrics").await.unwrap();
     assert!(body.contains("xce_apiserver_http_requests_total{route=\"/v1/jobs\",method=\"POST\",status=\"201\"} 1"), "{body}");
+    // The commit index is the log's, and never behind what was applied.
+    let body = raw_get(&addr(0), "/metrics").await.unwrap();
+    let committed = metric_value(&body, "xce_controller_raft_commit_index").unwrap_or(0.0);
+    let applied = metric_value(&body, "xce_controller_raft_applied_index").unwrap_or(0.0);
+    assert!(
+        committed > 0.0 && committed >= applied,
+        "commit index {committed}, applied {applied}:\n{body}"
+    );
+}
+
+/// The value of the metric `name` (unlabelled) in a Prometheus text body.
+fn metric_value(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The body of `GET path` on `addr` as text (the metrics endpoints are not JSON).

@@ -566,3 +566,56 @@ async fn a_cluster_that_never_answers_is_a_503_by_the_deadline() {
         StatusCode::SERVICE_UNAVAILABLE
     );
 }
+
+/// Reads the stream until it ends; `None` if it is still open after `wait`.
+async fn until_the_end(body: &mut Body, wait: Duration) -> Option<()> {
+    let end = async {
+        while let Some(frame) = body.frame().await {
+            frame.unwrap();
+        }
+    };
+    tokio::time::timeout(wait, end).await.ok()
+}
+
+/// With authentication the event stream needs a token the cluster accepts, its re-checks
+/// keep it open while the token holds, and it ends at the first re-check after a revoke.
+#[tokio::test(start_paused = true)]
+async fn with_authentication_the_event_stream_needs_a_token_and_ends_once_it_is_revoked() {
+    let revoked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = revoked.clone();
+    let script: Script = Box::new(move |_, call| match call {
+        Call::Cluster if flag.load(std::sync::atomic::Ordering::SeqCst) => {
+            Err(ClientError::Status {
+                status: Status::Auth,
+                message: "token was revoked".into(),
+            })
+        }
+        _ => Ok(Answer::Done),
+    });
+    let app = app(true, script);
+    let (status, _, body) = send(&app.router, get("/v1/events")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let token = Token::generate().reveal();
+    let req = Request::get("/v1/events")
+        .header(header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Body::empty())
+        .unwrap();
+    let response = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    app.hub.publish(host_event(1));
+    assert_eq!(sse_events(&mut body, 1).await[0].1["name"], "w1");
+    assert!(
+        until_the_end(&mut body, Duration::from_secs(25))
+            .await
+            .is_none(),
+        "open across two re-checks while the token holds"
+    );
+    revoked.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        until_the_end(&mut body, Duration::from_secs(15))
+            .await
+            .is_some(),
+        "ended at the first re-check after the revoke"
+    );
+}

@@ -61,6 +61,7 @@ pub async fn run(
         tls: tls.clone(),
         links: Default::default(),
     };
+    let log = store.log.clone();
     let raft = Raft::new(
         config.node_id,
         raft_config,
@@ -92,7 +93,7 @@ pub async fn run(
     );
     if let Some(addr) = config.metrics_listen {
         let listener = xce_client::metrics::bind(addr).await?;
-        let registry = Arc::new(metrics.registry(node.clone()));
+        let registry = Arc::new(metrics.registry(node.clone(), log));
         tokio::spawn(xce_client::metrics::serve(listener, registry));
     }
     tokio::spawn(metrics.watch_leader(raft.clone()));

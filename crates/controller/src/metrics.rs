@@ -1,5 +1,5 @@
 //! The controller's Prometheus metrics (`--metrics-listen`): jobs by state, the Raft term,
-//! log and applied indexes, leader changes, whether this node is the ready primary, apply
+//! log, commit and applied indexes, leader changes, whether this node is the ready primary, apply
 //! latency and the heartbeats it answered. Counters are updated where things happen; the
 //! rest is read from the node at each scrape.
 
@@ -12,6 +12,7 @@ use xce_client::metrics::{Figure, Live};
 use xce_client::types::JobState;
 
 use crate::node::Node;
+use crate::store::LogStore;
 
 /// What the controller counts as it goes.
 #[derive(Debug, Clone)]
@@ -35,8 +36,9 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// The registry `--metrics-listen` serves: these counters and `node`'s live figures.
-    pub fn registry(&self, node: Arc<Node>) -> Registry {
+    /// The registry `--metrics-listen` serves: these counters, and the live figures of `node`
+    /// and of its Raft `log` (the commit index).
+    pub fn registry(&self, node: Arc<Node>, log: LogStore) -> Registry {
         let mut registry = Registry::with_prefix("xce_controller");
         registry.register(
             "heartbeats",
@@ -53,7 +55,7 @@ impl Metrics {
             "Time to apply one Raft entry to the cluster state",
             self.apply_seconds.clone(),
         );
-        registry.register_collector(Box::new(Live::new(move || live(&node))));
+        registry.register_collector(Box::new(Live::new(move || live(&node, &log))));
         registry
     }
 
@@ -71,7 +73,7 @@ impl Metrics {
     }
 }
 
-fn live(node: &Node) -> Vec<Figure> {
+fn live(node: &Node, log: &LogStore) -> Vec<Figure> {
     let raft = node.raft.metrics().borrow().clone();
     let jobs = node.jobs_by_state();
     vec![
@@ -84,6 +86,11 @@ fn live(node: &Node) -> Vec<Figure> {
             "raft_last_log_index",
             "The index of the last entry in this node's log",
             raft.last_log_index.unwrap_or(0) as i64,
+        ),
+        Figure::Gauge(
+            "raft_commit_index",
+            "The highest log index this node knows committed",
+            log.committed_index() as i64,
         ),
         Figure::Gauge(
             "raft_applied_index",

@@ -108,6 +108,12 @@ impl LogStore {
         })
     }
 
+    /// The highest index openraft has told this node is committed (0 before any): what the
+    /// metrics offer as the commit index, which openraft's own metrics do not carry.
+    pub fn committed_index(&self) -> u64 {
+        self.mem().committed.map_or(0, |c| c.index)
+    }
+
     fn mem(&self) -> MutexGuard<'_, LogMem> {
         self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
