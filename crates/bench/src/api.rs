@@ -30,9 +30,13 @@ pub struct ApiArgs {
     /// Jobs made before the GET phase (the ids it reads).
     #[arg(long, default_value_t = 1000)]
     pub jobs: u64,
-    /// Requests per connection while degraded.
+    /// Requests per connection in each round while degraded.
     #[arg(long, default_value_t = 50)]
     pub degraded_requests: usize,
+    /// How long the degraded rounds go on (every 100 ms): longer than a few of the breaker's
+    /// TTLs (2 s), so that a breaker that lapses between probes shows in the p99.
+    #[arg(long, default_value_t = 6)]
+    pub degraded_seconds: u64,
 }
 
 /// Runs the benchmark.
@@ -96,18 +100,28 @@ pub async fn run(args: &ApiArgs) -> anyhow::Result<()> {
             bail!("the apiserver never answered 503 with the majority down");
         }
     }
-    let degraded = phase(
-        &addr,
-        args.connections,
-        Until::Count(args.degraded_requests),
-        |_| ("GET", "/v1/queues".into(), None),
-    )
-    .await?;
-    let not_503 = degraded.statuses.iter().filter(|s| **s != 503).count();
-    if not_503 > 0 {
-        eprintln!("api: {not_503} answers while degraded were not 503");
+    let span = Duration::from_secs(args.degraded_seconds);
+    let began = Instant::now();
+    let (mut ms, mut statuses) = (Vec::new(), Vec::new());
+    loop {
+        let round = phase(
+            &addr,
+            args.connections,
+            Until::Count(args.degraded_requests),
+            |_| ("GET", "/v1/queues".into(), None),
+        )
+        .await?;
+        ms.extend(round.latencies_ms);
+        statuses.extend(round.statuses);
+        if began.elapsed() >= span {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut ms = degraded.latencies_ms.clone();
+    let not_503 = statuses.iter().filter(|s| **s != 503).count();
+    if not_503 > 0 {
+        bail!("{not_503} answers while degraded were not 503");
+    }
     ms.sort_by(f64::total_cmp);
     eprintln!(
         "api: degraded: {} answers, p50 {:.2} ms, p99 {:.2} ms",

@@ -73,6 +73,8 @@ fn api_prints_the_documented_metric_lines() {
         "20",
         "--degraded-requests",
         "5",
+        "--degraded-seconds",
+        "1",
     ]);
     assert!(stderr.contains("api: get:"), "{stderr}");
     assert_eq!(
