@@ -41,6 +41,13 @@ use crate::server::HttpsAcceptor;
 /// cluster's return.
 const PROBE_EVERY: Duration = Duration::from_millis(500);
 
+/// The pause between probes: at most half the degraded breaker's TTL, so that the TTL a
+/// failed probe sets outlasts the pause and the breaker never lapses between two probes
+/// (while one is out, it holds anyway).
+fn probe_pause(degraded_ttl: Duration) -> Duration {
+    PROBE_EVERY.min(degraded_ttl / 2)
+}
+
 /// Runs the apiserver on `listener` until `shutdown` resolves.
 pub async fn run(
     listener: TcpListener,
@@ -68,7 +75,7 @@ pub async fn run(
         None => None,
     };
     let backend = ClusterBackend::new(&config, tls.clone());
-    tokio::spawn(backend.clone().watch(PROBE_EVERY));
+    tokio::spawn(backend.clone().watch(probe_pause(config.degraded_ttl)));
     let hub = Hub::new();
     tokio::spawn(feed(hub.clone(), config.peers.clone(), tls));
     let client = backend.client().clone();
@@ -133,6 +140,20 @@ async fn feed(hub: Hub, peers: Vec<xce_client::Candidate>, tls: Option<Arc<xce_c
                 warn!(error = %e, "cannot subscribe to the cluster's events yet; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_pause_less_than_the_breaker_holds() {
+        assert_eq!(probe_pause(Duration::from_secs(2)), PROBE_EVERY);
+        for ttl_ms in [100, 300, 999, 1000] {
+            let ttl = Duration::from_millis(ttl_ms);
+            assert!(probe_pause(ttl) < ttl, "{ttl:?}");
         }
     }
 }

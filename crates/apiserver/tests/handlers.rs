@@ -619,3 +619,61 @@ async fn with_authentication_the_event_stream_needs_a_token_and_ends_once_it_is_
         "ended at the first re-check after the revoke"
     );
 }
+
+/// Answers the first call, then never again: a cluster that hangs after a stream opened.
+#[derive(Debug, Default)]
+struct HangsAfterFirst {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for HangsAfterFirst {
+    fn call(&self, _: &Caller, _: Call) -> BoxFuture<Result<Answer, ClientError>> {
+        if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            Box::pin(async { Ok(Answer::Done) })
+        } else {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    fn health(&self) -> Health {
+        Health {
+            serving: true,
+            authentication: true,
+            ..Health::default()
+        }
+    }
+}
+
+/// A re-check the cluster never answers ends by the request deadline, and the stream goes on
+/// delivering.
+#[tokio::test(start_paused = true)]
+async fn an_unanswered_re_check_leaves_the_stream_open_and_flowing() {
+    let backend = Arc::new(HangsAfterFirst::default());
+    let dyn_backend: Arc<dyn Backend> = backend.clone();
+    let hub = Hub::new();
+    let state = AppState {
+        backend: dyn_backend.clone(),
+        hub: hub.clone(),
+        metrics: Arc::new(Metrics::new(dyn_backend, None, hub.clone())),
+        request_timeout: Duration::from_millis(300),
+        openapi: Arc::new(routes::openapi()),
+    };
+    let router = routes::router(state, 4096);
+    let req = Request::get("/v1/events")
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", Token::generate().reveal()),
+        )
+        .body(Body::empty())
+        .unwrap();
+    let response = router.oneshot(req).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    // The stream is polled past its first re-check (at 10 s), which hangs.
+    let quiet = tokio::time::timeout(Duration::from_secs(11), body.frame()).await;
+    assert!(quiet.is_err(), "nothing to stream yet");
+    let calls = backend.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(calls, 2, "the token check and one re-check");
+    hub.publish(host_event(1));
+    assert_eq!(sse_events(&mut body, 1).await[0].1["name"], "w1");
+}

@@ -178,11 +178,11 @@ impl Client {
                     Err(RecvError::Closed) => return None,
                 },
                 () = tokio::time::sleep_until(self.recheck), if matches!(self.caller, Caller::Token(_)) => {
-                    self.recheck = tokio::time::Instant::now() + RECHECK;
                     let check = self.state.call("clusterInfo", &self.caller, Call::Cluster);
                     // Unanswered by the deadline (no cluster to ask): the stream goes on, and
-                    // the next re-check decides.
+                    // the next re-check, a whole period after this one ended, decides.
                     let checked = tokio::time::timeout(self.state.request_timeout, check).await;
+                    self.recheck = tokio::time::Instant::now() + RECHECK;
                     if let Ok(Err(e)) = checked {
                         if matches!(e.status.as_u16(), 401 | 403) {
                             return None;
