@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use xce_client::ops::SubmitJob;
 use xce_client::types::{JobSpec, RequestToken, Role};
-use xce_tests::http::Http;
+use xce_tests::http::{Events, Http};
 use xce_tests::{bin, wait_for, Cluster};
 
 /// A cluster of three controllers, `workers` workers with a scheduler, and an apiserver,
@@ -256,28 +256,7 @@ async fn with_the_majority_down_requests_fail_fast_then_everything_resumes_by_it
         (api.get("/readyz").await.status == 200).then_some(())
     })
     .await;
-    // Events are not replayed across primaries: the stream says so once it is back.
-    events
-        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
-        .await
-        .expect("a resync item once the subscription is renewed");
-    let made = cluster
-        .client()
-        .call(SubmitJob {
-            token: RequestToken::random(),
-            spec: JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            },
-        })
-        .await
-        .unwrap();
-    events
-        .until(Duration::from_secs(30), |e| {
-            e.data["kind"] == "job" && e.data["id"].as_u64() == Some(made.id)
-        })
-        .await
-        .expect("the event stream delivers again");
+    resyncs_then_delivers(&cluster, &mut events, "the majority's return").await;
 }
 
 /// A failover, then a majority outage, that no HTTP request saw: the apiserver joins the new
@@ -310,28 +289,8 @@ async fn a_failover_or_outage_no_request_saw_is_followed_by_the_health_check_and
         },
     )
     .await;
-    events
-        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
-        .await
-        .expect("a resync item once the subscription follows the new primary");
-    let made = cluster
-        .client()
-        .call(SubmitJob {
-            token: RequestToken::random(),
-            spec: JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            },
-        })
-        .await
-        .unwrap();
-    events
-        .until(Duration::from_secs(30), |e| {
-            e.data["id"].as_u64() == Some(made.id)
-        })
-        .await
-        .expect("the stream follows the new primary");
-    let last = api.get(&format!("/v1/jobs/{}", made.id)).await;
+    let made = resyncs_then_delivers(&cluster, &mut events, "a failover").await;
+    let last = api.get(&format!("/v1/jobs/{made}")).await;
     assert_eq!(last.status, 200);
     // The metrics count the failover: a new connection (whether it got there by a rotation
     // or a redirect), and a rejoin.
@@ -359,27 +318,7 @@ async fn a_failover_or_outage_no_request_saw_is_followed_by_the_health_check_and
         || async { (api.get("/readyz").await.status == 200).then_some(()) },
     )
     .await;
-    events
-        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
-        .await
-        .expect("a resync item after the outage");
-    let after = cluster
-        .client()
-        .call(SubmitJob {
-            token: RequestToken::random(),
-            spec: JobSpec {
-                command: vec!["true".into()],
-                ..JobSpec::default()
-            },
-        })
-        .await
-        .unwrap();
-    events
-        .until(Duration::from_secs(30), |e| {
-            e.data["id"].as_u64() == Some(after.id)
-        })
-        .await
-        .expect("the stream delivers again after the outage");
+    resyncs_then_delivers(&cluster, &mut events, "the outage").await;
 }
 
 /// With TLS the apiserver acts for each request's token: a user controls only their own
@@ -597,6 +536,34 @@ async fn every_daemon_serves_its_metrics() {
         committed > 0.0 && committed >= applied,
         "commit index {committed}, applied {applied}:\n{body}"
     );
+}
+
+/// After the cluster came back: the stream says it must re-read state (events are not
+/// replayed across primaries), then delivers the event of a job submitted now. Returns the
+/// job's id.
+async fn resyncs_then_delivers(cluster: &Cluster, events: &mut Events, after: &str) -> u64 {
+    events
+        .until(Duration::from_secs(30), |e| e.data["kind"] == "resync")
+        .await
+        .unwrap_or_else(|| panic!("a resync item after {after}"));
+    let made = cluster
+        .client()
+        .call(SubmitJob {
+            token: RequestToken::random(),
+            spec: JobSpec {
+                command: vec!["true".into()],
+                ..JobSpec::default()
+            },
+        })
+        .await
+        .unwrap();
+    events
+        .until(Duration::from_secs(30), |e| {
+            e.data["kind"] == "job" && e.data["id"].as_u64() == Some(made.id)
+        })
+        .await
+        .unwrap_or_else(|| panic!("the stream delivers again after {after}"));
+    made.id
 }
 
 /// The value of the metric `name` (unlabelled) in a Prometheus text body.

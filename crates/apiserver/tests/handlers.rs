@@ -517,28 +517,36 @@ impl Backend for Silent {
     }
 
     fn health(&self) -> Health {
-        Health {
-            serving: true,
-            authentication: true,
-            ..Health::default()
-        }
+        serving_with_authentication()
     }
+}
+
+fn serving_with_authentication() -> Health {
+    Health {
+        serving: true,
+        authentication: true,
+        ..Health::default()
+    }
+}
+
+/// The application over `backend`, with a request deadline of 300 ms.
+fn short_deadline_app(backend: Arc<dyn Backend>) -> (Router, Hub) {
+    let hub = Hub::new();
+    let state = AppState {
+        backend: backend.clone(),
+        hub: hub.clone(),
+        metrics: Arc::new(Metrics::new(backend, None, hub.clone())),
+        request_timeout: Duration::from_millis(300),
+        openapi: Arc::new(routes::openapi()),
+    };
+    (routes::router(state, 4096), hub)
 }
 
 /// Never a hang: every request, and the event stream's token check, ends by the request
 /// deadline with a 503 the client may retry.
 #[tokio::test(start_paused = true)]
 async fn a_cluster_that_never_answers_is_a_503_by_the_deadline() {
-    let backend: Arc<dyn Backend> = Arc::new(Silent);
-    let hub = Hub::new();
-    let state = AppState {
-        backend: backend.clone(),
-        hub: hub.clone(),
-        metrics: Arc::new(Metrics::new(backend, None, hub)),
-        request_timeout: Duration::from_millis(300),
-        openapi: Arc::new(routes::openapi()),
-    };
-    let router = routes::router(state, 4096);
+    let (router, _) = short_deadline_app(Arc::new(Silent));
     let token = Token::generate().reveal();
     for (uri, what) in [("/v1/jobs/1", "a read"), ("/v1/events", "the event stream")] {
         let mut req = get(uri);
@@ -636,11 +644,7 @@ impl Backend for HangsAfterFirst {
     }
 
     fn health(&self) -> Health {
-        Health {
-            serving: true,
-            authentication: true,
-            ..Health::default()
-        }
+        serving_with_authentication()
     }
 }
 
@@ -649,16 +653,7 @@ impl Backend for HangsAfterFirst {
 #[tokio::test(start_paused = true)]
 async fn an_unanswered_re_check_leaves_the_stream_open_and_flowing() {
     let backend = Arc::new(HangsAfterFirst::default());
-    let dyn_backend: Arc<dyn Backend> = backend.clone();
-    let hub = Hub::new();
-    let state = AppState {
-        backend: dyn_backend.clone(),
-        hub: hub.clone(),
-        metrics: Arc::new(Metrics::new(dyn_backend, None, hub.clone())),
-        request_timeout: Duration::from_millis(300),
-        openapi: Arc::new(routes::openapi()),
-    };
-    let router = routes::router(state, 4096);
+    let (router, hub) = short_deadline_app(backend.clone());
     let req = Request::get("/v1/events")
         .header(
             header::AUTHORIZATION,
