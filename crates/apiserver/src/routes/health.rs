@@ -41,7 +41,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     } else if !health.serving {
         Some("no primary answered the last health check".to_string())
     } else if health.rejoin_due {
-        Some("a failover happened: joining the new primary".to_string())
+        // A failover or an outage alike: which one, the next probe tells.
+        Some(
+            "the connection to the primary was lost: finding the primary and joining it"
+                .to_string(),
+        )
     } else {
         None
     };
