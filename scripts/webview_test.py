@@ -64,12 +64,23 @@ def main(xce):
         driver.get(api + "/")
         wait("the event stream", 30, lambda: driver.find_element(By.ID, "live").text == "events: live")
         assert not driver.find_element(By.ID, "banner").is_displayed(), "a banner on a ready cluster"
+        # `xce dev` runs without authentication, and the page says so.
+        warning = wait(
+            "the authentication-off warning",
+            30,
+            lambda: driver.find_element(By.ID, "auth-warning").is_displayed()
+            and driver.find_element(By.ID, "auth-warning").text,
+        )
+        assert "authentication" in warning.lower(), warning
+        print(f"webview: the page warns: {warning}")
         # A marker that a reload would lose.
         driver.execute_script("window.__notReloaded = true;")
 
         job_id = submit(api, token, ["sh", "-c", "sleep 1"])
         first = wait(f"job {job_id} on the page", 30, lambda: job_state(driver, job_id))
         print(f"webview: job {job_id} appeared as {first}")
+        # It runs for a second: seen before its end, the change below is a live update.
+        assert first != "done", f"job {job_id} was already done when it appeared"
         wait(f"job {job_id} done on the page", 60, lambda: job_state(driver, job_id) == "done")
         assert driver.execute_script("return window.__notReloaded === true;"), "the page reloaded"
         print(f"webview: job {job_id} went from {first} to done without a reload")
