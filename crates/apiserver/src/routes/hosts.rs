@@ -40,8 +40,8 @@ pub async fn list(
     path = "/v1/hosts/{name}/{action}",
     tag = "hosts",
     params(
-        ("name" = String, Path, description = "The host"),
-        ("action" = String, Path, description = "open or close")
+        ("name" = String, Path, description = "The host", example = "w1"),
+        ("action" = String, Path, pattern = "^(open|close)$", description = "open or close")
     ),
     responses(
         (status = 200, body = ActionJson),

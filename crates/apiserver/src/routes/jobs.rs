@@ -218,8 +218,8 @@ pub async fn get(
     path = "/v1/jobs/{id}/{action}",
     tag = "jobs",
     params(
-        ("id" = u64, Path, description = "The job id"),
-        ("action" = String, Path, description = "kill, suspend, resume or requeue")
+        ("id" = u64, Path, description = "The job id", example = 1),
+        ("action" = String, Path, pattern = "^(kill|suspend|resume|requeue)$", description = "kill, suspend, resume or requeue")
     ),
     responses(
         (status = 200, body = ActionJson),

@@ -40,8 +40,8 @@ pub async fn list(
     path = "/v1/queues/{name}/{action}",
     tag = "queues",
     params(
-        ("name" = String, Path, description = "The queue"),
-        ("action" = String, Path, description = "open, close, activate or inactivate")
+        ("name" = String, Path, description = "The queue", example = "normal"),
+        ("action" = String, Path, pattern = "^(open|close|activate|inactivate)$", description = "open, close, activate or inactivate")
     ),
     responses(
         (status = 200, body = ActionJson),
