@@ -1,8 +1,8 @@
 //! The attempts this worker holds: starting each under its own shim ([`crate::shim`]),
 //! passing the primary's orders on, adopting the shims a previous run of the worker left, and
 //! reporting starts (sent again for every adopted attempt) and ends (through the durable
-//! outbox). Supervision never waits on the
-//! controller: a shim is waited for while its reports are still being delivered.
+//! outbox). Supervision never waits on the controller: a shim is waited for while its reports
+//! are still being delivered.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -227,6 +227,10 @@ impl Jobs {
         for b in bad {
             warn!(file = %b, "unreadable report left in the outbox");
         }
+        // Starts live in memory now: an older worker's start files are read once and go.
+        for r in reports.iter().filter(|r| r.end.is_none()) {
+            let _ = self.outbox.remove(r);
+        }
         let mut by_attempt: HashMap<(JobId, u32), Vec<Report>> = HashMap::new();
         for r in reports {
             by_attempt.entry((r.id, r.attempt)).or_default().push(r);
@@ -244,9 +248,6 @@ impl Jobs {
             if reports.iter().all(|r| r.end.is_none()) {
                 // Started but its end was never recorded: the attempt is gone; the resync
                 // tells the primary.
-                for r in &reports {
-                    let _ = self.outbox.remove(r);
-                }
                 continue;
             }
             self.table()
@@ -607,6 +608,10 @@ impl Jobs {
                     }
                 }
             }
+        }
+        // Only ends have a file: starts are sent from memory.
+        if report.end.is_none() {
+            return;
         }
         if let Err(e) = self.outbox.remove(&report) {
             warn!(job = report.id, error = %e, "cannot delete a delivered report; it will be sent again");

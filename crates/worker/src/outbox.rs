@@ -388,6 +388,7 @@ mod tests {
         assert!(dir.path().join("outbox/5.1.end").exists());
         assert!(!dir.path().join("outbox/.5.1.start.tmp").exists());
     }
+
     fn record_of(dir: &Path, id: JobId, attempt: u32) -> (crate::procs::Records, PathBuf) {
         let records = crate::procs::Records::open(dir).unwrap();
         let record = crate::procs::AttemptRecord {

@@ -326,31 +326,28 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     if let Some(cg) = &job.cgroup {
         cg.remove();
     }
-    let code = match stopping {
-        Some(s) if !s.reported => {
-            info!("job stopped; its end is not reported, so the primary requeues it");
-            EXIT_UNREPORTED
-        }
-        _ => {
-            let end = match end_of(status) {
-                // The kernel killed some process of the job for its memory limit, and the job
-                // did not get over it.
-                end if out_of_memory && end != JobEnd::Exit(0) => JobEnd::OutOfMemory,
-                end => end,
-            };
-            info!(?end, "job ended");
-            let report = Report::finished(spec.id, spec.attempt, end);
-            let record = records.path(spec.id, spec.attempt);
-            if let Err(e) = outbox.put_into_record(&record, &report) {
-                warn!(error = %e, "cannot turn the attempt's record into its end report; writing the report apart");
-                outbox.put(&report).map_err(std::io::Error::other)?;
-            }
-            0
-        }
+    if stopping.is_some_and(|s| !s.reported) {
+        info!("job stopped; its end is not reported, so the primary requeues it");
+        records.forget(spec.id, spec.attempt);
+        return Ok(EXIT_UNREPORTED);
+    }
+    let end = match end_of(status) {
+        // The kernel killed some process of the job for its memory limit, and the job did not
+        // get over it.
+        end if out_of_memory && end != JobEnd::Exit(0) => JobEnd::OutOfMemory,
+        end => end,
     };
-    // Gone already when the record became the end report.
-    records.forget(spec.id, spec.attempt);
-    Ok(code)
+    info!(?end, "job ended");
+    let report = Report::finished(spec.id, spec.attempt, end);
+    let record = records.path(spec.id, spec.attempt);
+    // The record becomes the end report; only when it cannot is the report written apart and
+    // the record forgotten.
+    if let Err(e) = outbox.put_into_record(&record, &report) {
+        warn!(error = %e, "cannot turn the attempt's record into its end report; writing the report apart");
+        outbox.put(&report).map_err(std::io::Error::other)?;
+        records.forget(spec.id, spec.attempt);
+    }
+    Ok(0)
 }
 
 /// Waits until the shim of the older copy this attempt fences is gone: `None` when the job
