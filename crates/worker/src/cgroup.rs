@@ -14,6 +14,7 @@
 //! enters the job's cgroup itself, spawns the job (which inherits it) and goes back to
 //! `shims/`.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -41,6 +42,29 @@ impl Kind {
             Kind::Cpu => "cpu",
             Kind::Pids => "pids",
             Kind::Freezer => "freezer",
+        }
+    }
+
+    /// Whether a cgroup of this hierarchy can have the control file `name`: the others are
+    /// never looked for there, so a v1 host is not asked for v2's files (and the reverse),
+    /// each a failed path lookup per job. Whether a file it can have is there (a controller
+    /// not delegated, swap accounting off, an older kernel) is found by opening it.
+    fn may_have(self, name: &str) -> bool {
+        let prefix = |p: &str| name.starts_with(p);
+        match self {
+            Kind::Unified => {
+                !prefix("freezer.")
+                    && !name.ends_with("_in_bytes")
+                    && !name.ends_with("_us")
+                    && name != "memory.oom_control"
+            }
+            Kind::Memory => {
+                prefix("memory.")
+                    && !matches!(name, "memory.max" | "memory.swap.max" | "memory.events")
+            }
+            Kind::Cpu => prefix("cpu.cfs_"),
+            Kind::Pids => false,
+            Kind::Freezer => name == "freezer.state",
         }
     }
 }
@@ -243,12 +267,35 @@ pub struct JobCgroup {
 }
 
 impl JobCgroup {
-    fn files(&self, name: &str) -> impl Iterator<Item = PathBuf> + '_ {
-        let name = name.to_string();
+    /// Control file `name` in each hierarchy that can have it.
+    fn files(&self, name: &str) -> Vec<PathBuf> {
         self.dirs
             .iter()
-            .map(move |(_, d)| d.join(&name))
-            .filter(|f| f.exists())
+            .filter(|(kind, _)| kind.may_have(name))
+            .map(|(_, dir)| dir.join(name))
+            .collect()
+    }
+
+    /// Writes `value` to control file `name` wherever the job's cgroup has it; whether any
+    /// had it.
+    fn write_each(&self, name: &str, value: &str) -> std::io::Result<bool> {
+        let mut found = false;
+        for file in self.files(name) {
+            match write_control(&file, value) {
+                Ok(()) => found = true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(found)
+    }
+
+    /// The contents of control file `name` wherever the job's cgroup has it.
+    fn read_each(&self, name: &str) -> Vec<String> {
+        self.files(name)
+            .into_iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .collect()
     }
 
     /// Makes the cgroup and sets its limits.
@@ -258,35 +305,20 @@ impl JobCgroup {
         }
         if limits.mem_mb > 0 {
             let bytes = (limits.mem_mb * 1024 * 1024).to_string();
-            self.write_first(&["memory.max", "memory.limit_in_bytes"], &bytes)?;
+            if !self.write_each("memory.max", &bytes)? {
+                self.write_each("memory.limit_in_bytes", &bytes)?;
+            }
             // Without swap as a way round the limit (v1 with swap accounting; v2 below).
-            for f in self.files("memory.memsw.limit_in_bytes") {
-                std::fs::write(f, &bytes)?;
-            }
-            for f in self.files("memory.swap.max") {
-                std::fs::write(f, "0")?;
-            }
+            self.write_each("memory.memsw.limit_in_bytes", &bytes)?;
+            self.write_each("memory.swap.max", "0")?;
         }
         if limits.cpus > 0 {
             let quota = u64::from(limits.cpus) * CPU_PERIOD_US;
-            if let Some(f) = self.files("cpu.max").next() {
-                std::fs::write(f, format!("{quota} {CPU_PERIOD_US}"))?;
-            } else if let Some(f) = self.files("cpu.cfs_quota_us").next() {
-                std::fs::write(
-                    f.with_file_name("cpu.cfs_period_us"),
-                    CPU_PERIOD_US.to_string(),
-                )?;
-                std::fs::write(f, quota.to_string())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes `value` to the first of `names` that exists in any hierarchy.
-    fn write_first(&self, names: &[&str], value: &str) -> std::io::Result<()> {
-        for name in names {
-            if let Some(f) = self.files(name).next() {
-                return std::fs::write(f, value);
+            let v2 = format!("{quota} {CPU_PERIOD_US}");
+            if !self.write_each("cpu.max", &v2)?
+                && self.write_each("cpu.cfs_period_us", &CPU_PERIOD_US.to_string())?
+            {
+                self.write_each("cpu.cfs_quota_us", &quota.to_string())?;
             }
         }
         Ok(())
@@ -300,8 +332,9 @@ impl JobCgroup {
     /// Every process in the cgroup.
     pub fn pids(&self) -> Vec<i32> {
         let mut pids: Vec<i32> = self
-            .files("cgroup.procs")
-            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .dirs
+            .iter()
+            .filter_map(|(_, dir)| std::fs::read_to_string(dir.join("cgroup.procs")).ok())
             .flat_map(|text| {
                 text.lines()
                     .filter_map(|l| l.trim().parse().ok())
@@ -324,20 +357,14 @@ impl JobCgroup {
     }
 
     fn set_frozen(&self, frozen: bool) {
-        for f in self.files("freezer.state") {
-            let _ = std::fs::write(f, if frozen { "FROZEN" } else { "THAWED" });
-        }
-        for f in self.files("cgroup.freeze") {
-            let _ = std::fs::write(f, if frozen { "1" } else { "0" });
-        }
+        let _ = self.write_each("freezer.state", if frozen { "FROZEN" } else { "THAWED" });
+        let _ = self.write_each("cgroup.freeze", if frozen { "1" } else { "0" });
     }
 
     /// SIGKILLs every process in the cgroup and waits (bounded) until it is empty. Frozen
     /// meanwhile where it can be, so nothing forks away during the sweep.
     pub fn kill(&self) {
-        if let Some(f) = self.files("cgroup.kill").next() {
-            let _ = std::fs::write(f, "1");
-        }
+        let _ = self.write_each("cgroup.kill", "1");
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         loop {
             let pids = self.pids();
@@ -355,34 +382,57 @@ impl JobCgroup {
 
     /// Whether the kernel's OOM killer killed anything in the cgroup.
     pub fn oom_killed(&self) -> bool {
-        ["memory.events", "memory.oom_control"].iter().any(|name| {
-            self.files(name)
-                .filter_map(|f| std::fs::read_to_string(f).ok())
-                .any(|text| {
-                    text.lines().any(|l| {
-                        l.strip_prefix("oom_kill ")
-                            .and_then(|n| n.trim().parse::<u64>().ok())
-                            .is_some_and(|n| n > 0)
-                    })
+        ["memory.events", "memory.oom_control"]
+            .iter()
+            .flat_map(|name| self.read_each(name))
+            .any(|text| {
+                text.lines().any(|l| {
+                    l.strip_prefix("oom_kill ")
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                        .is_some_and(|n| n > 0)
                 })
-        })
+            })
     }
 
-    /// Kills what is left and removes the cgroup (bounded: a cgroup that will not empty is
-    /// left for the next start of the worker).
+    /// Removes the cgroup, killing what is left in it first if it is not empty (bounded: a
+    /// cgroup that will not empty is left for the next start of the worker).
     pub fn remove(&self) {
+        let busy: Vec<&Path> = self
+            .dirs
+            .iter()
+            .map(|(_, dir)| dir.as_path())
+            .filter(|dir| !removed(dir))
+            .collect();
+        if busy.is_empty() {
+            return;
+        }
         self.kill();
-        for (_, dir) in &self.dirs {
+        for dir in busy {
             for _ in 0..50 {
-                match std::fs::remove_dir(dir) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    _ => break,
+                if removed(dir) {
+                    break;
                 }
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
     }
+}
+
+/// Removes an empty cgroup directory; true once it is gone.
+fn removed(dir: &Path) -> bool {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
+/// Writes a control file that must already exist: a cgroup's files are made by the kernel,
+/// and one that is not there is not supported here (`NotFound`), never created.
+fn write_control(file: &Path, value: &str) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)?
+        .write_all(value.as_bytes())
 }
 
 /// Moves process `pid` into each of `dirs`.
@@ -455,6 +505,116 @@ cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0
             vec![(Kind::Cpu, PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/user"))]
         );
         assert_eq!(candidates("", OWN), vec![]);
+    }
+
+    #[test]
+    fn each_hierarchy_is_asked_only_for_its_own_files() {
+        let v1 = [
+            (Kind::Memory, "memory.limit_in_bytes"),
+            (Kind::Memory, "memory.memsw.limit_in_bytes"),
+            (Kind::Memory, "memory.oom_control"),
+            (Kind::Cpu, "cpu.cfs_quota_us"),
+            (Kind::Cpu, "cpu.cfs_period_us"),
+            (Kind::Freezer, "freezer.state"),
+        ];
+        let v2 = [
+            "memory.max",
+            "memory.swap.max",
+            "memory.events",
+            "cpu.max",
+            "cgroup.kill",
+            "cgroup.freeze",
+        ];
+        let kinds = [
+            Kind::Unified,
+            Kind::Memory,
+            Kind::Cpu,
+            Kind::Pids,
+            Kind::Freezer,
+        ];
+        for kind in kinds {
+            for (owner, file) in v1 {
+                assert_eq!(kind.may_have(file), kind == owner, "{kind:?} {file}");
+            }
+            for file in v2 {
+                assert_eq!(
+                    kind.may_have(file),
+                    kind == Kind::Unified,
+                    "{kind:?} {file}"
+                );
+            }
+        }
+    }
+
+    /// A v1 host without swap accounting, its control files stood in for by plain files: the
+    /// limits go to the files that are there, and no file is made that the kernel did not.
+    #[test]
+    fn limits_are_written_where_the_files_are_and_nothing_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobCgroup {
+            dirs: [Kind::Cpu, Kind::Memory, Kind::Freezer]
+                .into_iter()
+                .map(|k| (k, dir.path().join(k.name()).join("7.1")))
+                .collect(),
+        };
+        let present = [
+            "cpu/7.1/cpu.cfs_quota_us",
+            "cpu/7.1/cpu.cfs_period_us",
+            "memory/7.1/memory.limit_in_bytes",
+            "freezer/7.1/freezer.state",
+        ];
+        for f in present {
+            let path = dir.path().join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "").unwrap();
+        }
+        job.create(Limits { cpus: 2, mem_mb: 3 }).unwrap();
+        let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+        assert_eq!(read("cpu/7.1/cpu.cfs_quota_us"), "200000");
+        assert_eq!(read("cpu/7.1/cpu.cfs_period_us"), "100000");
+        assert_eq!(read("memory/7.1/memory.limit_in_bytes"), "3145728");
+        job.freeze();
+        assert_eq!(read("freezer/7.1/freezer.state"), "FROZEN");
+        let mut files: Vec<String> = walk(dir.path())
+            .into_iter()
+            .map(|p| p.strip_prefix(dir.path()).unwrap().display().to_string())
+            .collect();
+        files.sort();
+        let mut expected: Vec<String> = present.iter().map(|f| f.to_string()).collect();
+        expected.sort();
+        assert_eq!(files, expected);
+    }
+
+    /// An empty cgroup goes at the first try, in every hierarchy.
+    #[test]
+    fn an_empty_cgroup_is_removed_from_every_hierarchy() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = JobCgroup {
+            dirs: [Kind::Cpu, Kind::Memory]
+                .into_iter()
+                .map(|k| (k, dir.path().join(k.name()).join("7.1")))
+                .collect(),
+        };
+        job.create(Limits { cpus: 0, mem_mb: 0 }).unwrap();
+        assert_eq!(walk(dir.path()).len(), 0);
+        assert!(dir.path().join("cpu/7.1").is_dir());
+        job.remove();
+        assert!(!dir.path().join("cpu/7.1").exists());
+        assert!(!dir.path().join("memory/7.1").exists());
+    }
+
+    /// Every file (not directory) under `dir`.
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files.extend(walk(&path));
+            } else {
+                files.push(path);
+            }
+        }
+        files
     }
 
     #[test]
