@@ -6,13 +6,11 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn, Instrument};
 use xce_client::ops::{JobFinished, JobStarted};
@@ -22,9 +20,10 @@ use xce_client::{Client, ClientError, Status};
 
 use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
+use crate::launcher::{Launched, Launcher, ShimEvent};
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
-use crate::shim::{self, FencedCopy, RunAs, ShimSpec};
+use crate::shim::{FencedCopy, RunAs, ShimSpec};
 
 /// How often an adopted shim (not this process's child, so it cannot be waited for) is
 /// looked at.
@@ -82,6 +81,8 @@ pub struct Jobs {
     lease: Arc<Lease>,
     stop: watch::Receiver<bool>,
     held: Mutex<HashMap<JobId, Held>>,
+    /// Forks each attempt's shim.
+    launcher: Launcher,
 }
 
 impl Jobs {
@@ -104,6 +105,7 @@ impl Jobs {
             outbox: Outbox::open(&spool)?,
             records: Records::open(&spool)?,
             spool,
+            launcher: Launcher::new(settings.shim_exe.clone(), settings.log.clone()),
             settings,
             lease,
             stop,
@@ -296,7 +298,7 @@ impl Jobs {
             after: fenced,
             ..self.shim_spec(&job, attempt)
         };
-        match self.spawn_shim() {
+        match self.launcher.launch(&spec) {
             Err(e) => {
                 warn!(job = id, attempt, error = %e, "cannot start the job's shim");
                 table.insert(id, Held::new(attempt, HeldPhase::Finished));
@@ -307,8 +309,8 @@ impl Jobs {
                 );
                 tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
             }
-            Ok(child) => {
-                let shim = child.id().and_then(|pid| ProcRecord::of(pid as i32));
+            Ok(launched) => {
+                let shim = ProcRecord::of(launched.pid);
                 table.insert(
                     id,
                     Held {
@@ -318,7 +320,7 @@ impl Jobs {
                 );
                 drop(table);
                 let jobs = self.clone();
-                tokio::spawn(async move { jobs.supervise(child, spec).await }.instrument(span));
+                tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
             }
         }
     }
@@ -372,32 +374,18 @@ impl Jobs {
         }
     }
 
-    fn spawn_shim(&self) -> std::io::Result<tokio::process::Child> {
-        let mut command = tokio::process::Command::new(&self.settings.shim_exe);
-        if let Some(log) = &self.settings.log {
-            command.envs(log.handoff());
-        }
-        command
-            .arg(shim::SHIM_ARG)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            // Its log lines go where the worker's go.
-            .stderr(Stdio::inherit())
-            // Out of the worker's group: a Ctrl-C meant for the worker does not reach it.
-            .process_group(0)
-            .spawn()
-    }
-
-    /// Hands the spec to a fresh shim, reports the start it announces, and the end it
-    /// records once it exits.
-    async fn supervise(self: Arc<Self>, mut child: tokio::process::Child, spec: ShimSpec) {
+    /// Reports the start a fresh shim announces, and the end it records once it exits.
+    async fn supervise(self: Arc<Self>, launched: Launched, spec: ShimSpec) {
         let (id, attempt) = (spec.id, spec.attempt);
-        let announced = match hand_over(&mut child, &spec).await {
-            Ok(line) => line,
-            Err(e) => {
-                warn!(job = id, attempt, error = %e, "lost touch with the job's shim");
+        let Launched { pid, mut events } = launched;
+        let mut ended = None;
+        let announced = match events.recv().await {
+            Some(ShimEvent::Said(line)) => Some(line),
+            Some(ShimEvent::Ended { clean, how }) => {
+                ended = Some((clean, how));
                 None
             }
+            None => None,
         };
         let mut start_delivery = None;
         match announced
@@ -419,13 +407,37 @@ impl Jobs {
             },
             None => debug!(job = id, attempt, line = ?announced, "the job's shim started nothing"),
         }
-        let exited = child.wait().await;
-        let clean = exited
-            .as_ref()
-            .is_ok_and(|s| s.code() == Some(0) || s.code() == Some(shim::EXIT_UNREPORTED));
-        if !clean {
-            warn!(job = id, attempt, status = ?exited, "the job's shim failed");
-        }
+        let ended = match ended {
+            Some(ended) => Some(ended),
+            None => loop {
+                match events.recv().await {
+                    Some(ShimEvent::Ended { clean, how }) => break Some((clean, how)),
+                    Some(ShimEvent::Said(_)) => {}
+                    None => break None,
+                }
+            },
+        };
+        let clean = match ended {
+            Some((true, _)) => true,
+            Some((false, how)) => {
+                warn!(job = id, attempt, status = how, "the job's shim failed");
+                false
+            }
+            None => {
+                // Its launcher died first: the shim is nobody's child here, so it is watched
+                // like an adopted one, and what it may have left is swept.
+                warn!(
+                    job = id,
+                    attempt, "lost the shim's launcher; watching the shim by its pid"
+                );
+                if let Some(shim) = ProcRecord::of(pid) {
+                    while shim.alive() {
+                        tokio::time::sleep(ADOPTED_POLL).await;
+                    }
+                }
+                false
+            }
+        };
         self.shim_ended(id, attempt, clean, start_delivery).await;
     }
 
@@ -715,25 +727,4 @@ fn signal_shim(shim: ProcRecord, signal: Signal) {
     if shim.alive() {
         let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), signal);
     }
-}
-
-/// Writes the spec to a fresh shim and reads the one line it answers with (`None` if it
-/// said nothing before closing its stdout).
-async fn hand_over(
-    child: &mut tokio::process::Child,
-    spec: &ShimSpec,
-) -> std::io::Result<Option<String>> {
-    let bytes = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&bytes).await?;
-        stdin.shutdown().await?;
-    }
-    let Some(stdout) = child.stdout.take() else {
-        return Ok(None);
-    };
-    let mut line = String::new();
-    let read = tokio::io::BufReader::new(stdout)
-        .read_line(&mut line)
-        .await?;
-    Ok((read > 0).then(|| line.trim_end().to_string()))
 }

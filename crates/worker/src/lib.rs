@@ -8,6 +8,7 @@ pub mod config;
 pub mod fence;
 pub mod host;
 pub mod jobs;
+pub mod launcher;
 pub mod metrics;
 pub mod outbox;
 pub mod procs;

@@ -122,6 +122,13 @@ fn main() {
         let _ = xce_client::logging::LogSettings::take_handoff().install();
         std::process::exit(xce_worker::shim::main());
     }
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(xce_worker::launcher::LAUNCHER_ARG))
+    {
+        // Its shims are forked from it, and take these settings with them.
+        let _ = xce_client::logging::LogSettings::take_handoff().install();
+        std::process::exit(xce_worker::launcher::main());
+    }
     if let Err(e) = real_main() {
         eprintln!("xce-worker: {e:#}");
         std::process::exit(1);

@@ -9,8 +9,9 @@
 //!   it instead of killing and requeueing the job;
 //! - it stops the job when the spool dir is gone, since nothing could report or adopt it.
 //!
-//! It runs as `xce-worker shim`, the job's spec as JSON on stdin. It says on stdout, one line,
-//! `started <pid>` or `failed <reason>`, then nothing more. The worker steers it by signals:
+//! The worker's launcher ([`crate::launcher`]) forks it with the job's spec; run as
+//! `xce-worker shim` instead it reads the spec as JSON on stdin. It says on stdout, one line,
+//! `started <pid>` or `failed <reason>` (after its launcher's tag), then nothing more. The worker steers it by signals:
 //! SIGUSR1 kills the job (SIGTERM, SIGKILL after the kill grace; its end is reported), SIGTERM
 //! stops it unreported (the worker is stopping: the primary requeues it), SIGUSR2 kills it at
 //! once, unreported (a stale copy). Suspend and resume go to the job's group directly.
@@ -157,15 +158,29 @@ pub fn main() -> i32 {
             return 1;
         }
     };
+    run_spec(&spec)
+}
+
+/// Supervises the attempt `spec` describes until it is over, in this process: an exec'd
+/// shim or one the launcher forked ([`crate::launcher`]). Returns the process exit code.
+pub fn run_spec(spec: &ShimSpec) -> i32 {
     let span = tracing::info_span!("job", id = spec.id, attempt = spec.attempt);
     let _entered = span.enter();
-    match run(&spec) {
+    match run(spec) {
         Ok(code) => code,
         Err(e) => {
             warn!(error = %e, "shim failed");
             1
         }
     }
+}
+
+/// How a forked shim's one line is told apart on its launcher's pipe: `<seq> said `.
+static ANNOUNCE_AS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Makes this (forked) shim's line that of request `seq` of its launcher.
+pub fn announce_as(seq: u64) {
+    let _ = ANNOUNCE_AS.set(format!("{seq} said "));
 }
 
 /// The worker's orders, as signals caught by handlers that only set a flag and wake the
@@ -534,10 +549,20 @@ fn end_of(status: ExitStatus) -> JobEnd {
     }
 }
 
-/// The one line the worker reads; it may be gone, which changes nothing here.
+/// The one line the worker reads; it may be gone, which changes nothing here. A forked shim
+/// writes it whole in one call (its launcher's other shims share the pipe), then lets go of
+/// the pipe, so that it ends once the launcher and the shims still starting are gone.
 fn tell_worker(line: &str) {
+    let prefix = ANNOUNCE_AS.get().map_or("", String::as_str);
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    let _ = out
+        .write_all(format!("{prefix}{line}\n").as_bytes())
+        .and_then(|()| out.flush());
+    if ANNOUNCE_AS.get().is_some() {
+        if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+            let _ = nix::unistd::dup2_stdout(&null);
+        }
+    }
 }
 
 /// Starts the job in its own process group, with its command, environment and working

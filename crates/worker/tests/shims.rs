@@ -770,3 +770,72 @@ async fn newer_attempt_beside_a_stuck_shim(resume: bool) {
     }
     stop.send_replace(true);
 }
+
+/// The shim of a running attempt `id`, from its record.
+fn shim_of(spool: &Path, id: JobId) -> i32 {
+    let records = Records::open(spool).unwrap().scan().unwrap();
+    let (_, record) = records
+        .into_iter()
+        .find(|(at, _)| at.0 == id)
+        .expect("a record of the attempt");
+    record.unwrap().shim.unwrap().pid
+}
+
+/// Field `n` (1-based, after the name) of `/proc/<pid>/stat`.
+fn stat_field(pid: i32, n: usize) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(n - 1)
+        .unwrap()
+        .to_string()
+}
+
+/// Shims are forked by one launcher, not exec'd one by one; one that loses its launcher
+/// (kill -9) still carries out a kill and records its end, the worker still settles the
+/// attempt, and the next attempt gets a new launcher.
+#[tokio::test]
+async fn shims_come_from_one_launcher_and_outlive_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(sleeper(5), 1);
+    jobs.start(sleeper(6), 1);
+    started(&jobs, 5).await;
+    started(&jobs, 6).await;
+    let (a, b) = (shim_of(dir.path(), 5), shim_of(dir.path(), 6));
+    let launcher: i32 = stat_field(a, 2).parse().unwrap();
+    assert_eq!(stat_field(b, 2), launcher.to_string(), "one launcher");
+    assert_ne!(
+        launcher,
+        std::process::id() as i32,
+        "forked, not spawned here"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("/proc/{a}/comm")).unwrap(),
+        "xce-shim\n"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(launcher),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_until("the launcher to be gone", || {
+        procs::start_ticks(launcher).is_none()
+    })
+    .await;
+    assert!(jobs.signal(order(5, 1, JobSignal::Kill)));
+    assert_eq!(wait_end(dir.path(), 5, 1).await, JobEnd::Signal(15));
+    wait_until("the orphaned attempt to be settled", || {
+        jobs.held()
+            .iter()
+            .any(|h| h.id == 5 && h.phase == HeldPhase::Finished)
+    })
+    .await;
+
+    jobs.start(job(7, &["true"]), 1);
+    assert_eq!(wait_end(dir.path(), 7, 1).await, JobEnd::Exit(0));
+    assert!(jobs.signal(order(6, 1, JobSignal::Kill)));
+    assert_eq!(wait_end(dir.path(), 6, 1).await, JobEnd::Signal(15));
+    stop.send_replace(true);
+}
