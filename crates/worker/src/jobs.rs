@@ -83,6 +83,8 @@ pub struct Jobs {
     held: Mutex<HashMap<JobId, Held>>,
     /// Forks each attempt's shim.
     launcher: Launcher,
+    /// This worker process, as its shims tell whether it is still there.
+    me: Option<ProcRecord>,
 }
 
 impl Jobs {
@@ -106,6 +108,7 @@ impl Jobs {
             records: Records::open(&spool)?,
             spool,
             launcher: Launcher::new(settings.shim_exe.clone(), settings.log.clone()),
+            me: ProcRecord::of(std::process::id() as i32),
             settings,
             lease,
             stop,
@@ -320,7 +323,9 @@ impl Jobs {
                 );
                 drop(table);
                 let jobs = self.clone();
-                tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
+                tokio::spawn(
+                    async move { jobs.supervise(launched, shim, spec).await }.instrument(span),
+                );
             }
         }
     }
@@ -357,6 +362,7 @@ impl Jobs {
                 mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),
             },
             after: None,
+            worker: self.me,
         }
     }
 
@@ -375,9 +381,14 @@ impl Jobs {
     }
 
     /// Reports the start a fresh shim announces, and the end it records once it exits.
-    async fn supervise(self: Arc<Self>, launched: Launched, spec: ShimSpec) {
+    async fn supervise(
+        self: Arc<Self>,
+        launched: Launched,
+        shim: Option<ProcRecord>,
+        spec: ShimSpec,
+    ) {
         let (id, attempt) = (spec.id, spec.attempt);
-        let Launched { pid, mut events } = launched;
+        let mut events = launched.events;
         let mut ended = None;
         let announced = match events.recv().await {
             Some(ShimEvent::Said(line)) => Some(line),
@@ -430,7 +441,8 @@ impl Jobs {
                     job = id,
                     attempt, "lost the shim's launcher; watching the shim by its pid"
                 );
-                if let Some(shim) = ProcRecord::of(pid) {
+                // As recorded at its start: by now its pid may be another process's.
+                if let Some(shim) = shim {
                     while shim.alive() {
                         tokio::time::sleep(ADOPTED_POLL).await;
                     }

@@ -15,9 +15,14 @@
 //! - worker → launcher, on the socket: `<seq> <spec JSON>`, one at a time;
 //! - launcher → worker, on the socket: `<seq> pid <pid>` once the shim is forked, or
 //!   `<seq> error <reason>`;
+//! - worker → launcher: `<seq> go`. A forked shim does nothing until the worker, holding its
+//!   pid, says go: a shim forked for a request the worker gave up on (a launcher that answered
+//!   too late, then was replaced) never runs its job, so no attempt runs twice. It exits once
+//!   its launcher is gone without a go;
 //! - on the pipe: `<seq> said <line>`, the shim's one line (`started <pid>` / `failed ...`),
-//!   written by the shim itself; then `<seq> exit <code>` or `<seq> signal <n>` once the
-//!   launcher has reaped it.
+//!   written by the shim itself, control characters escaped so that no user's text can make
+//!   a line of its own; then `<seq> exit <code>` or `<seq> signal <n>` once the launcher has
+//!   reaped it.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -42,8 +47,10 @@ use crate::shim::{self, ShimSpec};
 /// The first argument that makes `xce-worker` the shim launcher.
 pub const LAUNCHER_ARG: &str = "shim-launcher";
 
-/// How long the launcher may take to fork a shim and say so.
-const ANSWER_WITHIN: Duration = Duration::from_secs(5);
+/// How long the launcher may take to fork a shim and say so: the worker's one runtime thread
+/// waits meanwhile (no heartbeat goes out), so it is kept well under the heartbeat TTL, even
+/// counting the one retry.
+const ANSWER_WITHIN: Duration = Duration::from_secs(2);
 
 /// What the worker hears of a launched shim after its pid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,10 +104,10 @@ impl Launcher {
     }
 
     /// Forks a shim for `spec` and returns its pid once it exists. Blocks for one round trip
-    /// to the launcher (a fork): the caller holds the job table, as it did around an exec.
+    /// to the launcher (a fork; at most [`ANSWER_WITHIN`]): the caller holds the job table.
     ///
     /// A launcher that fails to answer is replaced, and asked again once: one that just died
-    /// (its exit not yet seen) costs no job.
+    /// (its exit not yet seen) costs no job, and a shim it may still fork never gets its go.
     pub fn launch(&self, spec: &ShimSpec) -> std::io::Result<Launched> {
         let mut guard = self.live();
         let mut tries = 0;
@@ -194,7 +201,12 @@ impl Live {
         let (tx, events) = mpsc::unbounded_channel();
         lock(&self.waiting).insert(seq, tx);
         let answer = self.ask(&line);
-        let pid = answer.and_then(|answer| parse_answer(seq, &answer));
+        let pid = answer
+            .and_then(|answer| parse_answer(seq, &answer))
+            .and_then(|pid| {
+                self.requests.write_all(format!("{seq} go\n").as_bytes())?;
+                Ok(pid)
+            });
         if pid.is_err() {
             lock(&self.waiting).remove(&seq);
         }
@@ -307,6 +319,8 @@ fn serve() -> std::io::Result<()> {
     let requests = std::io::stdin();
     let mut pending: Vec<u8> = Vec::new();
     let mut running: HashMap<i32, u64> = HashMap::new();
+    // The write end of each forked shim's go pipe, until the worker says go.
+    let mut held: HashMap<u64, OwnedFd> = HashMap::new();
     let mut buf = [0u8; 64 * 1024];
     loop {
         let (requested, exited) = {
@@ -336,7 +350,7 @@ fn serve() -> std::io::Result<()> {
             pending.extend_from_slice(&buf[..n]);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=end).collect();
-                fork_shim(&line, &children, &reaped, &mut running);
+                handle(&line, &children, &reaped, &mut running, &mut held);
             }
         }
     }
@@ -357,23 +371,51 @@ fn reap(running: &mut HashMap<i32, u64>) {
     }
 }
 
-/// Forks the shim of one request line and answers with its pid.
-#[allow(unsafe_code)]
-fn fork_shim(line: &[u8], blocked: &SigSet, reaped: &SignalFd, running: &mut HashMap<i32, u64>) {
-    let answers = std::io::stdin().as_raw_fd();
+/// Carries out one request line: a spec (fork its shim, answer with its pid) or a go.
+fn handle(
+    line: &[u8],
+    blocked: &SigSet,
+    reaped: &SignalFd,
+    running: &mut HashMap<i32, u64>,
+    held: &mut HashMap<u64, OwnedFd>,
+) {
     let text = String::from_utf8_lossy(line);
-    let Some((seq, json)) = text.trim_end().split_once(' ') else {
+    let Some((seq, rest)) = text
+        .trim_end()
+        .split_once(' ')
+        .and_then(|(seq, rest)| Some((seq.parse::<u64>().ok()?, rest)))
+    else {
         warn!(line = %text, "shim launcher: malformed request");
         return;
     };
-    let Ok(seq) = seq.parse::<u64>() else {
-        warn!(line = %text, "shim launcher: malformed request");
+    if rest == "go" {
+        if let Some(go) = held.remove(&seq) {
+            let _ = nix::unistd::write(&go, b"g");
+        }
         return;
-    };
-    let spec: ShimSpec = match serde_json::from_str(json) {
-        Ok(spec) => spec,
+    }
+    let answers = std::io::stdin().as_raw_fd();
+    match serde_json::from_str::<ShimSpec>(rest) {
+        Ok(spec) => fork_shim(seq, &spec, blocked, reaped, running, held),
+        Err(e) => say(answers, &format!("{seq} error malformed spec: {e}\n")),
+    }
+}
+
+/// Forks the shim of request `seq` and answers with its pid; the shim waits for its go.
+#[allow(unsafe_code)]
+fn fork_shim(
+    seq: u64,
+    spec: &ShimSpec,
+    blocked: &SigSet,
+    reaped: &SignalFd,
+    running: &mut HashMap<i32, u64>,
+    held: &mut HashMap<u64, OwnedFd>,
+) {
+    let answers = std::io::stdin().as_raw_fd();
+    let (go_read, go_write) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(pipe) => pipe,
         Err(e) => {
-            say(answers, &format!("{seq} error malformed spec: {e}\n"));
+            say(answers, &format!("{seq} error cannot make a pipe: {e}\n"));
             return;
         }
     };
@@ -381,11 +423,21 @@ fn fork_shim(line: &[u8], blocked: &SigSet, reaped: &SignalFd, running: &mut Has
     // is a whole copy of it and may run any code, as a freshly exec'd shim would.
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Child) => {
+            // Other shims' go pipes are theirs: holding them would keep them waiting.
+            held.clear();
+            drop(go_write);
             become_shim(seq, blocked, reaped);
-            std::process::exit(shim::run_spec(&spec));
+            let mut go = [0u8; 1];
+            if !matches!(nix::unistd::read(go_read.as_fd(), &mut go), Ok(1)) {
+                // The worker gave up on this request: nothing runs.
+                std::process::exit(shim::EXIT_UNREPORTED);
+            }
+            drop(go_read);
+            std::process::exit(shim::run_spec(spec));
         }
         Ok(ForkResult::Parent { child }) => {
             running.insert(child.as_raw(), seq);
+            held.insert(seq, go_write);
             say(answers, &format!("{seq} pid {child}\n"));
         }
         Err(e) => say(answers, &format!("{seq} error cannot fork a shim: {e}\n")),

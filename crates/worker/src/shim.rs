@@ -76,6 +76,11 @@ pub struct ShimSpec {
     /// a job never run at once on this host.
     #[serde(default)]
     pub after: Option<FencedCopy>,
+    /// The worker that sent it: an attempt that waits out an older copy does not start once
+    /// that worker is gone (a restarted one could not know of it). `None` from older
+    /// workers, whose shims were their children: the parent is checked instead.
+    #[serde(default)]
+    pub worker: Option<ProcRecord>,
 }
 
 /// The older copy a newer attempt waits out.
@@ -376,7 +381,11 @@ fn wait_for_fenced_copy(
     orders: &Orders,
     outbox: &Outbox,
 ) -> Option<std::io::Result<i32>> {
-    let worker = nix::unistd::getppid();
+    let parent = nix::unistd::getppid();
+    let worker_alive = || match spec.worker {
+        Some(worker) => worker.alive(),
+        None => nix::unistd::getppid() == parent,
+    };
     let patience = Duration::from_millis(spec.kill_grace_ms) + Duration::from_secs(2);
     let deadline = std::time::Instant::now() + patience;
     while older.shim.alive() {
@@ -403,7 +412,7 @@ fn wait_for_fenced_copy(
         orders.drain();
         std::thread::sleep(Duration::from_millis(5));
     }
-    if nix::unistd::getppid() != worker {
+    if !worker_alive() {
         warn!("the worker went away while this attempt waited; not starting the job");
         return Some(Ok(EXIT_UNREPORTED));
     }
@@ -556,13 +565,36 @@ fn tell_worker(line: &str) {
     let prefix = ANNOUNCE_AS.get().map_or("", String::as_str);
     let mut out = std::io::stdout().lock();
     let _ = out
-        .write_all(format!("{prefix}{line}\n").as_bytes())
+        .write_all(format!("{prefix}{}\n", one_line(line, LINE_MAX)).as_bytes())
         .and_then(|()| out.flush());
     if ANNOUNCE_AS.get().is_some() {
         if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(&null);
         }
     }
+}
+
+/// The most a shim's line carries (bytes), well under `PIPE_BUF` (4096) with its tag: a
+/// line written in one call is never interleaved with another shim's.
+const LINE_MAX: usize = 3072;
+
+/// `text` as one line of at most `max` bytes: control characters (a newline in a command or
+/// a directory a user named, say) escaped, so that no text of a user's can make a line of
+/// its own on the pipe a launcher's shims share and speak for another shim.
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut line = String::with_capacity(text.len().min(max));
+    for c in text.chars() {
+        let piece: String = if c.is_control() {
+            c.escape_default().collect()
+        } else {
+            c.to_string()
+        };
+        if line.len() + piece.len() > max {
+            break;
+        }
+        line.push_str(&piece);
+    }
+    line
 }
 
 /// Starts the job in its own process group, with its command, environment and working
@@ -701,4 +733,25 @@ fn become_account(command: &mut Command, account: &Account, cwd: &Path) -> Resul
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_for_the_worker_is_one_line_and_bounded() {
+        assert_eq!(one_line("started 12", 64), "started 12");
+        let forged = "failed command not found: x\n1 exit 1\r\n2 said started 1";
+        let line = one_line(forged, LINE_MAX);
+        assert!(!line.contains('\n') && !line.contains('\r'), "{line}");
+        assert_eq!(
+            line,
+            "failed command not found: x\\n1 exit 1\\r\\n2 said started 1"
+        );
+        let long = "é".repeat(5000);
+        let cut = one_line(&long, LINE_MAX);
+        assert!(cut.len() <= LINE_MAX && cut.chars().all(|c| c == 'é'));
+        assert!(cut.len() > LINE_MAX - 2);
+    }
 }

@@ -1,5 +1,6 @@
-//! The worker's job table with real shims (this crate's `xce-worker shim`) and no cluster:
-//! starting, deduplication, fencing, orders, the lease, and adoption by a new job table.
+//! The worker's job table with real shims (forked by this crate's `xce-worker shim-launcher`)
+//! and no cluster: starting, deduplication, fencing, orders, the lease, and adoption by a new
+//! job table.
 
 #![allow(clippy::unwrap_used)]
 
@@ -838,4 +839,92 @@ async fn shims_come_from_one_launcher_and_outlive_it() {
     assert!(jobs.signal(order(6, 1, JobSignal::Kill)));
     assert_eq!(wait_end(dir.path(), 6, 1).await, JobEnd::Signal(15));
     stop.send_replace(true);
+}
+
+/// No user's text speaks for another shim on the pipe a launcher's shims share: a command
+/// whose name forges lines for the first shim fails to start with its reason, and the first
+/// attempt runs on.
+#[tokio::test]
+async fn no_command_speaks_for_another_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.start(sleeper(8), 1);
+    let pgid = started(&jobs, 8).await;
+    let forged = "x\n1 exit 1\n1 said started 1\n2 exit 1\n";
+    jobs.start(job(9, &[forged]), 1);
+    match wait_end(dir.path(), 9, 1).await {
+        JobEnd::Failed(reason) => assert!(reason.starts_with("command not found"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    wait_until("the failed attempt to be settled", || {
+        jobs.held()
+            .iter()
+            .any(|h| h.id == 9 && h.phase == HeldPhase::Finished)
+    })
+    .await;
+    assert!(
+        jobs.held()
+            .iter()
+            .any(|h| h.id == 8 && h.phase == HeldPhase::Running),
+        "{:?}",
+        jobs.held()
+    );
+    assert!(
+        procs::start_ticks(pgid).is_some(),
+        "the first job was killed"
+    );
+    assert!(jobs.signal(order(8, 1, JobSignal::Kill)));
+    assert_eq!(wait_end(dir.path(), 8, 1).await, JobEnd::Signal(15));
+    stop.send_replace(true);
+}
+
+/// A shim the launcher forked does nothing until the worker says go: one forked for a
+/// request the worker gave up on exits with its launcher, having run nothing.
+#[test]
+fn a_shim_without_its_go_runs_nothing() {
+    use std::io::{BufRead, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = serde_json::json!({
+        "id": 11, "attempt": 1, "command": ["touch", "ran"], "env": [],
+        "cwd": dir.path(), "spool": dir.path(), "kill_grace_ms": 200,
+        "fence_at_ms": null, "cgroups": null, "limits": {"cpus": 1, "mem_mb": 0},
+        "run_as": null, "refused": null,
+    });
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    ours.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_xce-worker"))
+        .arg("shim-launcher")
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    (&ours).write_all(format!("1 {spec}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(&ours)
+        .read_line(&mut answer)
+        .unwrap();
+    let pid: i32 = answer
+        .trim()
+        .strip_prefix("1 pid ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let shim = procs::ProcRecord::of(pid).expect("a forked shim");
+    // The worker gives up on this launcher: no go.
+    drop(ours);
+    assert!(launcher.wait().unwrap().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while shim.alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shim outlived its launcher"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!dir.path().join("ran").exists(), "the job ran");
+    assert!(!dir.path().join("running/11.1").exists());
+    assert!(!dir.path().join("11.1.out").exists());
 }
