@@ -101,13 +101,15 @@ impl Jobs {
         // Canonical: it is the mark in every job's environment (the same text run after run),
         // and the cwd of jobs without one.
         let spool = std::fs::canonicalize(&spool)?;
+        let launcher = Launcher::new(settings.shim_exe.clone(), settings.log.clone());
+        launcher.warm_up();
         Ok(Arc::new(Jobs {
             client,
             host,
             outbox: Outbox::open(&spool)?,
             records: Records::open(&spool)?,
             spool,
-            launcher: Launcher::new(settings.shim_exe.clone(), settings.log.clone()),
+            launcher,
             me: ProcRecord::of(std::process::id() as i32),
             settings,
             lease,
@@ -313,7 +315,7 @@ impl Jobs {
                 tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
             }
             Ok(launched) => {
-                let shim = ProcRecord::of(launched.pid);
+                let shim = Some(launched.shim);
                 table.insert(
                     id,
                     Held {

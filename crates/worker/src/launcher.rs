@@ -42,6 +42,7 @@ use nix::unistd::{ForkResult, Pid};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
+use crate::procs::ProcRecord;
 use crate::shim::{self, ShimSpec};
 
 /// The first argument that makes `xce-worker` the shim launcher.
@@ -65,7 +66,9 @@ pub enum ShimEvent {
 /// A shim the launcher forked.
 #[derive(Debug)]
 pub struct Launched {
-    pub pid: i32,
+    /// The shim as it was when it got its go: it cannot have exited before (it was waiting),
+    /// so this names it even if its pid is reused later.
+    pub shim: ProcRecord,
     /// Its line, then its end. Closed without an end when the launcher died first: the shim
     /// is then nobody's child here, and is watched by its pid.
     pub events: mpsc::UnboundedReceiver<ShimEvent>,
@@ -96,6 +99,18 @@ impl Launcher {
             exe,
             log,
             live: Mutex::new(None),
+        }
+    }
+
+    /// Starts the launcher now, so the first job does not wait for its start (an exec);
+    /// a failure is logged and the first job tries again.
+    pub fn warm_up(&self) {
+        let mut guard = self.live();
+        if guard.is_none() {
+            match self.start() {
+                Ok(live) => *guard = Some(live),
+                Err(e) => warn!(error = %e, "cannot start the shim launcher yet"),
+            }
         }
     }
 
@@ -150,6 +165,8 @@ impl Launcher {
             command.envs(log.handoff());
         }
         let mut child = command
+            // As `ps` shows it, whatever path runs it (`/proc/self/exe`).
+            .arg0("xce-worker")
             .arg(LAUNCHER_ARG)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
@@ -201,16 +218,24 @@ impl Live {
         let (tx, events) = mpsc::unbounded_channel();
         lock(&self.waiting).insert(seq, tx);
         let answer = self.ask(&line);
-        let pid = answer
+        let shim = answer
             .and_then(|answer| parse_answer(seq, &answer))
             .and_then(|pid| {
+                // Recorded before its go, while it waits: it cannot have exited (but by a
+                // signal, and then it gets no go).
+                let shim = ProcRecord::of(pid).ok_or_else(|| {
+                    std::io::Error::other(format!("the forked shim {pid} died at once"))
+                })?;
                 self.requests.write_all(format!("{seq} go\n").as_bytes())?;
-                Ok(pid)
+                Ok(shim)
             });
-        if pid.is_err() {
+        if shim.is_err() {
             lock(&self.waiting).remove(&seq);
         }
-        Ok(Launched { pid: pid?, events })
+        Ok(Launched {
+            shim: shim?,
+            events,
+        })
     }
 
     /// Sends one request and reads its one answer line.
@@ -301,6 +326,8 @@ fn read_events(
 
 /// Runs the launcher (`xce-worker shim-launcher`); returns its exit code.
 pub fn main() -> i32 {
+    // Its name for `ps -o comm` and `pgrep` (exec'd as `/proc/self/exe` it would be `exe`).
+    let _ = nix::sys::prctl::set_name(c"xce-launcher");
     match serve() {
         Ok(()) => 0,
         Err(e) => {
@@ -419,9 +446,18 @@ fn fork_shim(
             return;
         }
     };
+    // The worker's orders stay blocked in the child from its first instruction until it
+    // listens for them ([`shim::run_spec`] unblocks them): their default action would kill
+    // it instead. The launcher itself takes them back at once.
+    let orders = shim::order_signals();
+    let _ = orders.thread_block();
     // SAFETY: this process is single-threaded (the launcher starts no thread), so the child
     // is a whole copy of it and may run any code, as a freshly exec'd shim would.
-    match unsafe { nix::unistd::fork() } {
+    let forked = unsafe { nix::unistd::fork() };
+    if !matches!(forked, Ok(ForkResult::Child)) {
+        let _ = orders.thread_unblock();
+    }
+    match forked {
         Ok(ForkResult::Child) => {
             // Other shims' go pipes are theirs: holding them would keep them waiting.
             held.clear();

@@ -194,7 +194,7 @@ fn real_main() -> anyhow::Result<()> {
         heartbeat: settings.heartbeat,
         kill_grace: settings.kill_grace,
         resync: settings.resync,
-        shim_exe: std::env::current_exe().context("find this program, to run job shims")?,
+        shim_exe: own_program()?,
         cgroups: settings.cgroups == CgroupMode::Auto,
         job_users,
         metrics_listen: settings.metrics_listen,
@@ -206,4 +206,15 @@ fn real_main() -> anyhow::Result<()> {
         .build()
         .context("start runtime")?;
     runtime.block_on(xce_worker::run(config, xce_client::shutdown::signal()))
+}
+
+/// This very program, to run as the shim launcher: `/proc/self/exe` where there is one, which
+/// names the running build even after an upgrade replaced the file on disk, so a worker never
+/// starts a launcher of another version (whose protocol it may not speak).
+fn own_program() -> anyhow::Result<std::path::PathBuf> {
+    let proc = std::path::PathBuf::from("/proc/self/exe");
+    if proc.exists() {
+        return Ok(proc);
+    }
+    std::env::current_exe().context("find this program, to run job shims")
 }

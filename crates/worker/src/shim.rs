@@ -272,9 +272,21 @@ impl Confined<'_> {
     }
 }
 
+/// The signals that carry the worker's orders; a forked shim has them blocked until it
+/// listens.
+pub fn order_signals() -> nix::sys::signal::SigSet {
+    let mut set = nix::sys::signal::SigSet::empty();
+    for signal in [Signal::SIGTERM, Signal::SIGUSR1, Signal::SIGUSR2] {
+        set.add(signal);
+    }
+    set
+}
+
 fn run(spec: &ShimSpec) -> std::io::Result<i32> {
-    // Listening before the job exists, so no order can kill the shim instead of steering it.
+    // Listening before the job exists, so no order can kill the shim instead of steering it;
+    // an order that came while a forked shim started is delivered now.
     let orders = Orders::listen()?;
+    order_signals().thread_unblock()?;
     let outbox = Outbox::open(&spec.spool).map_err(std::io::Error::other)?;
     let records = Records::open(&spec.spool)?;
     let cgroup = spec.cgroups.as_ref().map(|c| c.job(spec.id, spec.attempt));

@@ -878,40 +878,101 @@ async fn no_command_speaks_for_another_shim() {
     stop.send_replace(true);
 }
 
+/// A launcher run by hand, as the worker runs it: its socket, and its pipe.
+struct HandLauncher {
+    process: std::process::Child,
+    socket: std::os::unix::net::UnixStream,
+    pipe: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl HandLauncher {
+    fn start() -> HandLauncher {
+        let (socket, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut process = std::process::Command::new(env!("CARGO_BIN_EXE_xce-worker"))
+            .arg("shim-launcher")
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )))
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pipe = std::io::BufReader::new(process.stdout.take().unwrap());
+        HandLauncher {
+            process,
+            socket,
+            pipe,
+        }
+    }
+
+    /// Asks for a shim running `command` in `dir` as job `id`; returns its pid (no go yet).
+    fn fork(&mut self, id: JobId, command: &[&str], dir: &Path) -> i32 {
+        use std::io::{BufRead, Write};
+        let spec = serde_json::json!({
+            "id": id, "attempt": 1, "command": command, "env": [],
+            "cwd": dir, "spool": dir, "kill_grace_ms": 200,
+            "fence_at_ms": null, "cgroups": null, "limits": {"cpus": 1, "mem_mb": 0},
+            "run_as": null, "refused": null,
+        });
+        (&self.socket)
+            .write_all(format!("{id} {spec}\n").as_bytes())
+            .unwrap();
+        let mut answer = String::new();
+        std::io::BufReader::new(&self.socket)
+            .read_line(&mut answer)
+            .unwrap();
+        let pid = answer.trim().strip_prefix(&format!("{id} pid ")).unwrap();
+        pid.parse().unwrap()
+    }
+
+    fn go(&mut self, id: JobId) {
+        use std::io::Write;
+        (&self.socket)
+            .write_all(format!("{id} go\n").as_bytes())
+            .unwrap();
+    }
+
+    /// The next line on the pipe.
+    fn event(&mut self) -> String {
+        use std::io::BufRead;
+        let mut line = String::new();
+        self.pipe.read_line(&mut line).unwrap();
+        line.trim_end().to_string()
+    }
+}
+
+/// An order that reaches a forked shim before it listens (between its fork and its go) is
+/// carried out once it does, not taken for the signal's default action, which would kill it.
+#[test]
+fn an_order_sent_before_a_forked_shim_listens_is_carried_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut launcher = HandLauncher::start();
+    let shim = launcher.fork(12, &["sleep", "30"], dir.path());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGUSR1,
+    )
+    .unwrap();
+    launcher.go(12);
+    assert!(launcher.event().starts_with("12 said started "));
+    assert_eq!(launcher.event(), "12 exit 0");
+    assert_eq!(end_report(dir.path(), 12, 1), Some(JobEnd::Signal(15)));
+}
+
 /// A shim the launcher forked does nothing until the worker says go: one forked for a
 /// request the worker gave up on exits with its launcher, having run nothing.
 #[test]
 fn a_shim_without_its_go_runs_nothing() {
-    use std::io::{BufRead, Write};
     let dir = tempfile::tempdir().unwrap();
-    let spec = serde_json::json!({
-        "id": 11, "attempt": 1, "command": ["touch", "ran"], "env": [],
-        "cwd": dir.path(), "spool": dir.path(), "kill_grace_ms": 200,
-        "fence_at_ms": null, "cgroups": null, "limits": {"cpus": 1, "mem_mb": 0},
-        "run_as": null, "refused": null,
-    });
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
-    ours.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut launcher = std::process::Command::new(env!("CARGO_BIN_EXE_xce-worker"))
-        .arg("shim-launcher")
-        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
-            theirs,
-        )))
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    (&ours).write_all(format!("1 {spec}\n").as_bytes()).unwrap();
-    let mut answer = String::new();
-    std::io::BufReader::new(&ours)
-        .read_line(&mut answer)
-        .unwrap();
-    let pid: i32 = answer
-        .trim()
-        .strip_prefix("1 pid ")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let mut hand = HandLauncher::start();
+    let pid = hand.fork(11, &["touch", "ran"], dir.path());
+    let HandLauncher {
+        process: mut launcher,
+        socket: ours,
+        ..
+    } = hand;
     let shim = procs::ProcRecord::of(pid).expect("a forked shim");
     // The worker gives up on this launcher: no go.
     drop(ours);
