@@ -127,9 +127,42 @@ const PORTS: std::ops::Range<u16> = 20_000..32_000;
 /// port handed out and not yet bound is not chosen again by the next call.
 static PORT_STATE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 
+/// The claims on ports this process handed out: while it lives, no other process choosing
+/// with [`free_ports`] takes one of them, even before its daemon has bound it (two test
+/// processes had picked the same port in that gap: "Address already in use").
+static PORT_CLAIMS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// Claims `port` for this process: an exclusive lock on its file under the temp dir, held
+/// until the process exits. False if another process holds it; true where claims cannot be
+/// made at all (the bind check alone then stands).
+fn claim(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("xce-ports");
+    let file = std::fs::create_dir_all(&dir).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(port.to_string()))
+    });
+    let Ok(file) = file else {
+        return true;
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            PORT_CLAIMS
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(file);
+            true
+        }
+        Err(std::fs::TryLockError::WouldBlock) => false,
+        Err(std::fs::TryLockError::Error(_)) => true,
+    }
+}
+
 /// Free TCP ports on 127.0.0.1, distinct from each other (all held until all are chosen):
-/// random ones from [`PORTS`] (a test process running beside another rarely picks the same),
-/// else the kernel's own.
+/// random ones from [`PORTS`], each claimed for this process so that another one choosing at
+/// the same time never gets it ([`claim`]), else the kernel's own.
 pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
     let mut listeners = Vec::new();
     {
@@ -150,7 +183,9 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
                 .wrapping_add(1_442_695_040_888_963_407);
             let port = PORTS.start + ((*state >> 33) % span) as u16;
             if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-                listeners.push(l);
+                if claim(port) {
+                    listeners.push(l);
+                }
             }
         }
     }
@@ -726,6 +761,34 @@ fn daemon(
 #[cfg(test)]
 mod port_tests {
     use super::*;
+
+    #[test]
+    fn a_port_another_process_claimed_is_never_handed_out() {
+        // Claims on a block of ports, each through a file of its own, as another process
+        // holds them (a lock conflicts across open files, in one process too).
+        let dir = std::env::temp_dir().join("xce-ports");
+        std::fs::create_dir_all(&dir).unwrap();
+        let claimed: Vec<(u16, std::fs::File)> = (PORTS.start..PORTS.start + 300)
+            .filter_map(|port| {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .truncate(false)
+                    .write(true)
+                    .open(dir.join(port.to_string()))
+                    .unwrap();
+                file.try_lock().ok().map(|()| (port, file))
+            })
+            .collect();
+        assert!(claimed.len() > 200, "{} claimed", claimed.len());
+        let ports: std::collections::BTreeSet<u16> = claimed.iter().map(|(p, _)| *p).collect();
+        for _ in 0..40 {
+            let chosen = free_ports(16).unwrap();
+            assert!(
+                chosen.iter().all(|p| !ports.contains(p)),
+                "handed out a claimed port: {chosen:?}"
+            );
+        }
+    }
 
     #[test]
     fn free_ports_are_distinct_below_the_ephemeral_range_and_free() {
