@@ -10,7 +10,7 @@
 //! - [`link`]: network faults (a partition, a slow link) as proxies between controllers.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use std::process::ExitStatus;
@@ -132,18 +132,24 @@ static PORT_STATE: std::sync::Mutex<u64> = std::sync::Mutex::new(0);
 /// processes had picked the same port in that gap: "Address already in use").
 static PORT_CLAIMS: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
-/// Claims `port` for this process: an exclusive lock on its file under the temp dir, held
-/// until the process exits. False if another process holds it; true where claims cannot be
-/// made at all (the bind check alone then stands).
-fn claim(port: u16) -> bool {
+/// Where the claims are: one file per port under the temp dir; `None` if it cannot be made
+/// (the bind check alone then stands).
+fn claims_dir() -> Option<PathBuf> {
     let dir = std::env::temp_dir().join("xce-ports");
-    let file = std::fs::create_dir_all(&dir).and_then(|()| {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(port.to_string()))
-    });
+    std::fs::create_dir_all(&dir).ok().map(|()| dir)
+}
+
+/// Claims `port` for this process: an exclusive lock on its file in `dir`, held until the
+/// process exits. False if another process holds it; true where the claim cannot be made.
+fn claim(dir: Option<&Path>, port: u16) -> bool {
+    let Some(dir) = dir else {
+        return true;
+    };
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(port.to_string()));
     let Ok(file) = file else {
         return true;
     };
@@ -165,6 +171,7 @@ fn claim(port: u16) -> bool {
 /// the same time never gets it ([`claim`]), else the kernel's own.
 pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
     let mut listeners = Vec::new();
+    let claims = claims_dir();
     {
         let mut state = PORT_STATE.lock().unwrap_or_else(|p| p.into_inner());
         if *state == 0 {
@@ -183,7 +190,7 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
                 .wrapping_add(1_442_695_040_888_963_407);
             let port = PORTS.start + ((*state >> 33) % span) as u16;
             if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-                if claim(port) {
+                if claim(claims.as_deref(), port) {
                     listeners.push(l);
                 }
             }

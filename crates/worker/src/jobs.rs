@@ -315,19 +315,16 @@ impl Jobs {
                 tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
             }
             Ok(launched) => {
-                let shim = Some(launched.shim);
                 table.insert(
                     id,
                     Held {
-                        shim,
+                        shim: Some(launched.shim),
                         ..Held::new(attempt, HeldPhase::Running)
                     },
                 );
                 drop(table);
                 let jobs = self.clone();
-                tokio::spawn(
-                    async move { jobs.supervise(launched, shim, spec).await }.instrument(span),
-                );
+                tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
             }
         }
     }
@@ -383,14 +380,9 @@ impl Jobs {
     }
 
     /// Reports the start a fresh shim announces, and the end it records once it exits.
-    async fn supervise(
-        self: Arc<Self>,
-        launched: Launched,
-        shim: Option<ProcRecord>,
-        spec: ShimSpec,
-    ) {
+    async fn supervise(self: Arc<Self>, launched: Launched, spec: ShimSpec) {
         let (id, attempt) = (spec.id, spec.attempt);
-        let mut events = launched.events;
+        let Launched { shim, mut events } = launched;
         let mut ended = None;
         let announced = match events.recv().await {
             Some(ShimEvent::Said(line)) => Some(line),
@@ -444,10 +436,8 @@ impl Jobs {
                     attempt, "lost the shim's launcher; watching the shim by its pid"
                 );
                 // As recorded at its start: by now its pid may be another process's.
-                if let Some(shim) = shim {
-                    while shim.alive() {
-                        tokio::time::sleep(ADOPTED_POLL).await;
-                    }
+                while shim.alive() {
+                    tokio::time::sleep(ADOPTED_POLL).await;
                 }
                 false
             }

@@ -128,14 +128,9 @@ impl Launcher {
         let mut tries = 0;
         loop {
             tries += 1;
-            if !guard
-                .as_ref()
-                .is_some_and(|l| l.alive.load(Ordering::SeqCst))
-            {
-                *guard = Some(self.start()?);
-            }
-            let Some(live) = guard.as_mut() else {
-                return Err(std::io::Error::other("no shim launcher"));
+            let live = match guard.take().filter(|l| l.alive.load(Ordering::SeqCst)) {
+                Some(live) => guard.insert(live),
+                None => guard.insert(self.start()?),
             };
             match live.launch(spec) {
                 Ok(launched) => return Ok(launched),
@@ -396,7 +391,7 @@ fn reap(running: &mut HashMap<i32, u64>) {
             Ok(_) => continue,
         };
         if let Some(seq) = running.remove(&pid.as_raw()) {
-            say(std::io::stdout().as_raw_fd(), &format!("{seq} {what}\n"));
+            say(std::io::stdout(), &format!("{seq} {what}\n"));
         }
     }
 }
@@ -424,10 +419,12 @@ fn handle(
         }
         return;
     }
-    let answers = std::io::stdin().as_raw_fd();
     match serde_json::from_str::<ShimSpec>(rest) {
         Ok(spec) => fork_shim(seq, &spec, blocked, reaped, running, held),
-        Err(e) => say(answers, &format!("{seq} error malformed spec: {e}\n")),
+        Err(e) => say(
+            std::io::stdin(),
+            &format!("{seq} error malformed spec: {e}\n"),
+        ),
     }
 }
 
@@ -441,11 +438,11 @@ fn fork_shim(
     running: &mut HashMap<i32, u64>,
     held: &mut HashMap<u64, OwnedFd>,
 ) {
-    let answers = std::io::stdin().as_raw_fd();
+    let answers = std::io::stdin();
     let (go_read, go_write) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(pipe) => pipe,
         Err(e) => {
-            say(answers, &format!("{seq} error cannot make a pipe: {e}\n"));
+            say(&answers, &format!("{seq} error cannot make a pipe: {e}\n"));
             return;
         }
     };
@@ -477,9 +474,9 @@ fn fork_shim(
         Ok(ForkResult::Parent { child }) => {
             running.insert(child.as_raw(), seq);
             held.insert(seq, go_write);
-            say(answers, &format!("{seq} pid {child}\n"));
+            say(&answers, &format!("{seq} pid {child}\n"));
         }
-        Err(e) => say(answers, &format!("{seq} error cannot fork a shim: {e}\n")),
+        Err(e) => say(&answers, &format!("{seq} error cannot fork a shim: {e}\n")),
     }
 }
 
@@ -499,16 +496,11 @@ fn become_shim(seq: u64, blocked: &SigSet, reaped: &SignalFd) {
 }
 
 /// Writes one whole line to `fd` in one call (a line under `PIPE_BUF` is never interleaved).
-fn say(fd: i32, line: &str) {
-    // SAFETY: `fd` is one of this process's open descriptors for its whole life (stdin's
-    // socket or stdout's pipe); the borrow lasts this call.
-    #[allow(unsafe_code)]
-    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-    let bytes = line.as_bytes();
-    let mut written = 0;
-    while written < bytes.len() {
-        match nix::unistd::write(fd, &bytes[written..]) {
-            Ok(n) => written += n,
+fn say(fd: impl AsFd, line: &str) {
+    let mut bytes = line.as_bytes();
+    while !bytes.is_empty() {
+        match nix::unistd::write(&fd, bytes) {
+            Ok(n) => bytes = &bytes[n..],
             Err(nix::errno::Errno::EINTR) => {}
             Err(_) => return,
         }

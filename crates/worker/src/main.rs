@@ -114,20 +114,18 @@ fn job_users(settings: &Settings) -> anyhow::Result<JobUsers> {
 
 fn main() {
     xce_client::systemd::init();
-    // The per-job supervisor is this same program, so it is always the worker's version.
-    if std::env::args_os().nth(1).as_deref()
-        == Some(std::ffi::OsStr::new(xce_worker::shim::SHIM_ARG))
-    {
-        // The worker's own settings, handed over (already checked by the worker).
+    // The per-job supervisor, and the launcher that forks it, are this same program, so they
+    // are always the worker's version.
+    let role: Option<fn() -> i32> = match std::env::args_os().nth(1).as_deref() {
+        Some(a) if a == xce_worker::shim::SHIM_ARG => Some(xce_worker::shim::main),
+        Some(a) if a == xce_worker::launcher::LAUNCHER_ARG => Some(xce_worker::launcher::main),
+        _ => None,
+    };
+    if let Some(role_main) = role {
+        // The worker's own settings, handed over (already checked by the worker); a
+        // launcher's forked shims keep them.
         let _ = xce_client::logging::LogSettings::take_handoff().install();
-        std::process::exit(xce_worker::shim::main());
-    }
-    if std::env::args_os().nth(1).as_deref()
-        == Some(std::ffi::OsStr::new(xce_worker::launcher::LAUNCHER_ARG))
-    {
-        // Its shims are forked from it, and take these settings with them.
-        let _ = xce_client::logging::LogSettings::take_handoff().install();
-        std::process::exit(xce_worker::launcher::main());
+        std::process::exit(role_main());
     }
     if let Err(e) = real_main() {
         eprintln!("xce-worker: {e:#}");

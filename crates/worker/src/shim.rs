@@ -11,8 +11,8 @@
 //!
 //! The worker's launcher ([`crate::launcher`]) forks it with the job's spec; run as
 //! `xce-worker shim` instead it reads the spec as JSON on stdin. It says on stdout, one line,
-//! `started <pid>` or `failed <reason>` (after its launcher's tag), then nothing more. The worker steers it by signals:
-//! SIGUSR1 kills the job (SIGTERM, SIGKILL after the kill grace; its end is reported), SIGTERM
+//! `started <pid>` or `failed <reason>` (after its launcher's tag), then nothing more. The
+//! worker steers it by signals: SIGUSR1 kills the job (SIGTERM, SIGKILL after the kill grace; its end is reported), SIGTERM
 //! stops it unreported (the worker is stopping: the primary requeues it), SIGUSR2 kills it at
 //! once, unreported (a stale copy). Suspend and resume go to the job's group directly.
 
