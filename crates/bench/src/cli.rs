@@ -4,11 +4,11 @@
 //!
 //! It reports throughput, the CPU the `xce` processes used (user + sys of the reaped children,
 //! from `getrusage(RUSAGE_CHILDREN)` before and after) and the CPU the controllers used over
-//! the same interval (utime + stime from `/proc/<pid>/stat`), both per submit. The controllers'
+//! the same interval (from each one's CPU clock), both per submit. The controllers'
 //! figure includes their idle work (Raft heartbeats) during the run; the idle rate is measured
 //! first and printed on stderr, so it can be told apart.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -223,50 +223,55 @@ fn children_cpu_ms() -> anyhow::Result<f64> {
     Ok(ms(usage.user_time()) + ms(usage.system_time()))
 }
 
-/// utime + stime of the given processes, summed, in ms.
+/// CPU time of the given processes (every thread, the exited ones too), summed, in ms. Read
+/// from each process's CPU clock, which counts nanoseconds: `/proc/<pid>/stat` counts 10 ms
+/// ticks, and a short run's few ms per controller read as 0 from it.
 fn controllers_cpu_ms(pids: &[u32]) -> anyhow::Result<f64> {
-    let ticks_per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .context("sysconf(CLK_TCK)")?
-        .context("CLK_TCK unknown")? as f64;
-    let mut ticks = 0u64;
-    for pid in pids {
-        ticks += process_cpu_ticks(&Path::new("/proc").join(pid.to_string()).join("stat"))?;
+    let mut ms = 0.0;
+    for &pid in pids {
+        ms += process_cpu_ms(pid)?;
     }
-    Ok(ticks as f64 * 1000.0 / ticks_per_s)
+    Ok(ms)
 }
 
-/// utime + stime (fields 14 and 15) of one `/proc/<pid>/stat`. The command name (field 2) may
-/// hold spaces and parentheses, so the fields are counted from after its last `)`.
-fn process_cpu_ticks(stat: &Path) -> anyhow::Result<u64> {
-    let text = std::fs::read_to_string(stat).with_context(|| format!("read {}", stat.display()))?;
-    parse_cpu_ticks(&text).with_context(|| format!("parse {}", stat.display()))
-}
-
-fn parse_cpu_ticks(text: &str) -> anyhow::Result<u64> {
-    let (_, rest) = text
-        .rsplit_once(')')
-        .context("no ')' after the command name")?;
-    // `rest` starts at field 3 (state), so utime and stime are its 12th and 13th fields.
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> anyhow::Result<u64> {
-        fields
-            .get(i)
-            .context("too few fields")?
-            .parse::<u64>()
-            .context("not a number")
-    };
-    Ok(field(11)? + field(12)?)
+fn process_cpu_ms(pid: u32) -> anyhow::Result<f64> {
+    let raw = i32::try_from(pid).with_context(|| format!("pid {pid} out of range"))?;
+    let clock = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(raw))
+        .with_context(|| format!("clock_getcpuclockid({pid})"))?;
+    let time =
+        nix::time::clock_gettime(clock).with_context(|| format!("CPU clock of process {pid}"))?;
+    Ok(time.tv_sec() as f64 * 1000.0 + time.tv_nsec() as f64 / 1e6)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse_cpu_ticks;
+    #![allow(clippy::unwrap_used)]
+
+    use super::controllers_cpu_ms;
 
     #[test]
-    fn cpu_ticks_are_counted_after_the_command_name() {
-        let stat = "4242 (xce (x) y) S 1 2 3 4 5 6 7 8 9 10 120 30 0 0 20 0 4 0 100";
-        assert_eq!(parse_cpu_ticks(stat).unwrap(), 150);
-        assert!(parse_cpu_ticks("4242 (xce) S 1 2").is_err());
-        assert!(parse_cpu_ticks("no parenthesis").is_err());
+    fn another_process_s_cpu_is_read_below_a_tick() {
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 30",
+            ])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut last = 0.0;
+        // The loop's CPU shows up as it runs; a tick-based reading would step by 10 ms.
+        while std::time::Instant::now() < deadline {
+            last = controllers_cpu_ms(&[pid]).unwrap();
+            if last > 0.0 && last % 10.0 != 0.0 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(last > 0.0 && last % 10.0 != 0.0, "read {last} ms");
+        assert!(controllers_cpu_ms(&[u32::MAX]).is_err());
     }
 }
