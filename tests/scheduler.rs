@@ -302,6 +302,29 @@ async fn a_standby_scheduler_takes_over_and_every_job_runs_once() {
     cluster.assert_no_errors();
 }
 
+/// A worker re-syncs with the primary every 100 ms while jobs stream onto it: starts the
+/// primary pushes while a resync is on its way cross it on the wire, and the resync must not
+/// make any of them run twice (it had: the resync sent such a job again as a new attempt,
+/// which fenced a copy that had already started).
+#[tokio::test]
+async fn a_worker_that_resyncs_while_jobs_stream_in_runs_each_once() {
+    let mut args = WORKER_ARGS.to_vec();
+    args.extend(["--resync-ms", "100"]);
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, &args)
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let ids = submit_n(&client, work.path(), 300, "echo ran >> $XCE_JOB_ID.runs").await;
+    wait_all_done(&cluster, &ids, Duration::from_secs(120)).await;
+    for id in &ids {
+        assert_eq!(runs(work.path(), *id), 1, "job {id}");
+    }
+}
+
 #[tokio::test]
 async fn a_primary_killed_while_jobs_are_placed_loses_and_repeats_none() {
     let mut cluster = Cluster::builder()

@@ -13,13 +13,14 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use tokio::sync::watch;
 use tracing::{debug, info, warn, Instrument};
-use xce_client::ops::{JobFinished, JobStarted};
+use xce_client::ops::{GetJob, JobFinished, JobStarted};
 use xce_client::publish::publish_until_done;
 use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal};
 use xce_client::{Client, ClientError, Status};
 
 use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
+use crate::join_window::{still_due, JoinWindow};
 use crate::launcher::{Launched, Launcher, ShimEvent};
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
@@ -81,6 +82,8 @@ pub struct Jobs {
     lease: Arc<Lease>,
     stop: watch::Receiver<bool>,
     held: Mutex<HashMap<JobId, Held>>,
+    /// Starts that wait for a join's answer (locked after `held`, never before).
+    window: Mutex<JoinWindow>,
     /// Forks each attempt's shim.
     launcher: Launcher,
     /// This worker process, as its shims tell whether it is still there.
@@ -115,6 +118,7 @@ impl Jobs {
             lease,
             stop,
             held: Mutex::new(HashMap::new()),
+            window: Mutex::new(JoinWindow::default()),
         }))
     }
 
@@ -127,19 +131,79 @@ impl Jobs {
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What this worker holds, for the resync at every join.
+    fn window(&self) -> MutexGuard<'_, JoinWindow> {
+        self.window.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What this worker holds (parked starts included).
     pub fn held(&self) -> Vec<HeldJob> {
-        let mut held: Vec<HeldJob> = self
-            .table()
-            .iter()
-            .map(|(id, h)| HeldJob {
-                id: *id,
-                attempt: h.attempt,
-                phase: h.phase,
-            })
-            .collect();
-        held.sort_by_key(|h| h.id);
-        held
+        held_list(&self.table())
+    }
+
+    /// What this worker holds, for a join's resync; starts that arrive from now until
+    /// [`Jobs::join_answered`] wait for it ([`crate::join_window`]).
+    pub fn join_begins(&self) -> Vec<HeldJob> {
+        let table = self.table();
+        self.window().open();
+        held_list(&table)
+    }
+
+    /// A join was answered (its orders carried out): each parked start is checked against
+    /// the primary, then run or let go.
+    pub fn join_answered(self: &Arc<Self>) {
+        let due = {
+            let _table = self.table();
+            self.window().close()
+        };
+        for (id, attempt) in due {
+            let jobs = self.clone();
+            tokio::spawn(
+                async move { jobs.check_parked(id, attempt).await }
+                    .instrument(tracing::info_span!("job", id, attempt)),
+            );
+        }
+    }
+
+    /// Asks the primary whether a parked attempt is still due here; a failed read leaves it
+    /// parked for the next join (which this asks for) to settle.
+    async fn check_parked(self: Arc<Self>, id: JobId, attempt: u32) {
+        match self.client.call(GetJob { id }).await {
+            Ok(job) => self.settle_parked(id, attempt, Some(&job)),
+            Err(ClientError::Status {
+                status: Status::NoEnt,
+                ..
+            }) => self.settle_parked(id, attempt, None),
+            Err(e) => {
+                warn!(job = id, attempt, error = %e, "cannot ask the primary about a start that waited for a join; joining again");
+                self.client.request_rejoin();
+            }
+        }
+    }
+
+    /// Runs a parked attempt if `current` (the primary's view, read after the join was
+    /// answered) still wants it here; otherwise lets it go without running it.
+    pub fn settle_parked(self: &Arc<Self>, id: JobId, attempt: u32, current: Option<&Job>) {
+        let mut table = self.table();
+        let Some(job) = self.window().take(id, attempt) else {
+            return;
+        };
+        if current.is_some_and(|c| still_due(c, attempt, &self.host)) {
+            info!(
+                job = id,
+                attempt, "the start that waited for the join is still due; starting it"
+            );
+            self.launch(table, job, attempt, None);
+            return;
+        }
+        info!(
+            job = id,
+            attempt,
+            now = current.map(|c| c.attempt),
+            "the start that waited for the join was superseded by the resync; not run"
+        );
+        if table.get(&id).is_some_and(|h| h.attempt == attempt) {
+            table.remove(&id);
+        }
     }
 
     /// The process group of an attempt this worker holds, once it started.
@@ -272,10 +336,10 @@ impl Jobs {
 
     /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
     /// it (a start sent again after a failover). A newer attempt fences an older copy still
-    /// held here.
+    /// held here. While a join is unanswered the start waits ([`crate::join_window`]).
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
         let id = job.id;
-        let mut table = self.table();
+        let table = self.table();
         let mut fenced = None;
         if let Some(old) = table.get(&id).copied() {
             if old.attempt >= attempt {
@@ -285,6 +349,8 @@ impl Jobs {
                 );
                 return;
             }
+            // A parked older attempt never ran: it is let go.
+            self.window().forget(id);
             if let Some(shim) = old.shim.filter(|_| old.phase != HeldPhase::Finished) {
                 warn!(
                     job = id,
@@ -298,6 +364,28 @@ impl Jobs {
                 });
             }
         }
+        let Some(job) = self.window().park(job, attempt) else {
+            let mut table = table;
+            table.insert(id, Held::new(attempt, HeldPhase::Running));
+            info!(
+                job = id,
+                attempt, "start waits for this worker's join to be answered"
+            );
+            return;
+        };
+        self.launch(table, job, attempt, fenced);
+    }
+
+    /// Launches the attempt's shim, with the job table held throughout (nothing can start or
+    /// fence the job meanwhile).
+    fn launch(
+        self: &Arc<Self>,
+        mut table: MutexGuard<'_, HashMap<JobId, Held>>,
+        job: Job,
+        attempt: u32,
+        fenced: Option<FencedCopy>,
+    ) {
+        let id = job.id;
         let span = tracing::info_span!("job", id, attempt);
         let spec = ShimSpec {
             after: fenced,
@@ -666,6 +754,17 @@ impl Jobs {
                 held.phase = HeldPhase::Running;
                 info!(job = id, attempt, "job resumed");
             }
+            JobSignal::Kill if self.window().take(id, attempt).is_some() => {
+                held.phase = HeldPhase::Finished;
+                drop(table);
+                info!(
+                    job = id,
+                    attempt, "job killed while its start waited for a join; it never ran"
+                );
+                let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
+                let end = JobEnd::Failed("killed before it started".into());
+                tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
+            }
             JobSignal::Kill => {
                 if let Some(shim) = held.shim {
                     signal_shim(shim, Signal::SIGUSR1);
@@ -731,4 +830,18 @@ fn signal_shim(shim: ProcRecord, signal: Signal) {
     if shim.alive() {
         let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), signal);
     }
+}
+
+/// The attempts of a job table, by job id.
+fn held_list(table: &HashMap<JobId, Held>) -> Vec<HeldJob> {
+    let mut held: Vec<HeldJob> = table
+        .iter()
+        .map(|(id, h)| HeldJob {
+            id: *id,
+            attempt: h.attempt,
+            phase: h.phase,
+        })
+        .collect();
+    held.sort_by_key(|h| h.id);
+    held
 }

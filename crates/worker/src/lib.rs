@@ -8,6 +8,7 @@ pub mod config;
 pub mod fence;
 pub mod host;
 pub mod jobs;
+pub mod join_window;
 pub mod launcher;
 pub mod metrics;
 pub mod outbox;
@@ -314,7 +315,8 @@ async fn heartbeats(
 
 /// Joins as a worker with this host's attributes and agent: run on every new connection.
 /// The join carries the attempts held here; the primary's orders (fence, re-suspend, ...)
-/// are carried out before the rejoin counts as done.
+/// are carried out before the rejoin counts as done, and starts that came while it was
+/// unanswered wait until then ([`crate::join_window`]).
 fn rejoin_action(
     config: &Config,
     agent: AgentHandle,
@@ -335,7 +337,7 @@ fn rejoin_action(
             role: Role::Worker,
             host: host.clone(),
             agent: Some(agent.clone()),
-            held: jobs.held(),
+            held: jobs.join_begins(),
         };
         let (jobs, lease) = (jobs.clone(), lease.clone());
         Box::pin(async move {
@@ -349,6 +351,7 @@ fn rejoin_action(
                 info!(job = order.id, attempt = order.attempt, signal = ?order.signal, "resync order from the primary");
                 jobs.signal(order);
             }
+            jobs.join_answered();
             Ok(())
         })
     })

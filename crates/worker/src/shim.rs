@@ -307,6 +307,11 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         tell_worker("failed the worker's lease ran out");
         return Ok(EXIT_UNREPORTED);
     }
+    // An order that came while the shim got ready (a newer attempt fenced this one before
+    // its job ran) is carried out without starting the job.
+    if let Some(exit) = order_before_start(spec, &orders, &outbox) {
+        return exit;
+    }
     let mut child = match spawn_confined(spec) {
         Ok(child) => child,
         Err(reason) => {
@@ -401,15 +406,8 @@ fn wait_for_fenced_copy(
     let patience = Duration::from_millis(spec.kill_grace_ms) + Duration::from_secs(2);
     let deadline = std::time::Instant::now() + patience;
     while older.shim.alive() {
-        if orders.kill.load(Ordering::SeqCst) {
-            let reason = "killed before it started".to_string();
-            let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
-            tell_worker(&format!("failed {reason}"));
-            return Some(outbox.put(&end).map(|_| 0).map_err(std::io::Error::other));
-        }
-        if orders.stop.load(Ordering::SeqCst) || orders.stale.load(Ordering::SeqCst) {
-            tell_worker("failed stopped before it started");
-            return Some(Ok(EXIT_UNREPORTED));
+        if let Some(exit) = order_before_start(spec, orders, outbox) {
+            return Some(exit);
         }
         if std::time::Instant::now() >= deadline {
             warn!(
@@ -426,6 +424,27 @@ fn wait_for_fenced_copy(
     }
     if !worker_alive() {
         warn!("the worker went away while this attempt waited; not starting the job");
+        return Some(Ok(EXIT_UNREPORTED));
+    }
+    None
+}
+
+/// The shim's exit if an order came before the job started, which then never starts: a
+/// kill is reported (the job's end is that it never ran); a stop or a newer attempt is not.
+fn order_before_start(
+    spec: &ShimSpec,
+    orders: &Orders,
+    outbox: &Outbox,
+) -> Option<std::io::Result<i32>> {
+    if orders.kill.load(Ordering::SeqCst) {
+        let reason = "killed before it started".to_string();
+        let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
+        tell_worker(&format!("failed {reason}"));
+        return Some(outbox.put(&end).map(|_| 0).map_err(std::io::Error::other));
+    }
+    if orders.stop.load(Ordering::SeqCst) || orders.stale.load(Ordering::SeqCst) {
+        info!("an order came before the job started; not starting it");
+        tell_worker("failed stopped before it started");
         return Some(Ok(EXIT_UNREPORTED));
     }
     None

@@ -142,6 +142,73 @@ fn order(id: JobId, attempt: u32, signal: JobSignal) -> JobOrder {
     }
 }
 
+/// The primary's view of job `id` after a join: its `attempt`, dispatched to w1.
+fn dispatched(id: JobId, attempt: u32) -> Job {
+    Job {
+        attempt,
+        ..job(id, &["true"])
+    }
+}
+
+/// A start that comes while a join is unanswered is held (the next join lists it) but runs
+/// only once the primary, asked after the answer, still wants that attempt here: a start the
+/// resync superseded (it crossed the join on the wire and was sent again as a newer attempt)
+/// never runs, a newer attempt replaces a waiting one, and a kill ends one that never ran.
+#[tokio::test]
+async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let touch = |id: JobId| job(id, &["touch", &format!("ran{id}")]);
+    assert!(jobs.join_begins().is_empty());
+    for id in [20, 21, 22, 23] {
+        jobs.start(touch(id), 1);
+    }
+    jobs.start(touch(22), 2);
+    let held: Vec<(JobId, u32)> = jobs.held().iter().map(|h| (h.id, h.attempt)).collect();
+    assert_eq!(held, vec![(20, 1), (21, 1), (22, 2), (23, 1)]);
+    assert!(
+        jobs.pgid(20).is_none(),
+        "a start ran before the join's answer"
+    );
+
+    // A kill for one that waits: it never runs, and its end says so.
+    assert!(jobs.signal(order(23, 1, JobSignal::Kill)));
+    assert_eq!(
+        wait_end(dir.path(), 23, 1).await,
+        JobEnd::Failed("killed before it started".into())
+    );
+
+    // The answer: no primary answers here, so the checks settle nothing by themselves.
+    jobs.join_answered();
+    jobs.settle_parked(21, 1, Some(&dispatched(21, 2)));
+    jobs.settle_parked(22, 1, Some(&dispatched(22, 1)));
+    jobs.settle_parked(20, 1, Some(&dispatched(20, 1)));
+    jobs.settle_parked(22, 2, Some(&dispatched(22, 2)));
+    wait_until("the due starts to run", || {
+        dir.path().join("ran20").exists() && dir.path().join("ran22").exists()
+    })
+    .await;
+    assert!(
+        jobs.held().iter().all(|h| h.id != 21),
+        "a superseded start is still held"
+    );
+    // Each ran once, as the attempt the primary wanted; the others never ran.
+    assert_eq!(wait_end(dir.path(), 22, 2).await, JobEnd::Exit(0));
+    assert_eq!(wait_end(dir.path(), 20, 1).await, JobEnd::Exit(0));
+    assert_eq!(end_report(dir.path(), 22, 1), None);
+    assert_eq!(end_report(dir.path(), 21, 1), None);
+    assert!(!dir.path().join("ran21").exists());
+    assert!(!dir.path().join("ran23").exists());
+
+    // With the window closed, a start runs at once.
+    jobs.start(touch(24), 1);
+    wait_until("a start after the answer to run", || {
+        dir.path().join("ran24").exists()
+    })
+    .await;
+    stop.send_replace(true);
+}
+
 #[tokio::test]
 async fn starts_once_per_attempt_fences_older_copies_and_signals_only_what_it_holds() {
     let dir = tempfile::tempdir().unwrap();
@@ -944,21 +1011,50 @@ impl HandLauncher {
 }
 
 /// An order that reaches a forked shim before it listens (between its fork and its go) is
-/// carried out once it does, not taken for the signal's default action, which would kill it.
+/// carried out once it does, not taken for the signal's default action, which would kill it;
+/// and since its job has not started, the job never starts: a kill is reported as such.
 #[test]
 fn an_order_sent_before_a_forked_shim_listens_is_carried_out() {
     let dir = tempfile::tempdir().unwrap();
     let mut launcher = HandLauncher::start();
-    let shim = launcher.fork(12, &["sleep", "30"], dir.path());
+    let shim = launcher.fork(12, &["touch", "ran"], dir.path());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(shim),
         nix::sys::signal::Signal::SIGUSR1,
     )
     .unwrap();
     launcher.go(12);
-    assert!(launcher.event().starts_with("12 said started "));
+    assert_eq!(launcher.event(), "12 said failed killed before it started");
     assert_eq!(launcher.event(), "12 exit 0");
-    assert_eq!(end_report(dir.path(), 12, 1), Some(JobEnd::Signal(15)));
+    assert_eq!(
+        end_report(dir.path(), 12, 1),
+        Some(JobEnd::Failed("killed before it started".into()))
+    );
+    assert!(!dir.path().join("ran").exists(), "the job ran");
+}
+
+/// A shim a newer attempt fenced before its job started (the worker's SIGUSR2 came between
+/// its fork and its go) never starts the job, and leaves no end report: the job is the newer
+/// attempt's. Started and then killed, the job would have run twice.
+#[test]
+fn a_copy_fenced_before_its_job_starts_never_starts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut launcher = HandLauncher::start();
+    let shim = launcher.fork(13, &["touch", "ran"], dir.path());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(shim),
+        nix::sys::signal::Signal::SIGUSR2,
+    )
+    .unwrap();
+    launcher.go(13);
+    assert_eq!(launcher.event(), "13 said failed stopped before it started");
+    assert_eq!(
+        launcher.event(),
+        format!("13 exit {}", xce_worker::shim::EXIT_UNREPORTED)
+    );
+    assert_eq!(end_report(dir.path(), 13, 1), None);
+    assert!(!dir.path().join("ran").exists(), "the job ran");
+    assert!(!dir.path().join("13.1.out").exists());
 }
 
 /// A shim the launcher forked does nothing until the worker says go: one forked for a

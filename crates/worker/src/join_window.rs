@@ -1,0 +1,143 @@
+//! Starts that arrive while this worker's join is unanswered wait for its answer.
+//!
+//! A join carries the attempts the worker held when it was sent, and the primary's resync
+//! treats a dispatched job missing from that list as never received: it sends it again as a
+//! new attempt, which fences the old one. A start that crossed the join on the wire (the
+//! primary pushed it after the worker took its list) is exactly such a job, yet it is here:
+//! run at once, it would run, be fenced by the new attempt, and run again. So a start that
+//! arrives between a join's list and its answer is parked; once the answer is in, the primary
+//! is asked whether the attempt is still the one it wants run here, and only then is it run.
+//! A join that fails leaves the window open: its resync may have been applied all the same.
+
+use std::collections::HashMap;
+
+use xce_client::types::{Job, JobId, JobState};
+
+/// The parked starts, and whether a join is unanswered.
+#[derive(Debug, Default)]
+pub struct JoinWindow {
+    open: bool,
+    parked: HashMap<JobId, (Job, u32)>,
+}
+
+impl JoinWindow {
+    /// A join's list of held attempts is being taken: what arrives from now on waits.
+    pub fn open(&mut self) {
+        self.open = true;
+    }
+
+    /// A join was answered: what waits is returned, to be checked against the primary (those
+    /// of an earlier, failed join too). It stays parked until [`JoinWindow::take`].
+    pub fn close(&mut self) -> Vec<(JobId, u32)> {
+        self.open = false;
+        let mut due: Vec<(JobId, u32)> = self
+            .parked
+            .iter()
+            .map(|(id, (_, attempt))| (*id, *attempt))
+            .collect();
+        due.sort_unstable();
+        due
+    }
+
+    /// Parks a start if a join is unanswered; otherwise hands the job back to be run.
+    pub fn park(&mut self, job: Job, attempt: u32) -> Option<Job> {
+        if !self.open {
+            return Some(job);
+        }
+        self.parked.insert(job.id, (job, attempt));
+        None
+    }
+
+    /// Whether this attempt is parked.
+    pub fn holds(&self, id: JobId, attempt: u32) -> bool {
+        self.parked.get(&id).is_some_and(|(_, a)| *a == attempt)
+    }
+
+    /// Takes a parked attempt out (to run it or let it go); `None` if it is not parked (a
+    /// newer attempt or a kill took it already).
+    pub fn take(&mut self, id: JobId, attempt: u32) -> Option<Job> {
+        if !self.holds(id, attempt) {
+            return None;
+        }
+        self.parked.remove(&id).map(|(job, _)| job)
+    }
+
+    /// Lets go of whatever attempt of `id` is parked (a newer one arrived).
+    pub fn forget(&mut self, id: JobId) {
+        self.parked.remove(&id);
+    }
+}
+
+/// Whether the primary's view of a job (read after the join was answered) still wants this
+/// attempt run on `host`: not if the resync moved it to a newer attempt, or it moved on.
+pub fn still_due(job: &Job, attempt: u32, host: &str) -> bool {
+    job.attempt == attempt && job.host.as_deref() == Some(host) && job.state == JobState::Dispatched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: JobId, attempt: u32) -> Job {
+        Job {
+            id,
+            spec: Default::default(),
+            state: JobState::Dispatched,
+            pend_reason: None,
+            reason: None,
+            host: Some("w1".into()),
+            attempt,
+            exit_code: None,
+            signal: None,
+            submit_time_ms: 0,
+            start_time_ms: None,
+            end_time_ms: None,
+            output_dir: None,
+        }
+    }
+
+    #[test]
+    fn starts_wait_only_while_a_join_is_unanswered() {
+        let mut window = JoinWindow::default();
+        assert!(window.park(job(1, 1), 1).is_some(), "no join: it runs");
+        window.open();
+        assert!(window.park(job(2, 1), 1).is_none());
+        assert!(window.holds(2, 1) && !window.holds(2, 2));
+        assert_eq!(window.close(), vec![(2, 1)]);
+        // Closed: new starts run, the parked one waits for its check.
+        assert!(window.park(job(3, 1), 1).is_some());
+        assert!(window.holds(2, 1));
+        assert_eq!(window.take(2, 2), None);
+        assert_eq!(window.take(2, 1).map(|j| j.id), Some(2));
+        assert_eq!(window.take(2, 1), None, "taken once");
+    }
+
+    #[test]
+    fn a_failed_join_keeps_its_starts_for_the_next_answer() {
+        let mut window = JoinWindow::default();
+        window.open();
+        assert!(window.park(job(5, 1), 1).is_none());
+        // The join failed: nothing closes the window; the next join opens it again.
+        window.open();
+        assert!(window.park(job(6, 2), 2).is_none());
+        assert_eq!(window.close(), vec![(5, 1), (6, 2)]);
+        window.forget(5);
+        assert!(!window.holds(5, 1));
+    }
+
+    #[test]
+    fn only_the_same_attempt_on_this_host_still_dispatched_is_due() {
+        let current = job(7, 1);
+        assert!(still_due(&current, 1, "w1"));
+        assert!(!still_due(&current, 1, "w2"));
+        assert!(
+            !still_due(&job(7, 2), 1, "w1"),
+            "the resync sent a newer attempt"
+        );
+        let running = Job {
+            state: JobState::Running,
+            ..job(7, 1)
+        };
+        assert!(!still_due(&running, 1, "w1"));
+    }
+}
