@@ -20,7 +20,7 @@ use xce_client::{Client, ClientError, Status};
 
 use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
-use crate::join_window::{still_due, JoinWindow};
+use crate::join_window::{still_due, JoinWindow, Parked};
 use crate::launcher::{Launched, Launcher, ShimEvent};
 use crate::outbox::{Outbox, Report};
 use crate::procs::{self, ProcRecord, Records};
@@ -184,15 +184,17 @@ impl Jobs {
     /// answered) still wants it here; otherwise lets it go without running it.
     pub fn settle_parked(self: &Arc<Self>, id: JobId, attempt: u32, current: Option<&Job>) {
         let mut table = self.table();
-        let Some(job) = self.window().take(id, attempt) else {
+        let Some(start) = self.window().take(id, attempt) else {
             return;
         };
-        if current.is_some_and(|c| still_due(c, attempt, &self.host)) {
+        // A worker that stops runs nothing new: the primary sends it again after a rejoin.
+        let stopping = *self.stop.borrow();
+        if !stopping && current.is_some_and(|c| still_due(c, attempt, &self.host)) {
             info!(
                 job = id,
                 attempt, "the start that waited for the join is still due; starting it"
             );
-            self.launch(table, job, attempt, None);
+            self.launch(table, start);
             return;
         }
         info!(
@@ -349,8 +351,9 @@ impl Jobs {
                 );
                 return;
             }
-            // A parked older attempt never ran: it is let go.
-            self.window().forget(id);
+            // A parked older attempt never ran: it is let go, and the copy it was to wait
+            // for is this one's to wait for.
+            fenced = self.window().forget(id);
             if let Some(shim) = old.shim.filter(|_| old.phase != HeldPhase::Finished) {
                 warn!(
                     job = id,
@@ -364,7 +367,12 @@ impl Jobs {
                 });
             }
         }
-        let Some(job) = self.window().park(job, attempt) else {
+        let start = Parked {
+            job,
+            attempt,
+            fenced,
+        };
+        let Some(start) = self.window().park(start) else {
             let mut table = table;
             table.insert(id, Held::new(attempt, HeldPhase::Running));
             info!(
@@ -373,18 +381,17 @@ impl Jobs {
             );
             return;
         };
-        self.launch(table, job, attempt, fenced);
+        self.launch(table, start);
     }
 
     /// Launches the attempt's shim, with the job table held throughout (nothing can start or
     /// fence the job meanwhile).
-    fn launch(
-        self: &Arc<Self>,
-        mut table: MutexGuard<'_, HashMap<JobId, Held>>,
-        job: Job,
-        attempt: u32,
-        fenced: Option<FencedCopy>,
-    ) {
+    fn launch(self: &Arc<Self>, mut table: MutexGuard<'_, HashMap<JobId, Held>>, start: Parked) {
+        let Parked {
+            job,
+            attempt,
+            fenced,
+        } = start;
         let id = job.id;
         let span = tracing::info_span!("job", id, attempt);
         let spec = ShimSpec {
@@ -779,6 +786,15 @@ impl Jobs {
     /// grace period, by their shims) and waits for them, bounded. Their ends are not
     /// reported: the primary requeues them when this worker rejoins or its host is lost.
     pub async fn stop_all(self: &Arc<Self>) {
+        {
+            // Starts that wait for a join never ran: they go, unreported.
+            let mut table = self.table();
+            for (id, attempt) in self.window().clear() {
+                if table.get(&id).is_some_and(|h| h.attempt == attempt) {
+                    table.remove(&id);
+                }
+            }
+        }
         let shims: Vec<ProcRecord> = self
             .table()
             .values_mut()

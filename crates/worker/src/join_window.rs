@@ -13,11 +13,22 @@ use std::collections::HashMap;
 
 use xce_client::types::{Job, JobId, JobState};
 
+use crate::shim::FencedCopy;
+
 /// The parked starts, and whether a join is unanswered.
 #[derive(Debug, Default)]
 pub struct JoinWindow {
     open: bool,
-    parked: HashMap<JobId, (Job, u32)>,
+    parked: HashMap<JobId, Parked>,
+}
+
+/// A start that waits, with the older copy it fences (its shim already told to stop it): the
+/// attempt, once run, still starts its job only after that copy is gone.
+#[derive(Debug)]
+pub struct Parked {
+    pub job: Job,
+    pub attempt: u32,
+    pub fenced: Option<FencedCopy>,
 }
 
 impl JoinWindow {
@@ -30,41 +41,47 @@ impl JoinWindow {
     /// of an earlier, failed join too). It stays parked until [`JoinWindow::take`].
     pub fn close(&mut self) -> Vec<(JobId, u32)> {
         self.open = false;
-        let mut due: Vec<(JobId, u32)> = self
-            .parked
-            .iter()
-            .map(|(id, (_, attempt))| (*id, *attempt))
-            .collect();
+        let mut due: Vec<(JobId, u32)> =
+            self.parked.iter().map(|(id, p)| (*id, p.attempt)).collect();
         due.sort_unstable();
         due
     }
 
-    /// Parks a start if a join is unanswered; otherwise hands the job back to be run.
-    pub fn park(&mut self, job: Job, attempt: u32) -> Option<Job> {
+    /// Parks a start if a join is unanswered; otherwise hands it back to be run.
+    pub fn park(&mut self, start: Parked) -> Option<Parked> {
         if !self.open {
-            return Some(job);
+            return Some(start);
         }
-        self.parked.insert(job.id, (job, attempt));
+        self.parked.insert(start.job.id, start);
         None
     }
 
     /// Whether this attempt is parked.
     pub fn holds(&self, id: JobId, attempt: u32) -> bool {
-        self.parked.get(&id).is_some_and(|(_, a)| *a == attempt)
+        self.parked.get(&id).is_some_and(|p| p.attempt == attempt)
     }
 
     /// Takes a parked attempt out (to run it or let it go); `None` if it is not parked (a
     /// newer attempt or a kill took it already).
-    pub fn take(&mut self, id: JobId, attempt: u32) -> Option<Job> {
+    pub fn take(&mut self, id: JobId, attempt: u32) -> Option<Parked> {
         if !self.holds(id, attempt) {
             return None;
         }
-        self.parked.remove(&id).map(|(job, _)| job)
+        self.parked.remove(&id)
     }
 
-    /// Lets go of whatever attempt of `id` is parked (a newer one arrived).
-    pub fn forget(&mut self, id: JobId) {
-        self.parked.remove(&id);
+    /// Lets go of whatever attempt of `id` is parked (a newer one arrived), returning the
+    /// older copy it was to wait for: the newer attempt waits for it instead.
+    pub fn forget(&mut self, id: JobId) -> Option<FencedCopy> {
+        self.parked.remove(&id).and_then(|p| p.fenced)
+    }
+
+    /// Lets go of every parked start (the worker stops: they never ran, and the primary
+    /// sends them again once it rejoins). Returns them.
+    pub fn clear(&mut self) -> Vec<(JobId, u32)> {
+        let all = self.parked.drain().map(|(id, p)| (id, p.attempt)).collect();
+        self.open = false;
+        all
     }
 }
 
@@ -77,6 +94,14 @@ pub fn still_due(job: &Job, attempt: u32, host: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn start(id: JobId, attempt: u32) -> Parked {
+        Parked {
+            job: job(id, attempt),
+            attempt,
+            fenced: None,
+        }
+    }
 
     fn job(id: JobId, attempt: u32) -> Job {
         Job {
@@ -99,30 +124,52 @@ mod tests {
     #[test]
     fn starts_wait_only_while_a_join_is_unanswered() {
         let mut window = JoinWindow::default();
-        assert!(window.park(job(1, 1), 1).is_some(), "no join: it runs");
+        assert!(window.park(start(1, 1)).is_some(), "no join: it runs");
         window.open();
-        assert!(window.park(job(2, 1), 1).is_none());
+        assert!(window.park(start(2, 1)).is_none());
         assert!(window.holds(2, 1) && !window.holds(2, 2));
         assert_eq!(window.close(), vec![(2, 1)]);
         // Closed: new starts run, the parked one waits for its check.
-        assert!(window.park(job(3, 1), 1).is_some());
+        assert!(window.park(start(3, 1)).is_some());
         assert!(window.holds(2, 1));
-        assert_eq!(window.take(2, 2), None);
-        assert_eq!(window.take(2, 1).map(|j| j.id), Some(2));
-        assert_eq!(window.take(2, 1), None, "taken once");
+        assert!(window.take(2, 2).is_none());
+        assert_eq!(window.take(2, 1).map(|p| p.job.id), Some(2));
+        assert!(window.take(2, 1).is_none(), "taken once");
     }
 
     #[test]
     fn a_failed_join_keeps_its_starts_for_the_next_answer() {
         let mut window = JoinWindow::default();
         window.open();
-        assert!(window.park(job(5, 1), 1).is_none());
+        assert!(window.park(start(5, 1)).is_none());
         // The join failed: nothing closes the window; the next join opens it again.
         window.open();
-        assert!(window.park(job(6, 2), 2).is_none());
+        assert!(window.park(start(6, 2)).is_none());
         assert_eq!(window.close(), vec![(5, 1), (6, 2)]);
-        window.forget(5);
+        assert!(window.forget(5).is_none());
         assert!(!window.holds(5, 1));
+        assert_eq!(window.clear(), vec![(6, 2)]);
+        assert!(window.close().is_empty());
+    }
+
+    #[test]
+    fn a_newer_start_inherits_the_copy_a_parked_one_fenced() {
+        let mut window = JoinWindow::default();
+        window.open();
+        let older = FencedCopy {
+            attempt: 1,
+            shim: crate::procs::ProcRecord {
+                pid: 4242,
+                start_ticks: 7,
+            },
+        };
+        let parked = Parked {
+            fenced: Some(older),
+            ..start(8, 2)
+        };
+        assert!(window.park(parked).is_none());
+        let inherited = window.forget(8).expect("the fenced copy");
+        assert_eq!((inherited.attempt, inherited.shim.pid), (1, 4242));
     }
 
     #[test]

@@ -190,6 +190,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 AgentRequest::Signal { order, held } => {
                     let _ = held.send(served.signal(order));
                 }
+                AgentRequest::Flush(done) => {
+                    let _ = done.send(());
+                }
             }
         }
     });
@@ -339,7 +342,7 @@ fn rejoin_action(
             agent: Some(agent.clone()),
             held: jobs.join_begins(),
         };
-        let (jobs, lease) = (jobs.clone(), lease.clone());
+        let (jobs, lease, agent) = (jobs.clone(), lease.clone(), agent.clone());
         Box::pin(async move {
             let sent = fence::now();
             let joined = client.call(join).await?;
@@ -351,6 +354,8 @@ fn rejoin_action(
                 info!(job = order.id, attempt = order.attempt, signal = ?order.signal, "resync order from the primary");
                 jobs.signal(order);
             }
+            // Starts that came on the wire before the answer are served (parked) first.
+            agent.flush().await;
             jobs.join_answered();
             Ok(())
         })

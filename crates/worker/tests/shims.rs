@@ -780,19 +780,26 @@ async fn a_worker_for_one_user_refuses_another_users_job() {
 
 #[tokio::test]
 async fn a_newer_attempt_starts_only_once_the_copy_it_fences_is_gone() {
-    newer_attempt_beside_a_stuck_shim(true).await;
+    newer_attempt_beside_a_stuck_shim(true, false).await;
 }
 
 #[tokio::test]
 async fn a_newer_attempt_kills_a_fenced_copy_whose_shim_never_acts() {
-    newer_attempt_beside_a_stuck_shim(false).await;
+    newer_attempt_beside_a_stuck_shim(false, false).await;
+}
+
+/// A newer attempt that waited for a join still waits out the copy it fences.
+#[tokio::test]
+async fn a_newer_attempt_that_waited_for_a_join_still_waits_out_the_copy_it_fences() {
+    newer_attempt_beside_a_stuck_shim(false, true).await;
 }
 
 /// Attempt 1 runs; its shim is stopped (slow to act on the stale order: its job lives on);
 /// attempt 2 arrives. Attempt 2's job must not start while attempt 1's does. With `resume`,
 /// the old shim comes back and kills its copy; without, the new shim kills it once its
-/// patience (kill grace + 2 s) is over.
-async fn newer_attempt_beside_a_stuck_shim(resume: bool) {
+/// patience (kill grace + 2 s) is over. With `through_a_join`, attempt 2 arrives while a join
+/// is unanswered and runs once the primary still wants it.
+async fn newer_attempt_beside_a_stuck_shim(resume: bool, through_a_join: bool) {
     use nix::sys::signal::{kill, Signal};
     use nix::unistd::Pid;
     let dir = tempfile::tempdir().unwrap();
@@ -820,7 +827,14 @@ async fn newer_attempt_beside_a_stuck_shim(resume: bool) {
         pid_file.display(),
         verdict.display()
     );
+    if through_a_join {
+        jobs.join_begins();
+    }
     jobs.start(job(1, &["sh", "-c", &check]), 2);
+    if through_a_join {
+        jobs.join_answered();
+        jobs.settle_parked(1, 2, Some(&dispatched(1, 2)));
+    }
     // An observation window shorter than the new shim's patience.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!verdict.exists(), "attempt 2 started beside attempt 1");

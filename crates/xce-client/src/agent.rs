@@ -22,6 +22,9 @@ pub enum AgentRequest {
         order: JobOrder,
         held: tokio::sync::oneshot::Sender<bool>,
     },
+    /// Not from the primary: the worker's own mark ([`AgentHandle::flush`]), answered once
+    /// everything queued before it has been served.
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The worker's end: cheap to clone, `Send`; every joined connection gets a capability that
@@ -36,6 +39,17 @@ impl AgentHandle {
     pub fn new() -> (AgentHandle, mpsc::UnboundedReceiver<AgentRequest>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (AgentHandle { requests: tx }, rx)
+    }
+
+    /// Waits until the worker has served every request queued before this call. A call that
+    /// came on the wire before a reply the caller just got is queued by then: capnp-rpc
+    /// dispatches each incoming call in the same poll that reads it, and a reply reaches its
+    /// caller only after that. Returns at once if the worker no longer serves requests.
+    pub async fn flush(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.requests.send(AgentRequest::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
     }
 
     /// The capnp capability for this handle; call it on a connection's thread.
