@@ -323,6 +323,15 @@ async fn a_worker_that_resyncs_while_jobs_stream_in_runs_each_once() {
     for id in &ids {
         assert_eq!(runs(work.path(), *id), 1, "job {id}");
     }
+    // Acknowledged reports leave the outbox as spares for later records, not deleted.
+    let spool = cluster.dir.path().join("w1");
+    let count = |dir: &str| std::fs::read_dir(spool.join(dir)).map_or(0, |d| d.count());
+    wait_for("the outbox to empty", Duration::from_secs(30), || {
+        let empty = count("outbox") == 0;
+        async move { empty.then_some(()) }
+    })
+    .await;
+    assert!(count("spare") > 0, "no report was kept as a spare");
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::fence::Lease;
 use crate::join_window::{still_due, JoinWindow, Parked};
 use crate::launcher::{Launched, Launcher, ShimEvent};
-use crate::outbox::{Outbox, Report};
+use crate::outbox::{Outbox, Report, Spares};
 use crate::procs::{self, ProcRecord, Records};
 use crate::shim::{FencedCopy, RunAs, ShimSpec};
 
@@ -77,6 +77,8 @@ pub struct Jobs {
     host: String,
     spool: PathBuf,
     outbox: Outbox,
+    /// Retired report files, each handed to a new shim for its record.
+    spares: Spares,
     records: Records,
     settings: JobSettings,
     lease: Arc<Lease>,
@@ -110,6 +112,7 @@ impl Jobs {
             client,
             host,
             outbox: Outbox::open(&spool)?,
+            spares: Spares::open(&spool)?,
             records: Records::open(&spool)?,
             spool,
             launcher,
@@ -457,6 +460,7 @@ impl Jobs {
             },
             after: None,
             worker: self.me,
+            spare: self.spares.take(),
         }
     }
 
@@ -537,6 +541,11 @@ impl Jobs {
                 false
             }
         };
+        if let Some(spare) = spec.spare.as_deref().filter(|s| s.exists()) {
+            // The shim ended before it wrote its record (it started nothing): the spare it
+            // was given is still one.
+            let _ = self.spares.keep(spare);
+        }
         self.shim_ended(id, attempt, clean, start_delivery).await;
     }
 
@@ -724,8 +733,8 @@ impl Jobs {
         if report.end.is_none() {
             return;
         }
-        if let Err(e) = self.outbox.remove(&report) {
-            warn!(job = report.id, error = %e, "cannot delete a delivered report; it will be sent again");
+        if let Err(e) = self.outbox.retire(&report, &self.spares) {
+            warn!(job = report.id, error = %e, "cannot retire a delivered report; it will be sent again");
         }
     }
 

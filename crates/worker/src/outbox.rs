@@ -16,6 +16,11 @@
 //! deleted in the last half minute is skipped, one by one, by every later create, so a busy
 //! worker's per-job file churn made each create slower the faster jobs ran.
 //!
+//! For the same reason an acknowledged report's file is not deleted but kept as a spare
+//! ([`Spares`], `<spool>/spare/`, up to [`SPARES_KEPT`]): the worker hands one to each new
+//! shim, which renames it into place as its attempt's record and overwrites it. In steady
+//! state a job then deletes no file and creates only its two output files.
+//!
 //! Start reports are not kept here: a restarted worker sends a start for every attempt it
 //! adopts (a repeated start of the current attempt changes nothing at the primary, a
 //! refused one means the attempt is stale). `.start` files written by older workers are
@@ -25,6 +30,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tracing::warn;
@@ -147,6 +153,74 @@ pub struct OutboxError {
     source: std::io::Error,
 }
 
+/// How many retired report files are kept as spares: enough for the records of the attempts
+/// a busy worker starts while the reports of the last ones are acknowledged.
+pub const SPARES_KEPT: usize = 256;
+
+/// Retired report files, each to be some later attempt's record (see the module doc). Their
+/// content is stale and never read: a spare is overwritten by its next user. Only the worker
+/// hands them out, so no two shims are given the same one.
+#[derive(Debug)]
+pub struct Spares {
+    dir: PathBuf,
+    names: Mutex<Vec<PathBuf>>,
+}
+
+impl Spares {
+    /// Opens (creating if needed) the spares under `spool`, keeping the ones a previous run
+    /// left, up to [`SPARES_KEPT`].
+    pub fn open(spool: &Path) -> std::io::Result<Spares> {
+        let dir = spool.join("spare");
+        std::fs::create_dir_all(&dir)?;
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir)?.flatten() {
+            if names.len() < SPARES_KEPT {
+                names.push(entry.path());
+            } else {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        Ok(Spares {
+            dir,
+            names: Mutex::new(names),
+        })
+    }
+
+    fn names(&self) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves `file` in as a spare (it keeps its name, which no other file shares), or deletes
+    /// it when there are [`SPARES_KEPT`] already.
+    pub fn keep(&self, file: &Path) -> std::io::Result<()> {
+        let mut names = self.names();
+        let name = file.file_name().filter(|_| names.len() < SPARES_KEPT);
+        let Some(name) = name else {
+            drop(names);
+            return std::fs::remove_file(file);
+        };
+        let spare = self.dir.join(name);
+        std::fs::rename(file, &spare)?;
+        names.push(spare);
+        Ok(())
+    }
+
+    /// A spare for a new record, now the taker's (to rename into place), if there is one.
+    pub fn take(&self) -> Option<PathBuf> {
+        self.names().pop()
+    }
+
+    /// How many spares there are.
+    pub fn len(&self) -> usize {
+        self.names().len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The outbox directory.
 #[derive(Debug, Clone)]
 pub struct Outbox {
@@ -234,6 +308,17 @@ impl Outbox {
     fn move_in(&self, from: &Path, to: &Path) -> std::io::Result<()> {
         std::fs::rename(from, to)?;
         File::open(&self.dir).and_then(|d| d.sync_all())
+    }
+
+    /// Retires an acknowledged (or refused) report: its file becomes a spare, or is deleted
+    /// when there are spares enough.
+    pub fn retire(&self, report: &Report, spares: &Spares) -> Result<(), OutboxError> {
+        let path = self.dir.join(report.file_name());
+        match spares.keep(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(OutboxError { path, source }),
+        }
     }
 
     /// Deletes an acknowledged (or refused) report.
@@ -398,7 +483,7 @@ mod tests {
             },
             shim: None,
         };
-        records.remember(id, attempt, &record).unwrap();
+        records.remember(id, attempt, &record, None).unwrap();
         let path = records.path(id, attempt);
         (records, path)
     }
@@ -457,5 +542,75 @@ mod tests {
         let (_, bare) = record_of(dir.path(), 8, 1);
         assert_eq!(outbox.take_from_record(&bare), None);
         assert!(bare.exists());
+    }
+
+    #[test]
+    fn a_retired_report_s_file_becomes_the_next_record_and_no_file_is_created() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let spares = Spares::open(dir.path()).unwrap();
+        let report = Report::finished(1, 1, JobEnd::Exit(0));
+        outbox.put(&report).unwrap();
+        let file = dir.path().join("outbox").join(report.file_name());
+        let inode = std::fs::metadata(&file).unwrap().ino();
+        outbox.retire(&report, &spares).unwrap();
+        assert!(!file.exists());
+        assert_eq!(spares.len(), 1);
+        // Retiring it again (a report acknowledged twice) is no error and keeps nothing.
+        outbox.retire(&report, &spares).unwrap();
+        assert_eq!(spares.len(), 1);
+
+        let records = crate::procs::Records::open(dir.path()).unwrap();
+        let record = crate::procs::AttemptRecord {
+            job: crate::procs::ProcRecord {
+                pid: 77,
+                start_ticks: 5,
+            },
+            shim: None,
+        };
+        let spare = spares.take().unwrap();
+        records.remember(2, 1, &record, Some(&spare)).unwrap();
+        let path = records.path(2, 1);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().ino(),
+            inode,
+            "a new file was created"
+        );
+        assert!(!spare.exists());
+        // Only the record is in it: the old report is gone whole.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert_eq!(
+            crate::procs::AttemptRecord::decode(text.as_bytes()),
+            Some(record)
+        );
+        // Without a spare (or with one that is gone) the record is a new file.
+        records
+            .remember(3, 1, &record, Some(&dir.path().join("spare/gone")))
+            .unwrap();
+        assert!(records.path(3, 1).exists());
+    }
+
+    #[test]
+    fn spares_are_kept_up_to_their_limit_and_found_again_by_a_restarted_worker() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let spares = Spares::open(dir.path()).unwrap();
+        for id in 0..(SPARES_KEPT as u64 + 5) {
+            let report = Report::finished(id, 1, JobEnd::Exit(0));
+            outbox.put(&report).unwrap();
+            outbox.retire(&report, &spares).unwrap();
+        }
+        assert_eq!(spares.len(), SPARES_KEPT);
+        let on_disk = std::fs::read_dir(dir.path().join("spare")).unwrap().count();
+        assert_eq!(on_disk, SPARES_KEPT);
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("outbox"))
+                .unwrap()
+                .count(),
+            0
+        );
+        assert_eq!(Spares::open(dir.path()).unwrap().len(), SPARES_KEPT);
     }
 }

@@ -148,7 +148,7 @@ pub struct AttemptRecord {
 
 impl AttemptRecord {
     /// The record a file holds: its first line (an end the shim appended may follow).
-    fn decode(bytes: &[u8]) -> Option<AttemptRecord> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<AttemptRecord> {
         let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
         serde_json::from_slice(first).ok()
     }
@@ -179,11 +179,24 @@ impl Records {
 
     /// Remembers a freshly spawned attempt, replacing the record whole: one line, to which
     /// the shim later appends the attempt's end. Not synced: it must survive a crash of the
-    /// worker, which the page cache ensures; a machine crash takes the attempt with it.
-    pub fn remember(&self, id: JobId, attempt: u32, record: &AttemptRecord) -> std::io::Result<()> {
+    /// worker, which the page cache ensures; a machine crash takes the attempt with it. The
+    /// record is written into `spare` when there is one (renamed into place and overwritten:
+    /// no file is created, see [`crate::outbox::Spares`]).
+    pub fn remember(
+        &self,
+        id: JobId,
+        attempt: u32,
+        record: &AttemptRecord,
+        spare: Option<&Path>,
+    ) -> std::io::Result<()> {
         let mut bytes = serde_json::to_vec(record).map_err(std::io::Error::other)?;
         bytes.push(b'\n');
         let tmp = self.dir.join(format!(".{id}.{attempt}.tmp"));
+        if let Some(spare) = spare {
+            // Gone (a restart cleaned it up, an operator deleted it): a new file it is.
+            let _ = std::fs::rename(spare, &tmp);
+        }
+        // Truncates the spare if it is there, so nothing of its old content is left.
         std::fs::write(&tmp, bytes)?;
         std::fs::rename(&tmp, self.path(id, attempt))
     }
@@ -327,7 +340,9 @@ mod tests {
             .unwrap();
         let pid = child.id() as i32;
         let me = std::process::id() as i32;
-        records.remember(4, 2, &record_of(pid, Some(me))).unwrap();
+        records
+            .remember(4, 2, &record_of(pid, Some(me)), None)
+            .unwrap();
         // A record whose process is long gone (pid reuse is caught by the start time), in
         // the format of workers from before shims.
         std::fs::write(

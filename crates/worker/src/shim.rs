@@ -81,6 +81,10 @@ pub struct ShimSpec {
     /// workers, whose shims were their children: the parent is checked instead.
     #[serde(default)]
     pub worker: Option<ProcRecord>,
+    /// A retired report's file to write the attempt's record into, instead of creating one
+    /// ([`crate::outbox::Spares`]). `None` from older workers, or when there is no spare.
+    #[serde(default)]
+    pub spare: Option<PathBuf>,
 }
 
 /// The older copy a newer attempt waits out.
@@ -338,7 +342,7 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         }),
         shim: ProcRecord::of(std::process::id() as i32),
     };
-    if let Err(e) = records.remember(spec.id, spec.attempt, &record) {
+    if let Err(e) = records.remember(spec.id, spec.attempt, &record, spec.spare.as_deref()) {
         // A restarted worker could not find it: it does not run.
         warn!(error = %e, "cannot record the job's process; killing it");
         job.kill_all();
