@@ -168,16 +168,29 @@ pub struct Spares {
 
 impl Spares {
     /// Opens (creating if needed) the spares under `spool`, keeping the ones a previous run
-    /// left, up to [`SPARES_KEPT`].
+    /// left, up to [`SPARES_KEPT`]. Only plain files with no other name are kept: after a
+    /// machine crash on a filesystem without a journal, a rename may leave a spare's old name
+    /// beside its new one (a live report's or record's), and overwriting it would destroy
+    /// that file. Any other entry is removed (a directory is left alone and not used).
     pub fn open(spool: &Path) -> std::io::Result<Spares> {
+        use std::os::unix::fs::MetadataExt;
         let dir = spool.join("spare");
         std::fs::create_dir_all(&dir)?;
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&dir)?.flatten() {
-            if names.len() < SPARES_KEPT {
-                names.push(entry.path());
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() {
+                warn!(path = %path.display(), "a directory among the spare report files; not used");
+                continue;
+            }
+            if meta.is_file() && meta.nlink() == 1 && names.len() < SPARES_KEPT {
+                names.push(path);
             } else {
-                let _ = std::fs::remove_file(entry.path());
+                // Removing this name leaves any other name of the same file as it was.
+                let _ = std::fs::remove_file(&path);
             }
         }
         Ok(Spares {
@@ -191,7 +204,9 @@ impl Spares {
     }
 
     /// Moves `file` in as a spare (it keeps its name, which no other file shares), or deletes
-    /// it when there are [`SPARES_KEPT`] already.
+    /// it when there are [`SPARES_KEPT`] already, or when it cannot be moved (the spare
+    /// directory was removed or made unwritable: the file must not stay where it was). A
+    /// `file` that is not there is `NotFound`.
     pub fn keep(&self, file: &Path) -> std::io::Result<()> {
         let mut names = self.names();
         let name = file.file_name().filter(|_| names.len() < SPARES_KEPT);
@@ -200,9 +215,18 @@ impl Spares {
             return std::fs::remove_file(file);
         };
         let spare = self.dir.join(name);
-        std::fs::rename(file, &spare)?;
-        names.push(spare);
-        Ok(())
+        match std::fs::rename(file, &spare) {
+            Ok(()) => {
+                names.push(spare);
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !file.exists() => Err(e),
+            Err(e) => {
+                warn!(dir = %self.dir.display(), error = %e, "cannot keep a report file as a spare; deleting it");
+                drop(names);
+                std::fs::remove_file(file)
+            }
+        }
     }
 
     /// A spare for a new record, now the taker's (to rename into place), if there is one.
@@ -291,6 +315,12 @@ impl Outbox {
             return None;
         }
         let report = Report::decode(&bytes).ok().filter(|r| r.end.is_some())?;
+        // The record's own end, not what a spare held before (a lost overwrite after a crash).
+        let named = record.file_name().map(|n| n.to_string_lossy().into_owned());
+        if named != Some(format!("{}.{}", report.id, report.attempt)) {
+            warn!(record = %record.display(), "a record whose last line is another attempt's end; not reported");
+            return None;
+        }
         let path = self.dir.join(report.file_name());
         let moved = File::open(record)
             .and_then(|f| f.sync_data())
@@ -612,5 +642,53 @@ mod tests {
             0
         );
         assert_eq!(Spares::open(dir.path()).unwrap().len(), SPARES_KEPT);
+    }
+
+    #[test]
+    fn a_spare_with_another_name_or_not_a_plain_file_is_never_handed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let spare = dir.path().join("spare");
+        std::fs::create_dir_all(&spare).unwrap();
+        std::fs::create_dir_all(dir.path().join("outbox")).unwrap();
+        std::fs::write(spare.join("1.1.end"), "x").unwrap();
+        // A crash left a live report's old name among the spares.
+        std::fs::write(dir.path().join("outbox/2.1.end"), "live").unwrap();
+        std::fs::hard_link(dir.path().join("outbox/2.1.end"), spare.join("2.1.end")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", spare.join("3.1.end")).unwrap();
+        std::fs::create_dir(spare.join("4.1.end")).unwrap();
+        let spares = Spares::open(dir.path()).unwrap();
+        assert_eq!(spares.take(), Some(spare.join("1.1.end")));
+        assert_eq!(spares.take(), None);
+        assert!(!spare.join("2.1.end").exists() && !spare.join("3.1.end").exists());
+        let live = std::fs::read_to_string(dir.path().join("outbox/2.1.end")).unwrap();
+        assert_eq!(live, "live");
+    }
+
+    #[test]
+    fn a_report_is_deleted_when_the_spare_directory_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let spares = Spares::open(dir.path()).unwrap();
+        std::fs::remove_dir(dir.path().join("spare")).unwrap();
+        let report = Report::finished(5, 1, JobEnd::Exit(0));
+        outbox.put(&report).unwrap();
+        outbox.retire(&report, &spares).unwrap();
+        assert!(!dir.path().join("outbox").join(report.file_name()).exists());
+        assert_eq!(spares.len(), 0);
+    }
+
+    #[test]
+    fn a_record_holding_another_attempt_s_end_is_not_taken_for_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = Outbox::open(dir.path()).unwrap();
+        let records = crate::procs::Records::open(dir.path()).unwrap();
+        let stale = Report::finished(8, 1, JobEnd::Exit(0));
+        let mut text = b"{\"pid\":1,\"start_ticks\":1}\n".to_vec();
+        text.extend(stale.encode().unwrap());
+        text.push(b'\n');
+        let record = records.path(9, 1);
+        std::fs::write(&record, &text).unwrap();
+        assert_eq!(outbox.take_from_record(&record), None);
+        assert!(outbox.end_of(8, 1).is_none());
     }
 }
