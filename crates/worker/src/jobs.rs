@@ -223,6 +223,13 @@ impl Jobs {
     pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
         let mut adopted = Vec::new();
         let mut killed = 0;
+        let swept = self.records.sweep_unfinished();
+        if swept > 0 {
+            info!(
+                records = swept,
+                "removed records the previous run's shims never finished"
+            );
+        }
         for ((id, attempt), record) in self.records.scan()? {
             let live = record.and_then(|r| Some((r.shim.filter(ProcRecord::alive)?, r.job)));
             let Some((shim, job)) = live else {

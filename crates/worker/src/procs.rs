@@ -206,6 +206,23 @@ impl Records {
         let _ = std::fs::remove_file(self.path(id, attempt));
     }
 
+    /// Removes the records a shim began and never renamed into place (`.<id>.<attempt>.tmp`):
+    /// at a worker's start, when no attempt without a record is adopted (what such a shim
+    /// started is killed as unvouched for), so they are nobody's. Returns how many.
+    pub fn sweep_unfinished(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return 0;
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                removed += usize::from(std::fs::remove_file(entry.path()).is_ok());
+            }
+        }
+        removed
+    }
+
     /// Every recorded attempt, with its record if it could be read.
     pub fn scan(&self) -> std::io::Result<Vec<Recorded>> {
         let mut found = Vec::new();
@@ -462,5 +479,23 @@ mod tests {
         assert_eq!(parse_name("12"), None);
         assert_eq!(parse_name("a.3"), None);
         assert_eq!(parse_name("1.2.3"), None);
+    }
+
+    #[test]
+    fn unfinished_records_are_swept_and_finished_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let records = Records::open(dir.path()).unwrap();
+        let record = AttemptRecord {
+            job: ProcRecord {
+                pid: 1,
+                start_ticks: 1,
+            },
+            shim: None,
+        };
+        records.remember(1, 1, &record, None).unwrap();
+        std::fs::write(dir.path().join("running/.2.1.tmp"), "half").unwrap();
+        assert_eq!(records.sweep_unfinished(), 1);
+        assert!(!dir.path().join("running/.2.1.tmp").exists());
+        assert_eq!(records.scan().unwrap().len(), 1);
     }
 }
