@@ -24,7 +24,7 @@ use crate::join_window::{still_due, JoinWindow, Parked};
 use crate::launcher::{Launched, Launcher, ShimEvent};
 use crate::outbox::{Outbox, Report, Spares};
 use crate::procs::{self, ProcRecord, Records};
-use crate::shim::{FencedCopy, RunAs, ShimSpec};
+use crate::shim::{FencedCopy, RunAs, ShimSpec, KILLED_BEFORE_START};
 
 /// How often an adopted shim (not this process's child, so it cannot be waited for) is
 /// looked at.
@@ -206,9 +206,7 @@ impl Jobs {
             now = current.map(|c| c.attempt),
             "the start that waited for the join was superseded by the resync; not run"
         );
-        if table.get(&id).is_some_and(|h| h.attempt == attempt) {
-            table.remove(&id);
-        }
+        drop_attempt(&mut table, id, attempt);
     }
 
     /// The process group of an attempt this worker holds, once it started.
@@ -672,10 +670,7 @@ impl Jobs {
 
     /// Forgets the attempt once its end is acknowledged.
     fn release(&self, id: JobId, attempt: u32) {
-        let mut table = self.table();
-        if table.get(&id).is_some_and(|h| h.attempt == attempt) {
-            table.remove(&id);
-        }
+        drop_attempt(&mut self.table(), id, attempt);
     }
 
     /// Sends one report until the primary acknowledges or refuses it (or the worker stops:
@@ -785,7 +780,7 @@ impl Jobs {
                     attempt, "job killed while its start waited for a join; it never ran"
                 );
                 let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
-                let end = JobEnd::Failed("killed before it started".into());
+                let end = JobEnd::Failed(KILLED_BEFORE_START.into());
                 tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
             }
             JobSignal::Kill => {
@@ -806,9 +801,7 @@ impl Jobs {
             // Starts that wait for a join never ran: they go, unreported.
             let mut table = self.table();
             for (id, attempt) in self.window().clear() {
-                if table.get(&id).is_some_and(|h| h.attempt == attempt) {
-                    table.remove(&id);
-                }
+                drop_attempt(&mut table, id, attempt);
             }
         }
         let shims: Vec<ProcRecord> = self
@@ -861,6 +854,13 @@ impl Jobs {
 fn signal_shim(shim: ProcRecord, signal: Signal) {
     if shim.alive() {
         let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), signal);
+    }
+}
+
+/// Takes `attempt` of job `id` out of the table, unless a newer one has replaced it.
+fn drop_attempt(table: &mut HashMap<JobId, Held>, id: JobId, attempt: u32) {
+    if table.get(&id).is_some_and(|h| h.attempt == attempt) {
+        table.remove(&id);
     }
 }
 

@@ -234,14 +234,9 @@ impl Spares {
         self.names().pop()
     }
 
-    /// How many spares there are.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.names().len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -316,8 +311,10 @@ impl Outbox {
         }
         let report = Report::decode(&bytes).ok().filter(|r| r.end.is_some())?;
         // The record's own end, not what a spare held before (a lost overwrite after a crash).
-        let named = record.file_name().map(|n| n.to_string_lossy().into_owned());
-        if named != Some(format!("{}.{}", report.id, report.attempt)) {
+        let named = record
+            .file_name()
+            .and_then(|n| crate::procs::parse_name(&n.to_string_lossy()));
+        if named != Some((report.id, report.attempt)) {
             warn!(record = %record.display(), "a record whose last line is another attempt's end; not reported");
             return None;
         }

@@ -290,7 +290,8 @@ fn stat_fields(path: &str) -> Option<Vec<String>> {
     Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
-fn parse_name(name: &str) -> Option<(JobId, u32)> {
+/// The attempt a record's file name (`<id>.<attempt>`) stands for.
+pub(crate) fn parse_name(name: &str) -> Option<(JobId, u32)> {
     let (id, attempt) = name.split_once('.')?;
     Some((id.parse().ok()?, attempt.parse().ok()?))
 }

@@ -433,6 +433,9 @@ fn wait_for_fenced_copy(
     None
 }
 
+/// How the end of an attempt killed before its job started reads, wherever it was stopped.
+pub const KILLED_BEFORE_START: &str = "killed before it started";
+
 /// The shim's exit if an order came before the job started, which then never starts: a
 /// kill is reported (the job's end is that it never ran); a stop or a newer attempt is not.
 fn order_before_start(
@@ -441,7 +444,7 @@ fn order_before_start(
     outbox: &Outbox,
 ) -> Option<std::io::Result<i32>> {
     if orders.kill.load(Ordering::SeqCst) {
-        let reason = "killed before it started".to_string();
+        let reason = KILLED_BEFORE_START.to_string();
         let end = Report::finished(spec.id, spec.attempt, JobEnd::Failed(reason.clone()));
         tell_worker(&format!("failed {reason}"));
         return Some(outbox.put(&end).map(|_| 0).map_err(std::io::Error::other));
