@@ -5,11 +5,13 @@
 //! writer thread reports them flushed after the fsync. Everything that reaches the writer
 //! thread (appends, truncations, purges, vote) is applied in submission order, as openraft
 //! requires, and all operations waiting when a commit starts share that one commit and fsync:
-//! under load one fsync covers many batches on every replica.
+//! under load one fsync covers many batches on every replica. The committed index never wakes
+//! the writer: it waits for the next commit that something durable needs (or the store's close).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -59,6 +61,10 @@ struct Op {
 pub struct LogStore {
     mem: Arc<Mutex<LogMem>>,
     writer: Arc<Writer>,
+    /// The encoded committed index not yet written. Its durability is optional (openraft
+    /// re-learns it from the leader), so it costs no commit of its own: each commit takes it.
+    /// Writing it alone used to cost every replica a second commit and fsync per Raft round.
+    unsaved_committed: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 /// The writer thread's queue. Dropping the last handle lets the thread drain the queue and
@@ -66,6 +72,8 @@ pub struct LogStore {
 struct Writer {
     tx: Option<mpsc::Sender<Op>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Writes sent to the thread so far: what the tests count.
+    queued: AtomicU64,
 }
 
 impl Drop for Writer {
@@ -95,16 +103,20 @@ impl LogStore {
             }
         }
         let (tx, rx) = mpsc::channel();
+        let unsaved_committed = Arc::new(Mutex::new(None));
+        let unsaved = unsaved_committed.clone();
         let thread = std::thread::Builder::new()
             .name("raft-log-writer".into())
-            .spawn(move || writer_thread(&db, rx))
+            .spawn(move || writer_thread(&db, rx, &unsaved))
             .map_err(redb::Error::Io)?;
         Ok(LogStore {
             mem: Arc::new(Mutex::new(mem)),
             writer: Arc::new(Writer {
                 tx: Some(tx),
                 thread: Some(thread),
+                queued: AtomicU64::new(0),
             }),
+            unsaved_committed,
         })
     }
 
@@ -114,11 +126,18 @@ impl LogStore {
         self.mem().committed.map_or(0, |c| c.index)
     }
 
+    /// Writes sent to the writer thread since the store was opened.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> u64 {
+        self.writer.queued.load(Ordering::Relaxed)
+    }
+
     fn mem(&self) -> MutexGuard<'_, LogMem> {
         self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn submit(&self, write: Write, done: Option<Done>) -> Result<(), StorageError<NodeId>> {
+        self.writer.queued.fetch_add(1, Ordering::Relaxed);
         let sent = match &self.writer.tx {
             Some(tx) => tx.send(Op { write, done }).is_ok(),
             None => false,
@@ -143,8 +162,14 @@ impl LogStore {
     }
 }
 
-/// Applies queued writes in order, one transaction and one fsync per group.
-fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>) {
+/// Takes the committed index waiting to be written, if any.
+fn take_unsaved(unsaved: &Mutex<Option<Vec<u8>>>) -> Option<Vec<u8>> {
+    unsaved.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
+/// Applies queued writes in order, one transaction and one fsync per group; each group also
+/// carries the latest committed index waiting, and the last one left is written at close.
+fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<Vec<u8>>>) {
     // After one failed commit nothing more is written: a lost truncate or purge followed by
     // later writes would leave a log that is wrong after a restart. Every later operation
     // fails, and openraft stops the node.
@@ -153,6 +178,12 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>) {
         let mut ops = vec![first];
         while let Ok(op) = rx.try_recv() {
             ops.push(op);
+        }
+        if let Some(bytes) = take_unsaved(unsaved) {
+            ops.push(Op {
+                write: Write::Meta(KEY_COMMITTED, bytes),
+                done: None,
+            });
         }
         let result = match &failed {
             Some(e) => Err(format!("an earlier log write failed: {e}")),
@@ -172,6 +203,15 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>) {
                 }
                 None => {}
             }
+        }
+    }
+    if let (Some(bytes), None) = (take_unsaved(unsaved), &failed) {
+        let last = Op {
+            write: Write::Meta(KEY_COMMITTED, bytes),
+            done: None,
+        };
+        if let Err(e) = commit_group(db, &[last]) {
+            tracing::warn!(error = %e, "the committed index was not saved at close");
         }
     }
 }
@@ -252,8 +292,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Optional durability (openraft re-learns the commit index from the leader); it rides
         // along with the next group commit instead of costing an fsync of its own.
         let bytes = encode(&committed).map_err(write_err)?;
-        self.mem().committed = committed;
-        self.submit(Write::Meta(KEY_COMMITTED, bytes), None)
+        let mut mem = self.mem();
+        mem.committed = committed;
+        // Under the memory lock, so that two callers leave the later value to be written.
+        *self
+            .unsaved_committed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(bytes);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<NodeId>>, StorageError<NodeId>> {

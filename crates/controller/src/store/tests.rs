@@ -154,6 +154,44 @@ async fn snapshot_round_trips_through_a_restart() {
     assert_eq!(reopened.shared().read().state.job_count(), 3);
 }
 
+/// The committed index costs no commit (and fsync) of its own: it is written by the next
+/// commit something durable needs, and at close. Before, every Raft round cost each replica
+/// a second commit just for it.
+#[tokio::test]
+async fn the_committed_index_rides_with_the_next_durable_write_and_is_saved_at_close() {
+    use openraft::storage::RaftLogStorage;
+    use openraft::{CommittedLeaderId, LogId, Vote};
+
+    let dir = tempfile::tempdir().unwrap();
+    let Store {
+        mut log,
+        state_machine,
+    } = open(dir.path(), &identity("c1")).await.unwrap();
+    let before = log.queued();
+    let first = Some(LogId::new(CommittedLeaderId::new(1, 1), 5));
+    log.save_committed(first).await.unwrap();
+    assert_eq!(
+        log.queued(),
+        before,
+        "the committed index was sent to the writer"
+    );
+    // A durable write waits for its commit, which took the committed index along.
+    log.save_vote(&Vote::new(1, 1)).await.unwrap();
+    drop(state_machine);
+    drop(log);
+    let mut reopened = open(dir.path(), &identity("c1")).await.unwrap().log;
+    assert_eq!(reopened.read_committed().await.unwrap(), first);
+
+    // The last one, with nothing durable after it, is written at close.
+    let second = Some(LogId::new(CommittedLeaderId::new(1, 1), 9));
+    reopened.save_committed(second).await.unwrap();
+    drop(reopened);
+
+    let mut reopened = open(dir.path(), &identity("c1")).await.unwrap().log;
+    assert_eq!(reopened.read_committed().await.unwrap(), second);
+    assert_eq!(reopened.read_vote().await.unwrap(), Some(Vote::new(1, 1)));
+}
+
 /// A log entry as stored: openraft's envelope (log id, payload kind) around our `Batch`,
 /// whose commands are pinned by the golden test in `state::stored`. This pins the envelope:
 /// an openraft upgrade or a change to `Batch` that moves these bytes needs STORE_FORMAT
