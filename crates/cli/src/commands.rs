@@ -404,6 +404,7 @@ fn claimed_role(command: &Command) -> Option<Role> {
 
 /// `xce tls ...`.
 #[derive(Debug, clap::Subcommand)]
+#[command(defer = true)]
 pub enum TlsCommand {
     /// Make a certificate for every name given, in DIR: NAME.pem and NAME-key.pem for each,
     /// signed by DIR's CA (ca.pem, ca-key.pem), which is made when DIR has none. Keys are

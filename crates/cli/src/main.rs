@@ -41,6 +41,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Submit a job: xce submit [options] -- CMD [ARGS...]
     Submit(commands::SubmitArgs),

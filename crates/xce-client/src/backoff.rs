@@ -38,7 +38,7 @@ impl RetryPolicy {
     /// that lost the same primary do not come back in step.
     pub fn delay(&self, n: u32) -> Duration {
         let ceiling = self.ceiling(n);
-        ceiling.mul_f64(rand::random::<f64>())
+        ceiling.mul_f64(crate::random::unit())
     }
 }
 

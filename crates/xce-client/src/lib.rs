@@ -20,6 +20,7 @@ pub mod logging;
 pub mod metrics;
 pub mod ops;
 pub mod publish;
+pub mod random;
 pub mod shutdown;
 pub mod socket;
 pub mod systemd;

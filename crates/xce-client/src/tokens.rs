@@ -49,9 +49,12 @@ impl std::fmt::Debug for Token {
 impl Token {
     /// A fresh token: a random id and a random 256-bit secret.
     pub fn generate() -> Token {
+        let (mut id, mut secret) = ([0u8; ID_LEN / 2], [0u8; SECRET_LEN / 2]);
+        crate::random::fill(&mut id);
+        crate::random::fill(&mut secret);
         Token {
-            id: hex(&rand::random::<[u8; ID_LEN / 2]>()),
-            secret: hex(&rand::random::<[u8; SECRET_LEN / 2]>()),
+            id: hex(&id),
+            secret: hex(&secret),
         }
     }
 

@@ -61,7 +61,7 @@ pub struct RequestToken(pub u128);
 impl RequestToken {
     /// A fresh random token; 128 random bits make collisions between clients negligible.
     pub fn random() -> Self {
-        RequestToken(rand::random())
+        RequestToken(crate::random::u128())
     }
 }
 
