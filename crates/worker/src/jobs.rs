@@ -409,6 +409,10 @@ impl Jobs {
         match self.launcher.launch(&spec) {
             Err(e) => {
                 warn!(job = id, attempt, error = %e, "cannot start the job's shim");
+                if let Some(spare) = spec.spare.as_deref() {
+                    // No shim took it: it goes back to the pool (where it already is).
+                    let _ = self.spares.keep(spare);
+                }
                 table.insert(id, Held::new(attempt, HeldPhase::Finished));
                 drop(table);
                 let (jobs, end) = (

@@ -39,6 +39,21 @@ fn table_for(
     cgroups: Option<Cgroups>,
     job_users: xce_client::types::JobUsers,
 ) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    table_on(
+        spool,
+        cgroups,
+        job_users,
+        PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
+    )
+}
+
+/// The same, with shims forked by a launcher that `shim_exe` starts.
+fn table_on(
+    spool: &Path,
+    cgroups: Option<Cgroups>,
+    job_users: xce_client::types::JobUsers,
+    shim_exe: PathBuf,
+) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
     let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
     let client = Client::new(peers, xce_client::ClientConfig::default());
     let (stop_tx, stop) = watch::channel(false);
@@ -50,7 +65,7 @@ fn table_for(
     );
     let settings = JobSettings {
         kill_grace: KILL_GRACE,
-        shim_exe: PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
+        shim_exe,
         cgroups,
         job_users,
         log: None,
@@ -206,6 +221,44 @@ async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
         dir.path().join("ran24").exists()
     })
     .await;
+    stop.send_replace(true);
+}
+
+/// A launch that fails hands its spare back: the next attempt's record is that file, not a
+/// new one (before, the spare sat unused on disk until the worker restarted).
+#[tokio::test]
+async fn a_spare_a_failed_launch_took_is_the_next_attempt_s_record() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let spare_dir = dir.path().join("spare");
+    std::fs::create_dir_all(&spare_dir).unwrap();
+    let spare = spare_dir.join("9.1.end");
+    std::fs::write(&spare, b"an acknowledged report\n").unwrap();
+    let inode = std::fs::metadata(&spare).unwrap().ino();
+    // The launcher's program is not there yet: every launch fails.
+    let bin = tempfile::tempdir().unwrap();
+    let exe = bin.path().join("xce-worker");
+    let (jobs, _lease, stop) = table_on(
+        dir.path(),
+        None,
+        xce_client::types::JobUsers::Any,
+        exe.clone(),
+    );
+    jobs.start(sleeper(1), 1);
+    match wait_end(dir.path(), 1, 1).await {
+        JobEnd::Failed(why) => assert!(why.contains("cannot start the job's supervisor"), "{why}"),
+        other => panic!("a launch without its program ended {other:?}"),
+    }
+
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_xce-worker"), &exe).unwrap();
+    jobs.start(sleeper(2), 1);
+    started(&jobs, 2).await;
+    let record = dir.path().join("running").join("2.1");
+    assert_eq!(
+        std::fs::metadata(&record).unwrap().ino(),
+        inode,
+        "the record is a new file: the failed launch's spare was lost"
+    );
     stop.send_replace(true);
 }
 
