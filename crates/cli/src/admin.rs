@@ -18,7 +18,6 @@ use crate::{Cli, Format};
 
 /// `xce admin ...`.
 #[derive(Debug, clap::Subcommand)]
-#[command(defer = true)]
 pub enum AdminCommand {
     /// Backups of the whole cluster state (admins only).
     #[command(subcommand)]
@@ -32,7 +31,6 @@ pub enum AdminCommand {
 
 /// `xce admin members add NAME=HOST:PORT | remove NAME`.
 #[derive(Debug, clap::Subcommand)]
-#[command(defer = true)]
 pub enum MembersCommand {
     /// Add a controller started with --join at HOST:PORT: it catches up (from a snapshot when
     /// the log has moved on), then votes. Give it, and then every client, the new --peers.
@@ -46,7 +44,6 @@ pub enum MembersCommand {
 
 /// `xce admin snapshot save|restore FILE`.
 #[derive(Debug, clap::Subcommand)]
-#[command(defer = true)]
 pub enum SnapshotCommand {
     /// Save a consistent backup from the primary to FILE (readable by its owner only): every
     /// write acknowledged before the command is in it.

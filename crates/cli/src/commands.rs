@@ -18,7 +18,7 @@ use crate::hint::Hint;
 use crate::output::{self, fail};
 use crate::{Cli, Command, Format};
 
-/// `xce submit` options.
+/// Submit a job: xce submit [options] -- CMD [ARGS...]
 #[derive(Debug, Args)]
 pub struct SubmitArgs {
     /// Queue (default: the cluster's default queue, `normal`).
@@ -51,7 +51,7 @@ pub struct SubmitArgs {
     command: Vec<String>,
 }
 
-/// `xce jobs` options.
+/// List jobs.
 #[derive(Debug, Args)]
 pub struct JobsArgs {
     /// Only jobs in this queue.
@@ -69,7 +69,8 @@ pub struct JobsArgs {
     limit: Option<usize>,
 }
 
-/// `xce events` options.
+/// Stream state changes (jobs, hosts, queues) until Ctrl-C, across failovers; with -o json
+/// one JSON object per line, a `resync` line after a failover.
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// Only these kinds (repeatable): job, host, queue.
@@ -404,7 +405,6 @@ fn claimed_role(command: &Command) -> Option<Role> {
 
 /// `xce tls ...`.
 #[derive(Debug, clap::Subcommand)]
-#[command(defer = true)]
 pub enum TlsCommand {
     /// Make a certificate for every name given, in DIR: NAME.pem and NAME-key.pem for each,
     /// signed by DIR's CA (ca.pem, ca-key.pem), which is made when DIR has none. Keys are

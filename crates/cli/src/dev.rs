@@ -12,7 +12,7 @@ use xce_devcluster::{free_ports, sibling_bin_dir, ClusterSpec, DevCluster};
 use crate::output::fail;
 use crate::Format;
 
-/// `xce dev` options.
+/// Run a local HA cluster in the foreground until Ctrl-C.
 #[derive(Debug, Args)]
 pub struct DevArgs {
     /// Keep the cluster's data here (kept on exit) instead of a temporary directory.

@@ -13,7 +13,6 @@ use crate::{Cli, Format};
 
 /// `xce token ...`.
 #[derive(Debug, clap::Subcommand)]
-#[command(defer = true)]
 pub enum TokenCommand {
     /// Make a token for a user and print it (alone on stdout; -o json: {"token": ...}). It is
     /// shown only this once: the cluster keeps only its hash.

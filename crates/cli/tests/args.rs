@@ -48,3 +48,46 @@ fn text_errors_go_to_stderr_with_a_non_zero_exit() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--peers"));
 }
+
+/// Subcommands' arguments are built lazily (clap's `defer`), which takes a subcommand's
+/// about text from its arguments struct's doc comment: every subcommand's own help must still
+/// open with what `xce --help` lists for it.
+#[test]
+fn every_subcommand_s_help_opens_with_what_the_list_says() {
+    let out = xce(&["--help"], None);
+    let root = String::from_utf8(out.stdout).unwrap();
+    let listed: Vec<(&str, &str)> = root
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.trim().split_once(char::is_whitespace))
+        .map(|(name, about)| (name, about.trim()))
+        .filter(|(name, _)| *name != "help")
+        .collect();
+    assert!(listed.len() > 10, "{root}");
+    for (name, about) in listed {
+        let out = xce(&[name, "--help"], None);
+        let help = String::from_utf8(out.stdout).unwrap();
+        let first: Vec<&str> = help.lines().take_while(|l| !l.is_empty()).collect();
+        assert_eq!(first.join(" "), about, "xce {name} --help");
+    }
+}
+
+/// The unwinder is linked in (build.rs): `xce` must not load libgcc_s, whose constructor
+/// probes the CPU with `cpuid` at every command.
+#[test]
+fn xce_does_not_load_libgcc_s() {
+    let out = Command::new(env!("CARGO_BIN_EXE_xce"))
+        .arg("--version")
+        .env("LD_DEBUG", "libs")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let loaded = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        loaded.contains("libc.so.6"),
+        "LD_DEBUG said nothing: {loaded}"
+    );
+    assert!(!loaded.contains("libgcc_s"), "{loaded}");
+}
