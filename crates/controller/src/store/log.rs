@@ -132,6 +132,15 @@ impl LogStore {
         self.writer.queued.load(Ordering::Relaxed)
     }
 
+    /// Whether a committed index waits for a commit to take it.
+    #[cfg(test)]
+    pub(crate) fn committed_waits(&self) -> bool {
+        self.unsaved_committed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     fn mem(&self) -> MutexGuard<'_, LogMem> {
         self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -292,6 +301,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Optional durability (openraft re-learns the commit index from the leader); it rides
         // along with the next group commit instead of costing an fsync of its own.
         let bytes = encode(&committed).map_err(write_err)?;
+        // Written by whichever commit takes it, possibly before entries queued earlier are:
+        // safe because openraft (0.9) commits only entries this log has reported flushed
+        // (it waits for each append's flush before its next command), so every entry the
+        // value covers is on disk already. Truncates and purges queued earlier never touch
+        // committed entries.
         let mut mem = self.mem();
         mem.committed = committed;
         // Under the memory lock, so that two callers leave the later value to be written.

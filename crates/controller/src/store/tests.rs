@@ -154,9 +154,9 @@ async fn snapshot_round_trips_through_a_restart() {
     assert_eq!(reopened.shared().read().state.job_count(), 3);
 }
 
-/// The committed index costs no commit (and fsync) of its own: it is written by the next
-/// commit something durable needs, and at close. Before, every Raft round cost each replica
-/// a second commit just for it.
+/// The committed index is never queued to the writer on its own (each one cost a commit and
+/// fsync on every replica per Raft round): the next commit something durable needs takes it,
+/// and close writes the last one.
 #[tokio::test]
 async fn the_committed_index_rides_with_the_next_durable_write_and_is_saved_at_close() {
     use openraft::storage::RaftLogStorage;
@@ -175,8 +175,13 @@ async fn the_committed_index_rides_with_the_next_durable_write_and_is_saved_at_c
         before,
         "the committed index was sent to the writer"
     );
+    assert!(log.committed_waits());
     // A durable write waits for its commit, which took the committed index along.
     log.save_vote(&Vote::new(1, 1)).await.unwrap();
+    assert!(
+        !log.committed_waits(),
+        "the vote's commit left the committed index"
+    );
     drop(state_machine);
     drop(log);
     let mut reopened = open(dir.path(), &identity("c1")).await.unwrap().log;
