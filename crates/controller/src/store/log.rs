@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::RangeBounds;
+#[cfg(test)]
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,6 +74,7 @@ struct Writer {
     tx: Option<mpsc::Sender<Op>>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Writes sent to the thread so far: what the tests count.
+    #[cfg(test)]
     queued: AtomicU64,
 }
 
@@ -114,6 +116,7 @@ impl LogStore {
             writer: Arc::new(Writer {
                 tx: Some(tx),
                 thread: Some(thread),
+                #[cfg(test)]
                 queued: AtomicU64::new(0),
             }),
             unsaved_committed,
@@ -146,6 +149,7 @@ impl LogStore {
     }
 
     fn submit(&self, write: Write, done: Option<Done>) -> Result<(), StorageError<NodeId>> {
+        #[cfg(test)]
         self.writer.queued.fetch_add(1, Ordering::Relaxed);
         let sent = match &self.writer.tx {
             Some(tx) => tx.send(Op { write, done }).is_ok(),
