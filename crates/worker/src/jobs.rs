@@ -409,10 +409,7 @@ impl Jobs {
         match self.launcher.launch(&spec) {
             Err(e) => {
                 warn!(job = id, attempt, error = %e, "cannot start the job's shim");
-                if let Some(spare) = spec.spare.as_deref() {
-                    // No shim took it: it goes back to the pool (where it already is).
-                    let _ = self.spares.keep(spare);
-                }
+                self.return_spare(&spec);
                 table.insert(id, Held::new(attempt, HeldPhase::Finished));
                 drop(table);
                 let (jobs, end) = (
@@ -433,6 +430,15 @@ impl Jobs {
                 let jobs = self.clone();
                 tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
             }
+        }
+    }
+
+    /// Puts the spare a shim was given back in the pool if it is still there: the launch
+    /// failed, or the shim ended before it wrote its record (it started nothing). A shim
+    /// that wrote its record renamed the spare away.
+    fn return_spare(&self, spec: &ShimSpec) {
+        if let Some(spare) = spec.spare.as_deref().filter(|s| s.exists()) {
+            let _ = self.spares.keep(spare);
         }
     }
 
@@ -550,11 +556,7 @@ impl Jobs {
                 false
             }
         };
-        if let Some(spare) = spec.spare.as_deref().filter(|s| s.exists()) {
-            // The shim ended before it wrote its record (it started nothing): the spare it
-            // was given is still one.
-            let _ = self.spares.keep(spare);
-        }
+        self.return_spare(&spec);
         self.shim_ended(id, attempt, clean, start_delivery).await;
     }
 

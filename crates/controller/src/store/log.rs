@@ -175,9 +175,13 @@ impl LogStore {
     }
 }
 
-/// Takes the committed index waiting to be written, if any.
-fn take_unsaved(unsaved: &Mutex<Option<Vec<u8>>>) -> Option<Vec<u8>> {
-    unsaved.lock().unwrap_or_else(|p| p.into_inner()).take()
+/// Takes the committed index waiting to be written, if any, as the write that saves it.
+fn take_unsaved(unsaved: &Mutex<Option<Vec<u8>>>) -> Option<Op> {
+    let bytes = unsaved.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+    Some(Op {
+        write: Write::Meta(KEY_COMMITTED, bytes),
+        done: None,
+    })
 }
 
 /// Applies queued writes in order, one transaction and one fsync per group; each group also
@@ -192,12 +196,7 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<V
         while let Ok(op) = rx.try_recv() {
             ops.push(op);
         }
-        if let Some(bytes) = take_unsaved(unsaved) {
-            ops.push(Op {
-                write: Write::Meta(KEY_COMMITTED, bytes),
-                done: None,
-            });
-        }
+        ops.extend(take_unsaved(unsaved));
         let result = match &failed {
             Some(e) => Err(format!("an earlier log write failed: {e}")),
             None => commit_group(db, &ops).map_err(|e| e.to_string()),
@@ -218,11 +217,7 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<V
             }
         }
     }
-    if let (Some(bytes), None) = (take_unsaved(unsaved), &failed) {
-        let last = Op {
-            write: Write::Meta(KEY_COMMITTED, bytes),
-            done: None,
-        };
+    if let (Some(last), None) = (take_unsaved(unsaved), &failed) {
         if let Err(e) = commit_group(db, &[last]) {
             tracing::warn!(error = %e, "the committed index was not saved at close");
         }
