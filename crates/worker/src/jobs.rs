@@ -19,6 +19,7 @@ use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSig
 use xce_client::{Client, ClientError, Status};
 
 use crate::cgroup::{Cgroups, JobCgroup, Limits};
+use crate::ended::Ended;
 use crate::fence::Lease;
 use crate::join_window::{still_due, JoinWindow, Parked};
 use crate::launcher::{Launched, Launcher, ShimEvent};
@@ -86,6 +87,9 @@ pub struct Jobs {
     held: Mutex<HashMap<JobId, Held>>,
     /// Starts that wait for a join's answer (locked after `held`, never before).
     window: Mutex<JoinWindow>,
+    /// Attempts let go of, so that a late start for one is not run (locked after `held`,
+    /// never before).
+    ended: Mutex<Ended>,
     /// Forks each attempt's shim.
     launcher: Launcher,
     /// This worker process, as its shims tell whether it is still there.
@@ -122,6 +126,7 @@ impl Jobs {
             stop,
             held: Mutex::new(HashMap::new()),
             window: Mutex::new(JoinWindow::default()),
+            ended: Mutex::new(Ended::default()),
         }))
     }
 
@@ -136,6 +141,10 @@ impl Jobs {
 
     fn window(&self) -> MutexGuard<'_, JoinWindow> {
         self.window.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn ended(&self) -> MutexGuard<'_, Ended> {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What this worker holds (parked starts included).
@@ -206,7 +215,7 @@ impl Jobs {
             now = current.map(|c| c.attempt),
             "the start that waited for the join was superseded by the resync; not run"
         );
-        drop_attempt(&mut table, id, attempt);
+        self.let_go(&mut table, id, attempt);
     }
 
     /// The process group of an attempt this worker holds, once it started.
@@ -345,11 +354,23 @@ impl Jobs {
     }
 
     /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
-    /// it (a start sent again after a failover). A newer attempt fences an older copy still
-    /// held here. While a join is unanswered the start waits ([`crate::join_window`]).
+    /// it (a start sent again after a failover) or let go of it or a newer one (a late
+    /// order, [`crate::ended`]). A newer attempt fences an older copy still held here. While
+    /// a join is unanswered the start waits ([`crate::join_window`]).
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
         let id = job.id;
         let table = self.table();
+        if let Some(last) = self.ended().covering(id, attempt) {
+            if !table.contains_key(&id) {
+                warn!(
+                    job = id,
+                    attempt,
+                    ended = last,
+                    "start for an attempt no newer than one that already ended here; a late order, not run"
+                );
+                return;
+            }
+        }
         let mut fenced = None;
         if let Some(old) = table.get(&id).copied() {
             if old.attempt >= attempt {
@@ -676,7 +697,14 @@ impl Jobs {
 
     /// Forgets the attempt once its end is acknowledged.
     fn release(&self, id: JobId, attempt: u32) {
-        drop_attempt(&mut self.table(), id, attempt);
+        self.let_go(&mut self.table(), id, attempt);
+    }
+
+    /// Drops the attempt from the table for good: a later start for it, or an older one, is a
+    /// late order and is not run ([`crate::ended`]).
+    fn let_go(&self, table: &mut HashMap<JobId, Held>, id: JobId, attempt: u32) {
+        drop_attempt(table, id, attempt);
+        self.ended().remember(id, attempt);
     }
 
     /// Sends one report until the primary acknowledges or refuses it (or the worker stops:

@@ -5,6 +5,7 @@
 
 pub mod cgroup;
 pub mod config;
+pub mod ended;
 pub mod fence;
 pub mod host;
 pub mod jobs;

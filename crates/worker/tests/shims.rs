@@ -224,6 +224,57 @@ async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
     stop.send_replace(true);
 }
 
+/// A start for an attempt this worker already let go of, or for an older one, is a late copy
+/// of an order (a deposed primary's push that arrives after the resync sent the job again, or
+/// after the attempt's end was acknowledged): it never runs again. A newer attempt still runs.
+/// Before, the job table had forgotten the attempt and ran it a second time.
+#[tokio::test]
+async fn a_late_start_for_an_attempt_already_let_go_of_never_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let append = |id: JobId, file: &str| {
+        let path = dir.path().join(file);
+        job(
+            id,
+            &["sh", "-c", &format!("echo ran >> {}", path.display())],
+        )
+    };
+    let held = |jobs: &Jobs, id: JobId| jobs.held().iter().any(|h| h.id == id);
+
+    // Superseded by the resync while it waited for the join: let go of, never run.
+    jobs.join_begins();
+    jobs.start(append(41, "ran41"), 1);
+    jobs.join_answered();
+    jobs.settle_parked(41, 1, Some(&dispatched(41, 2)));
+    assert!(!held(&jobs, 41), "a superseded start is still held");
+    jobs.start(append(41, "ran41"), 1);
+    assert!(
+        !held(&jobs, 41),
+        "a late start of a superseded attempt was run"
+    );
+
+    // Ran and ended; its report settled (here the worker stops, as no primary answers).
+    jobs.start(append(42, "ran42"), 1);
+    assert_eq!(wait_end(dir.path(), 42, 1).await, JobEnd::Exit(0));
+    stop.send_replace(true);
+    wait_until("the ended attempt to be let go of", || !held(&jobs, 42)).await;
+    jobs.start(append(42, "ran42"), 1);
+    assert!(!held(&jobs, 42), "a late start of an ended attempt was run");
+    jobs.start(append(41, "ran41"), 1);
+    assert!(!held(&jobs, 41));
+
+    // A newer attempt is no late copy.
+    jobs.start(append(42, "ran42-2"), 2);
+    assert!(held(&jobs, 42), "a newer attempt was refused");
+    assert_eq!(wait_end(dir.path(), 42, 2).await, JobEnd::Exit(0));
+    let runs = |file: &str| {
+        std::fs::read_to_string(dir.path().join(file))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    assert_eq!((runs("ran41"), runs("ran42"), runs("ran42-2")), (0, 1, 1));
+}
+
 /// A launch that fails hands its spare back: the next attempt's record is that file, not a
 /// new one (before, the spare sat unused on disk until the worker restarted).
 #[tokio::test]
