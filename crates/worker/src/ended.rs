@@ -1,14 +1,19 @@
-//! The attempts this worker let go of: so that a start order for one of them, or an older
-//! one, is known for a late copy and never runs.
+//! The attempts this worker let go of: a start order for one of them, or an older one, is
+//! most likely a late copy, so it waits until the primary says the attempt is still due here.
 //!
-//! The job table forgets an attempt once its end is acknowledged (or the resync superseded
-//! it before it ran). Until now a start order for that attempt arriving afterwards found no
-//! entry and ran the job again. Such an order can only be late: attempt numbers are never
-//! reused, and a primary sends an attempt once, then again only at a resync that finds it
-//! missing, while it is still placed. A deposed primary that was frozen or slow between
-//! applying a dispatch and pushing it is one sender of such orders: by the time its push
-//! arrives, this worker may have joined the new primary, run the attempt its resync sent
-//! again, and reported its end.
+//! The job table forgets an attempt once it is settled (its end delivered, or the resync
+//! superseded it before it ran). Until now a start order for that attempt arriving afterwards
+//! found no entry and ran the job again. Within one cluster such an order can only be late:
+//! attempt numbers only grow (every dispatch and every resync re-send takes the next one),
+//! so a due start is always newer than anything this worker let go of. A deposed primary that
+//! was frozen or slow between applying a dispatch and pushing it is one sender of such
+//! orders: by the time its push arrives, this worker may have joined the new primary, run the
+//! attempt its resync sent again, and reported its end.
+//!
+//! The start is not refused outright but checked (`jobInfo`, as for a start that crossed a
+//! join, [`crate::join_window`]): a worker that lives on while its cluster is restored from a
+//! backup meets job ids and attempts again that it let go of in the old cluster, and those
+//! are due.
 //!
 //! The memory is bounded by count ([`ENDED_KEPT`] jobs, oldest forgotten first) and lives as
 //! long as the worker process: a restarted worker joins the current primary afresh, and a

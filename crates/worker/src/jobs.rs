@@ -186,14 +186,15 @@ impl Jobs {
                 ..
             }) => self.settle_parked(id, attempt, None),
             Err(e) => {
-                warn!(job = id, attempt, error = %e, "cannot ask the primary about a start that waited for a join; joining again");
+                warn!(job = id, attempt, error = %e, "cannot ask the primary about a start that waits; joining again");
                 self.client.request_rejoin();
             }
         }
     }
 
     /// Runs a parked attempt if `current` (the primary's view, read after the join was
-    /// answered) still wants it here; otherwise lets it go without running it.
+    /// answered or the start arrived) still wants it here; otherwise lets it go without
+    /// running it.
     pub fn settle_parked(self: &Arc<Self>, id: JobId, attempt: u32, current: Option<&Job>) {
         let mut table = self.table();
         let Some(start) = self.window().take(id, attempt) else {
@@ -204,7 +205,7 @@ impl Jobs {
         if !stopping && current.is_some_and(|c| still_due(c, attempt, &self.host)) {
             info!(
                 job = id,
-                attempt, "the start that waited for the join is still due; starting it"
+                attempt, "the start that waited is still due; starting it"
             );
             self.launch(table, start);
             return;
@@ -213,9 +214,15 @@ impl Jobs {
             job = id,
             attempt,
             now = current.map(|c| c.attempt),
-            "the start that waited for the join was superseded by the resync; not run"
+            "the start that waited is not due (superseded by the resync, or a late order); not run"
         );
         self.let_go(&mut table, id, attempt);
+    }
+
+    /// Whether the attempt's start waits for the primary's word (parked, not run yet).
+    pub fn waits(&self, id: JobId, attempt: u32) -> bool {
+        let _table = self.table();
+        self.window().holds(id, attempt)
     }
 
     /// The process group of an attempt this worker holds, once it started.
@@ -354,23 +361,13 @@ impl Jobs {
     }
 
     /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
-    /// it (a start sent again after a failover) or let go of it or a newer one (a late
-    /// order, [`crate::ended`]). A newer attempt fences an older copy still held here. While
-    /// a join is unanswered the start waits ([`crate::join_window`]).
+    /// it (a start sent again after a failover). A newer attempt fences an older copy still
+    /// held here. While a join is unanswered the start waits ([`crate::join_window`]); so
+    /// does a start for an attempt no newer than one this worker let go of (a late order,
+    /// [`crate::ended`]) until the primary says it is still due here.
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
         let id = job.id;
         let table = self.table();
-        if let Some(last) = self.ended().covering(id, attempt) {
-            if !table.contains_key(&id) {
-                warn!(
-                    job = id,
-                    attempt,
-                    ended = last,
-                    "start for an attempt no newer than one that already ended here; a late order, not run"
-                );
-                return;
-            }
-        }
         let mut fenced = None;
         if let Some(old) = table.get(&id).copied() {
             if old.attempt >= attempt {
@@ -396,18 +393,46 @@ impl Jobs {
                 });
             }
         }
+        let late = match table.contains_key(&id) {
+            true => None,
+            false => self.ended().covering(id, attempt),
+        };
         let start = Parked {
             job,
             attempt,
             fenced,
         };
-        let Some(start) = self.window().park(start) else {
+        let parked = match late {
+            None => self.window().park(start),
+            Some(_) => {
+                self.window().hold(start);
+                None
+            }
+        };
+        let Some(start) = parked else {
             let mut table = table;
             table.insert(id, Held::new(attempt, HeldPhase::Running));
-            info!(
+            let Some(ended) = late else {
+                info!(
+                    job = id,
+                    attempt, "start waits for this worker's join to be answered"
+                );
+                return;
+            };
+            warn!(
                 job = id,
-                attempt, "start waits for this worker's join to be answered"
+                attempt,
+                ended,
+                "start for an attempt no newer than one that ended here: a late order? It waits until the primary says it is still due"
             );
+            // While a join is unanswered, its answer has the primary asked.
+            if !self.window().is_open() {
+                let jobs = self.clone();
+                tokio::spawn(
+                    async move { jobs.check_parked(id, attempt).await }
+                        .instrument(tracing::info_span!("job", id, attempt)),
+                );
+            }
             return;
         };
         self.launch(table, start);
@@ -695,13 +720,14 @@ impl Jobs {
         }
     }
 
-    /// Forgets the attempt once its end is acknowledged.
+    /// Forgets the attempt once it is settled: its end delivered (or refused as stale), or it
+    /// ended unreported for the resync to settle, or the worker stops.
     fn release(&self, id: JobId, attempt: u32) {
         self.let_go(&mut self.table(), id, attempt);
     }
 
-    /// Drops the attempt from the table for good: a later start for it, or an older one, is a
-    /// late order and is not run ([`crate::ended`]).
+    /// Drops the attempt from the table for good: a later start for it, or an older one, is
+    /// taken for a late order and runs only if the primary says it is due ([`crate::ended`]).
     fn let_go(&self, table: &mut HashMap<JobId, Held>, id: JobId, attempt: u32) {
         drop_attempt(table, id, attempt);
         self.ended().remember(id, attempt);

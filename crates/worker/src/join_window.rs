@@ -56,6 +56,17 @@ impl JoinWindow {
         None
     }
 
+    /// Parks a start whether or not a join is unanswered: it runs only once the primary,
+    /// asked, still wants it here.
+    pub fn hold(&mut self, start: Parked) {
+        self.parked.insert(start.job.id, start);
+    }
+
+    /// Whether a join is unanswered (its answer has every parked start checked).
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
     /// Whether this attempt is parked.
     pub fn holds(&self, id: JobId, attempt: u32) -> bool {
         self.parked.get(&id).is_some_and(|p| p.attempt == attempt)

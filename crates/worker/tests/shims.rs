@@ -224,12 +224,14 @@ async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
     stop.send_replace(true);
 }
 
-/// A start for an attempt this worker already let go of, or for an older one, is a late copy
-/// of an order (a deposed primary's push that arrives after the resync sent the job again, or
-/// after the attempt's end was acknowledged): it never runs again. A newer attempt still runs.
-/// Before, the job table had forgotten the attempt and ran it a second time.
+/// A start for an attempt this worker already let go of, or for an older one, is most likely
+/// a late copy of an order (a deposed primary's push that arrives after the resync sent the
+/// job again, or after the attempt's end was acknowledged): it waits until the primary says
+/// it is still due here, and runs only then (a cluster restored from a backup gives out ids
+/// and attempts again). A newer attempt runs at once. Before, the job table had forgotten the
+/// attempt and ran it a second time.
 #[tokio::test]
-async fn a_late_start_for_an_attempt_already_let_go_of_never_runs_again() {
+async fn a_late_start_for_an_attempt_already_let_go_of_waits_for_the_primary_s_word() {
     let dir = tempfile::tempdir().unwrap();
     let (jobs, _lease, stop) = table(dir.path());
     let append = |id: JobId, file: &str| {
@@ -239,40 +241,51 @@ async fn a_late_start_for_an_attempt_already_let_go_of_never_runs_again() {
             &["sh", "-c", &format!("echo ran >> {}", path.display())],
         )
     };
-    let held = |jobs: &Jobs, id: JobId| jobs.held().iter().any(|h| h.id == id);
+    let runs = |file: &str| {
+        std::fs::read_to_string(dir.path().join(file))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
 
     // Superseded by the resync while it waited for the join: let go of, never run.
     jobs.join_begins();
     jobs.start(append(41, "ran41"), 1);
     jobs.join_answered();
     jobs.settle_parked(41, 1, Some(&dispatched(41, 2)));
-    assert!(!held(&jobs, 41), "a superseded start is still held");
+    assert!(!jobs.waits(41, 1));
+    // The late copy waits; the primary (here: the test) says attempt 2 is current.
     jobs.start(append(41, "ran41"), 1);
     assert!(
-        !held(&jobs, 41),
+        jobs.waits(41, 1),
         "a late start of a superseded attempt was run"
     );
+    jobs.settle_parked(41, 1, Some(&dispatched(41, 2)));
+    assert!(jobs.held().iter().all(|h| h.id != 41));
+    // Again, and this time the primary wants attempt 1 here (a restored cluster): it runs.
+    jobs.start(append(41, "ran41"), 1);
+    jobs.settle_parked(41, 1, Some(&dispatched(41, 1)));
+    assert_eq!(wait_end(dir.path(), 41, 1).await, JobEnd::Exit(0));
 
-    // Ran and ended; its report settled (here the worker stops, as no primary answers).
+    // Ran and ended, and its report settled (here the worker stops, as no primary answers):
+    // a late copy waits instead of running.
     jobs.start(append(42, "ran42"), 1);
     assert_eq!(wait_end(dir.path(), 42, 1).await, JobEnd::Exit(0));
     stop.send_replace(true);
-    wait_until("the ended attempt to be let go of", || !held(&jobs, 42)).await;
+    wait_until("the ended attempt to be let go of", || {
+        jobs.held().iter().all(|h| h.id != 42)
+    })
+    .await;
     jobs.start(append(42, "ran42"), 1);
-    assert!(!held(&jobs, 42), "a late start of an ended attempt was run");
-    jobs.start(append(41, "ran41"), 1);
-    assert!(!held(&jobs, 41));
+    assert!(
+        jobs.waits(42, 1),
+        "a late start of an ended attempt was run"
+    );
 
     // A newer attempt is no late copy.
     jobs.start(append(42, "ran42-2"), 2);
-    assert!(held(&jobs, 42), "a newer attempt was refused");
+    assert!(!jobs.waits(42, 2), "a newer attempt waits");
     assert_eq!(wait_end(dir.path(), 42, 2).await, JobEnd::Exit(0));
-    let runs = |file: &str| {
-        std::fs::read_to_string(dir.path().join(file))
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
-    };
-    assert_eq!((runs("ran41"), runs("ran42"), runs("ran42-2")), (0, 1, 1));
+    assert_eq!((runs("ran41"), runs("ran42"), runs("ran42-2")), (1, 1, 1));
 }
 
 /// A launch that fails hands its spare back: the next attempt's record is that file, not a

@@ -99,7 +99,7 @@ fn still_primary(node: &Node, host: &str, what: &str) -> bool {
     match node.gate() {
         Ok(()) => true,
         Err(why) => {
-            info!(%host, what, reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
+            debug!(%host, what, reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
             false
         }
     }
