@@ -332,6 +332,13 @@ async fn a_worker_that_resyncs_while_jobs_stream_in_runs_each_once() {
     })
     .await;
     assert!(count("spare") > 0, "no report was kept as a spare");
+    // Every push came through the capability of the worker's last answered join: none was
+    // taken for a late order over a connection it left (each costs a read and a wait).
+    let log = std::fs::read_to_string(&cluster.worker_daemons()[0].log).unwrap();
+    assert!(
+        !log.contains("came over a connection this worker has left"),
+        "a push over the current connection was doubted"
+    );
 }
 
 #[tokio::test]

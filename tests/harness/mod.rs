@@ -282,6 +282,11 @@ impl Cluster {
         &self.local.controllers
     }
 
+    /// The workers.
+    pub fn worker_daemons(&self) -> &[Daemon] {
+        &self.local.workers
+    }
+
     /// Starts controller `i` again.
     pub fn restart(&mut self, i: usize) {
         self.local.start_controller(i).unwrap();

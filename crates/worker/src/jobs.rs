@@ -160,12 +160,13 @@ impl Jobs {
         held_list(&table)
     }
 
-    /// A join was answered (its orders carried out): each parked start is checked against
-    /// the primary, then run or let go.
-    pub fn join_answered(self: &Arc<Self>) {
+    /// A join was answered (its orders carried out); it passed agent capability number
+    /// `generation` (`Joined::agent_generation`; 0 for none): each parked start is checked
+    /// against the primary, then run or let go.
+    pub fn join_answered(self: &Arc<Self>, generation: u64) {
         let due = {
             let _table = self.table();
-            self.window().close()
+            self.window().close(generation)
         };
         for (id, attempt) in due {
             let jobs = self.clone();
@@ -360,12 +361,21 @@ impl Jobs {
         Ok(starts)
     }
 
+    /// Starts `attempt` of `job`, as pushed through the agent capability of the last answered
+    /// join. For tests: the worker's own pushes go through [`Jobs::start_from`] with the
+    /// number they came through.
+    pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
+        self.start_from(job, attempt, u64::MAX);
+    }
+
     /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
     /// it (a start sent again after a failover). A newer attempt fences an older copy still
     /// held here. While a join is unanswered the start waits ([`crate::join_window`]); so
-    /// does a start for an attempt no newer than one this worker let go of (a late order,
-    /// [`crate::ended`]) until the primary says it is still due here.
-    pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
+    /// does, until the primary says it is still due here, a start that came through the
+    /// agent capability (`generation`) of an older join than the last answered one (over a
+    /// connection this worker has left: a deposed primary's late push), or for an attempt no
+    /// newer than one this worker let go of ([`crate::ended`]).
+    pub fn start_from(self: &Arc<Self>, job: Job, attempt: u32, generation: u64) {
         let id = job.id;
         let table = self.table();
         let mut fenced = None;
@@ -393,16 +403,18 @@ impl Jobs {
                 });
             }
         }
-        let late = match table.contains_key(&id) {
-            true => None,
-            false => self.ended().covering(id, attempt),
+        let left = self.window().from_a_left_connection(generation);
+        let doubt = match left {
+            true => Some(Doubt::LeftConnection),
+            false if table.contains_key(&id) => None,
+            false => self.ended().covering(id, attempt).map(Doubt::Ended),
         };
         let start = Parked {
             job,
             attempt,
             fenced,
         };
-        let parked = match late {
+        let parked = match doubt {
             None => self.window().park(start),
             Some(_) => {
                 self.window().hold(start);
@@ -412,7 +424,7 @@ impl Jobs {
         let Some(start) = parked else {
             let mut table = table;
             table.insert(id, Held::new(attempt, HeldPhase::Running));
-            let Some(ended) = late else {
+            let Some(doubt) = doubt else {
                 info!(
                     job = id,
                     attempt, "start waits for this worker's join to be answered"
@@ -422,8 +434,8 @@ impl Jobs {
             warn!(
                 job = id,
                 attempt,
-                ended,
-                "start for an attempt no newer than one that ended here: a late order? It waits until the primary says it is still due"
+                why = %doubt,
+                "a late order? The start waits until the primary says it is still due"
             );
             // While a join is unanswered, its answer has the primary asked.
             if !self.window().is_open() {
@@ -914,6 +926,24 @@ impl Jobs {
 fn signal_shim(shim: ProcRecord, signal: Signal) {
     if shim.alive() {
         let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), signal);
+    }
+}
+
+/// Why a start may be a late order, and so waits for the primary's word.
+#[derive(Debug, Clone, Copy)]
+enum Doubt {
+    /// It came through the agent capability of a join older than the last answered one.
+    LeftConnection,
+    /// This attempt, or a newer one (the attempt given), ended here already.
+    Ended(u32),
+}
+
+impl std::fmt::Display for Doubt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Doubt::LeftConnection => f.write_str("it came over a connection this worker has left"),
+            Doubt::Ended(last) => write!(f, "attempt {last} of the job already ended here"),
+        }
     }
 }
 

@@ -20,6 +20,12 @@ use crate::shim::FencedCopy;
 pub struct JoinWindow {
     open: bool,
     parked: HashMap<JobId, Parked>,
+    /// The number of the agent capability the last answered join passed
+    /// ([`AgentHandle::capability`]): starts through an older one come over a connection this
+    /// worker has left.
+    ///
+    /// [`AgentHandle::capability`]: xce_client::agent::AgentHandle::capability
+    answered: u64,
 }
 
 /// A start that waits, with the older copy it fences (its shim already told to stop it): the
@@ -37,10 +43,12 @@ impl JoinWindow {
         self.open = true;
     }
 
-    /// A join was answered: what waits is returned, to be checked against the primary (those
-    /// of an earlier, failed join too). It stays parked until [`JoinWindow::take`].
-    pub fn close(&mut self) -> Vec<(JobId, u32)> {
+    /// A join was answered, carrying agent capability `generation`: what waits is returned,
+    /// to be checked against the primary (those of an earlier, failed join too). It stays
+    /// parked until [`JoinWindow::take`].
+    pub fn close(&mut self, generation: u64) -> Vec<(JobId, u32)> {
         self.open = false;
+        self.answered = self.answered.max(generation);
         let mut due: Vec<(JobId, u32)> =
             self.parked.iter().map(|(id, p)| (*id, p.attempt)).collect();
         due.sort_unstable();
@@ -60,6 +68,15 @@ impl JoinWindow {
     /// asked, still wants it here.
     pub fn hold(&mut self, start: Parked) {
         self.parked.insert(start.job.id, start);
+    }
+
+    /// Whether a start through agent capability `generation` came over a connection this
+    /// worker has left: one passed at a join older than the last answered one. On the
+    /// connection of that join, every push through an older capability arrives before its
+    /// answer (the primary replaces the capability before it answers), so while the window
+    /// is open it is parked anyway.
+    pub fn from_a_left_connection(&self, generation: u64) -> bool {
+        generation < self.answered
     }
 
     /// Whether a join is unanswered (its answer has every parked start checked).
@@ -139,7 +156,7 @@ mod tests {
         window.open();
         assert!(window.park(start(2, 1)).is_none());
         assert!(window.holds(2, 1) && !window.holds(2, 2));
-        assert_eq!(window.close(), vec![(2, 1)]);
+        assert_eq!(window.close(0), vec![(2, 1)]);
         // Closed: new starts run, the parked one waits for its check.
         assert!(window.park(start(3, 1)).is_some());
         assert!(window.holds(2, 1));
@@ -156,11 +173,11 @@ mod tests {
         // The join failed: nothing closes the window; the next join opens it again.
         window.open();
         assert!(window.park(start(6, 2)).is_none());
-        assert_eq!(window.close(), vec![(5, 1), (6, 2)]);
+        assert_eq!(window.close(0), vec![(5, 1), (6, 2)]);
         assert!(window.forget(5).is_none());
         assert!(!window.holds(5, 1));
         assert_eq!(window.clear(), vec![(6, 2)]);
-        assert!(window.close().is_empty());
+        assert!(window.close(0).is_empty());
     }
 
     #[test]
@@ -197,5 +214,19 @@ mod tests {
             ..job(7, 1)
         };
         assert!(!still_due(&running, 1, "w1"));
+    }
+
+    #[test]
+    fn a_capability_older_than_the_last_answered_join_s_is_from_a_left_connection() {
+        let mut window = JoinWindow::default();
+        assert!(!window.from_a_left_connection(0), "before any join");
+        window.open();
+        window.close(4);
+        assert!(window.from_a_left_connection(3));
+        assert!(!window.from_a_left_connection(4));
+        assert!(!window.from_a_left_connection(5), "a join in flight");
+        // An older number never lowers what was answered.
+        window.close(2);
+        assert!(window.from_a_left_connection(3));
     }
 }

@@ -174,20 +174,22 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                 // off, while the order sat in its socket) may have been superseded: the
                 // cluster may have declared the host lost and placed the job elsewhere. The
                 // rejoin's resync places it here again if it is still ours.
-                AgentRequest::StartJob { job, attempt } => {
-                    match start_lease.overdue(fence::now()) {
-                        Some(late) => {
-                            warn!(
-                                job = job.id,
-                                attempt,
-                                ?late,
-                                "start order refused: this worker's lease ran out; joining again"
-                            );
-                            start_client.request_rejoin();
-                        }
-                        None => served.start(*job, attempt),
+                AgentRequest::StartJob {
+                    job,
+                    attempt,
+                    generation,
+                } => match start_lease.overdue(fence::now()) {
+                    Some(late) => {
+                        warn!(
+                            job = job.id,
+                            attempt,
+                            ?late,
+                            "start order refused: this worker's lease ran out; joining again"
+                        );
+                        start_client.request_rejoin();
                     }
-                }
+                    None => served.start_from(*job, attempt, generation),
+                },
                 AgentRequest::Signal { order, held } => {
                     let _ = held.send(served.signal(order));
                 }
@@ -357,7 +359,8 @@ fn rejoin_action(
             }
             // Starts that came on the wire before the answer are served (parked) first.
             agent.flush().await;
-            jobs.join_answered();
+            // The primary's pushes come through the capability this join passed now.
+            jobs.join_answered(joined.agent_generation);
             Ok(())
         })
     })

@@ -194,7 +194,7 @@ async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
     );
 
     // The answer: no primary answers here, so the checks settle nothing by themselves.
-    jobs.join_answered();
+    jobs.join_answered(0);
     jobs.settle_parked(21, 1, Some(&dispatched(21, 2)));
     jobs.settle_parked(22, 1, Some(&dispatched(22, 1)));
     jobs.settle_parked(20, 1, Some(&dispatched(20, 1)));
@@ -250,7 +250,7 @@ async fn a_late_start_for_an_attempt_already_let_go_of_waits_for_the_primary_s_w
     // Superseded by the resync while it waited for the join: let go of, never run.
     jobs.join_begins();
     jobs.start(append(41, "ran41"), 1);
-    jobs.join_answered();
+    jobs.join_answered(0);
     jobs.settle_parked(41, 1, Some(&dispatched(41, 2)));
     assert!(!jobs.waits(41, 1));
     // The late copy waits; the primary (here: the test) says attempt 2 is current.
@@ -286,6 +286,44 @@ async fn a_late_start_for_an_attempt_already_let_go_of_waits_for_the_primary_s_w
     assert!(!jobs.waits(42, 2), "a newer attempt waits");
     assert_eq!(wait_end(dir.path(), 42, 2).await, JobEnd::Exit(0));
     assert_eq!((runs("ran41"), runs("ran42"), runs("ran42-2")), (1, 1, 1));
+}
+
+/// A start that comes through the agent capability of an older join than the last answered
+/// one came over a connection this worker has left (a deposed primary's late push, sent
+/// before its lease ran out): it waits for the primary's word even for an attempt never seen
+/// here. Through the capability of the last answered join a start runs at once.
+#[tokio::test]
+async fn a_start_over_a_connection_the_worker_left_waits_for_the_primary_s_word() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let touch = |id: JobId| job(id, &["touch", &format!("ran{id}")]);
+    let ran = |id: JobId| dir.path().join(format!("ran{id}")).exists();
+    jobs.join_begins();
+    jobs.join_answered(2);
+    jobs.start_from(touch(51), 1, 1);
+    assert!(
+        jobs.waits(51, 1),
+        "a start over a left connection ran at once"
+    );
+    jobs.start_from(touch(52), 1, 2);
+    assert!(
+        !jobs.waits(52, 1),
+        "a start over the current connection waits"
+    );
+    // The primary's word: the resync sent 51 again as attempt 2, so attempt 1 never runs.
+    jobs.settle_parked(51, 1, Some(&dispatched(51, 2)));
+    assert!(jobs.held().iter().all(|h| h.id != 51));
+
+    // After the next join, the capability of the one before is a left one too; a start
+    // through it that the primary still wants here runs once it says so.
+    jobs.join_begins();
+    jobs.join_answered(3);
+    jobs.start_from(touch(53), 1, 2);
+    assert!(jobs.waits(53, 1));
+    jobs.settle_parked(53, 1, Some(&dispatched(53, 1)));
+    wait_until("the due starts to run", || ran(52) && ran(53)).await;
+    assert!(!ran(51));
+    stop.send_replace(true);
 }
 
 /// A launch that fails hands its spare back: the next attempt's record is that file, not a
@@ -949,7 +987,7 @@ async fn newer_attempt_beside_a_stuck_shim(resume: bool, through_a_join: bool) {
     }
     jobs.start(job(1, &["sh", "-c", &check]), 2);
     if through_a_join {
-        jobs.join_answered();
+        jobs.join_answered(0);
         jobs.settle_parked(1, 2, Some(&dispatched(1, 2)));
     }
     // An observation window shorter than the new shim's patience.

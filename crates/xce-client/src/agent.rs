@@ -3,6 +3,9 @@
 //! them). The capnp server lives on the connection's thread; it forwards every request to the
 //! worker's own `Send` code through an [`AgentHandle`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use capnp::capability::Rc;
 use tokio::sync::mpsc;
 use xce_proto::xce_capnp::agent;
@@ -15,8 +18,15 @@ use crate::wire::{self, ReplyHeader};
 pub enum AgentRequest {
     /// The primary checks that the agent is alive.
     Ping,
-    /// Run this attempt of the job.
-    StartJob { job: Box<Job>, attempt: u32 },
+    /// Run this attempt of the job. `generation` numbers the capability it came through
+    /// ([`AgentHandle::capability`]): one passed at an older join than the worker's last
+    /// answered one came over a connection the worker has left (a deposed primary's late
+    /// push).
+    StartJob {
+        job: Box<Job>,
+        attempt: u32,
+        generation: u64,
+    },
     /// Signal one attempt's process group; the worker answers whether it holds the attempt.
     Signal {
         order: JobOrder,
@@ -32,13 +42,22 @@ pub enum AgentRequest {
 #[derive(Debug, Clone)]
 pub struct AgentHandle {
     requests: mpsc::UnboundedSender<AgentRequest>,
+    /// Capabilities handed out so far; each is numbered by the count when it was made.
+    issued: Arc<AtomicU64>,
 }
 
 impl AgentHandle {
     /// A handle and the stream of requests the worker serves.
     pub fn new() -> (AgentHandle, mpsc::UnboundedReceiver<AgentRequest>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        (AgentHandle { requests: tx }, rx)
+        let issued = Arc::new(AtomicU64::new(0));
+        (
+            AgentHandle {
+                requests: tx,
+                issued,
+            },
+            rx,
+        )
     }
 
     /// Waits until the worker has served every request queued before this call. A call that
@@ -52,16 +71,22 @@ impl AgentHandle {
         }
     }
 
-    /// The capnp capability for this handle; call it on a connection's thread.
-    pub fn capability(&self) -> agent::Client {
-        capnp_rpc::new_client(AgentServer {
+    /// The capnp capability for this handle and its number, one past the last handed out
+    /// (the worker compares the numbers pushes come through with its last answered join's);
+    /// call it on a connection's thread.
+    pub fn capability(&self) -> (agent::Client, u64) {
+        let generation = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        let client = capnp_rpc::new_client(AgentServer {
             handle: self.clone(),
-        })
+            generation,
+        });
+        (client, generation)
     }
 }
 
 struct AgentServer {
     handle: AgentHandle,
+    generation: u64,
 }
 
 impl agent::Server for AgentServer {
@@ -89,6 +114,7 @@ impl agent::Server for AgentServer {
             .send(AgentRequest::StartJob {
                 job: Box::new(job),
                 attempt,
+                generation: self.generation,
             })
             .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
         wire::write_header(results.get().init_header(), &ReplyHeader::ok());
@@ -120,5 +146,60 @@ impl agent::Server for AgentServer {
         };
         wire::write_header(results.get().init_header(), &header);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_capability_is_numbered_one_past_the_last() {
+        let (handle, _requests) = AgentHandle::new();
+        let (_first, one) = handle.capability();
+        let (_second, two) = handle.clone().capability();
+        assert_eq!((one, two), (1, 2), "clones share one count");
+    }
+
+    /// A start names the capability it came through, so the worker can tell one over a
+    /// connection it left from one over the connection of its last join.
+    #[test]
+    fn a_start_carries_the_number_of_its_capability() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (handle, mut requests) = AgentHandle::new();
+        tokio::task::LocalSet::new().block_on(&runtime, async move {
+            let (older, _) = handle.capability();
+            let _newer = handle.capability();
+            let mut req = older.start_job_request();
+            let job = Job {
+                id: 9,
+                spec: Default::default(),
+                state: crate::types::JobState::Dispatched,
+                pend_reason: None,
+                reason: None,
+                host: Some("w1".into()),
+                attempt: 3,
+                exit_code: None,
+                signal: None,
+                submit_time_ms: 0,
+                start_time_ms: None,
+                end_time_ms: None,
+                output_dir: None,
+            };
+            wire::write_job(req.get().init_job(), &job);
+            req.get().set_attempt(3);
+            req.send().promise.await.expect("the agent answers");
+            match requests.recv().await {
+                Some(AgentRequest::StartJob {
+                    attempt,
+                    generation,
+                    ..
+                }) => assert_eq!((attempt, generation), (3, 1)),
+                other => panic!("not a start: {other:?}"),
+            }
+        });
     }
 }

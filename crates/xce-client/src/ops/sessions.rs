@@ -28,6 +28,9 @@ pub struct Joined {
     /// How long after its last heartbeat the primary declares a worker's jobs lost; `None`
     /// when the primary did not say.
     pub lost_after: Option<std::time::Duration>,
+    /// The number of the agent capability this join passed (0 without one): the primary's
+    /// pushes come through it now ([`AgentHandle::capability`]).
+    pub agent_generation: u64,
 }
 
 impl Op for Join {
@@ -40,8 +43,11 @@ impl Op for Join {
             wire::write_token(req.get().init_token(), self.token);
             req.get().set_role(self.role.into());
             wire::write_attributes(req.get().init_host(), &self.host);
+            let mut agent_generation = 0;
             if let Some(agent) = &self.agent {
-                req.get().set_agent(agent.capability());
+                let (capability, generation) = agent.capability();
+                req.get().set_agent(capability);
+                agent_generation = generation;
             }
             let mut held = req.get().init_held(self.held.len() as u32);
             for (i, h) in self.held.iter().enumerate() {
@@ -55,6 +61,7 @@ impl Op for Join {
                     lost_after: Some(r.get_lost_after_ms())
                         .filter(|ms| *ms > 0)
                         .map(std::time::Duration::from_millis),
+                    agent_generation,
                 })
             })
         }
