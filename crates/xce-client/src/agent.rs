@@ -174,21 +174,7 @@ mod tests {
             let (older, _) = handle.capability();
             let _newer = handle.capability();
             let mut req = older.start_job_request();
-            let job = Job {
-                id: 9,
-                spec: Default::default(),
-                state: crate::types::JobState::Dispatched,
-                pend_reason: None,
-                reason: None,
-                host: Some("w1".into()),
-                attempt: 3,
-                exit_code: None,
-                signal: None,
-                submit_time_ms: 0,
-                start_time_ms: None,
-                end_time_ms: None,
-                output_dir: None,
-            };
+            let job = crate::wire::tests::sample_job();
             wire::write_job(req.get().init_job(), &job);
             req.get().set_attempt(3);
             req.send().promise.await.expect("the agent answers");

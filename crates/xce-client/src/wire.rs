@@ -574,10 +574,11 @@ pub fn read_event(r: w::event::Reader<'_>) -> Result<ClusterEvent, Error> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample_job() -> Job {
+    /// A job with every field set, for this crate's tests.
+    pub(crate) fn sample_job() -> Job {
         Job {
             id: 42,
             spec: JobSpec {
