@@ -761,3 +761,63 @@ async fn wait_for_log(log: &std::path::Path, text: &str) {
     })
     .await;
 }
+
+/// A primary deposed while pushes wait in a worker's queue sends none of them: each is
+/// checked against the gate (ready primary, within its lease) just before it leaves, not
+/// only when its entry was applied. Here the worker is frozen, so the first start's call
+/// hangs until its timeout while the second waits behind it, and the primary is cut off from
+/// both standbys meanwhile. Sent late, over a connection the worker is about to leave, such a
+/// start could run an attempt the new primary had already sent again.
+#[tokio::test]
+async fn a_primary_deposed_while_pushes_wait_sends_none_of_them() {
+    use xce_client::ops::{claim_role, Dispatch};
+    use xce_client::types::Role;
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200", "--cpus", "2"])
+        .links()
+        .log_filter("info,openraft=warn,xce_controller::network::push=debug")
+        .start();
+    let (primary, _) = cluster.wait_primary().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let client = cluster.client();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        ids.push(client.call(true_job()).await.unwrap());
+    }
+    let operator = cluster.client();
+    claim_role(&operator, Role::Operator);
+
+    cluster.local.pause_worker(0).unwrap();
+    for id in &ids {
+        let dispatch = Dispatch {
+            token: RequestToken::random(),
+            id: *id,
+            host: "w1".into(),
+        };
+        operator.call(dispatch).await.unwrap();
+    }
+    cluster.isolate(primary);
+    let log = cluster.controllers()[primary].log.clone();
+    let dropped = format!("job={}", ids[1]);
+    xce_tests::wait_for(
+        "the waiting start to be dropped",
+        Duration::from_secs(30),
+        || async {
+            let text = std::fs::read_to_string(&log).ok()?;
+            text.lines()
+                .any(|l| l.contains("push dropped") && l.contains(&dropped))
+                .then_some(())
+        },
+    )
+    .await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.contains(&dropped) && l.contains("could not send the job")),
+        "the deposed primary sent the waiting start"
+    );
+    cluster.heal();
+    cluster.local.resume_worker(0).unwrap();
+}

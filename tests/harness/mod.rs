@@ -95,9 +95,17 @@ pub struct ClusterBuilder {
     daemon_links: bool,
     tls: bool,
     bin_dir: Option<PathBuf>,
+    log_filter: Option<String>,
 }
 
 impl ClusterBuilder {
+    /// Every daemon logs what `filter` (`RUST_LOG` syntax) lets through, for a test that
+    /// waits on a debug line; `XCE_TEST_LOG`, or info, otherwise.
+    pub fn log_filter(mut self, filter: &str) -> Self {
+        self.log_filter = Some(filter.to_string());
+        self
+    }
+
     /// Starts the daemons from the binaries in `dir` (another build), not this build's.
     pub fn bin_dir(mut self, dir: PathBuf) -> Self {
         self.bin_dir = Some(dir);
@@ -192,8 +200,9 @@ impl ClusterBuilder {
             data_dir: dir.path().to_path_buf(),
             ports: free_ports(self.controllers),
             config,
-            log_filter: std::env::var("XCE_TEST_LOG")
-                .unwrap_or_else(|_| "info,openraft=warn".into()),
+            log_filter: self.log_filter.unwrap_or_else(|| {
+                std::env::var("XCE_TEST_LOG").unwrap_or_else(|_| "info,openraft=warn".into())
+            }),
             workers: self.workers,
             worker_args: self.worker_args,
             schedulers: self.schedulers,

@@ -94,12 +94,12 @@ fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Pu
 /// Whether this node may still push: a push waits in its host's queue behind slower ones,
 /// and a node deposed meanwhile (or frozen, past its lease) must not send it. The worker may
 /// have joined the new primary, whose resync sent the job again as a newer attempt; the late
-/// order would run it a second time.
-fn still_primary(node: &Node, host: &str, what: &str) -> bool {
+/// order would run it a second time. Says why not in the log.
+fn still_primary(node: &Node, order: &str, job: u64, host: &str) -> bool {
     match node.gate() {
         Ok(()) => true,
         Err(why) => {
-            debug!(%host, what, reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
+            debug!(job, %host, order, reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
             false
         }
     }
@@ -111,7 +111,7 @@ async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) 
     let Some(job) = node.applied_job(id) else {
         return;
     };
-    if !still_primary(node, host, "start") {
+    if !still_primary(node, "start", id, host) {
         return;
     }
     if job.state != JobState::Dispatched
@@ -137,7 +137,7 @@ async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) 
 /// Sends a committed kill, suspend or resume to the attempt's worker, while this node is the
 /// ready primary.
 async fn signal(node: &Node, agents: &Agents, host: &str, order: JobOrder) {
-    if !still_primary(node, host, "signal") {
+    if !still_primary(node, "signal", order.id, host) {
         return;
     }
     let Some(agent) = agents.get(host) else {
