@@ -169,12 +169,17 @@ impl Jobs {
             self.window().close(generation)
         };
         for (id, attempt) in due {
-            let jobs = self.clone();
-            tokio::spawn(
-                async move { jobs.check_parked(id, attempt).await }
-                    .instrument(tracing::info_span!("job", id, attempt)),
-            );
+            self.ask_about(id, attempt);
         }
+    }
+
+    /// Has the primary asked, in a task of its own, whether a parked attempt is still due.
+    fn ask_about(self: &Arc<Self>, id: JobId, attempt: u32) {
+        let jobs = self.clone();
+        tokio::spawn(
+            async move { jobs.check_parked(id, attempt).await }
+                .instrument(tracing::info_span!("job", id, attempt)),
+        );
     }
 
     /// Asks the primary whether a parked attempt is still due here; a failed read leaves it
@@ -403,11 +408,12 @@ impl Jobs {
                 });
             }
         }
-        let left = self.window().from_a_left_connection(generation);
-        let doubt = match left {
-            true => Some(Doubt::LeftConnection),
-            false if table.contains_key(&id) => None,
-            false => self.ended().covering(id, attempt).map(Doubt::Ended),
+        let doubt = if self.window().from_a_left_connection(generation) {
+            Some(Doubt::LeftConnection)
+        } else if table.contains_key(&id) {
+            None
+        } else {
+            self.ended().covering(id, attempt).map(Doubt::Ended)
         };
         let start = Parked {
             job,
@@ -439,11 +445,7 @@ impl Jobs {
             );
             // While a join is unanswered, its answer has the primary asked.
             if !self.window().is_open() {
-                let jobs = self.clone();
-                tokio::spawn(
-                    async move { jobs.check_parked(id, attempt).await }
-                        .instrument(tracing::info_span!("job", id, attempt)),
-                );
+                self.ask_about(id, attempt);
             }
             return;
         };

@@ -80,40 +80,40 @@ fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Pu
     let (tx, mut rx) = mpsc::unbounded_channel::<Push>();
     tokio::task::spawn_local(async move {
         while let Some(push) = rx.recv().await {
+            if !still_primary(&node, &push) {
+                continue;
+            }
             match push {
                 Push::Start { host, id, attempt } => {
                     start(&node, &agents, &host, id, attempt).await
                 }
-                Push::Signal { host, order } => signal(&node, &agents, &host, order).await,
+                Push::Signal { host, order } => signal(&agents, &host, order).await,
             }
         }
     });
     tx
 }
 
-/// Whether this node may still push: a push waits in its host's queue behind slower ones,
-/// and a node deposed meanwhile (or frozen, past its lease) must not send it. The worker may
-/// have joined the new primary, whose resync sent the job again as a newer attempt; the late
-/// order would run it a second time. Says why not in the log.
-fn still_primary(node: &Node, order: &str, job: u64, host: &str) -> bool {
+/// Whether this node may still send `push`: a push waits in its host's queue behind slower
+/// ones, and a node deposed meanwhile (or frozen, past its lease) must not send it. The
+/// worker may have joined the new primary, whose resync sent the job again as a newer
+/// attempt; the late order would run it a second time. Says why not in the log.
+fn still_primary(node: &Node, push: &Push) -> bool {
     match node.gate() {
         Ok(()) => true,
         Err(why) => {
-            debug!(job, %host, order, reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
+            debug!(job = push.job(), host = push.host(), reason = %why.message, "no longer the ready primary; push dropped (the worker's resync on the new primary settles it)");
             false
         }
     }
 }
 
 /// Asks the worker on `host` to run the attempt. A start no longer due (the job moved on
-/// since the entry was applied, or this node is no longer the ready primary) is not sent.
+/// since the entry was applied) is not sent.
 async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) {
     let Some(job) = node.applied_job(id) else {
         return;
     };
-    if !still_primary(node, "start", id, host) {
-        return;
-    }
     if job.state != JobState::Dispatched
         || job.host.as_deref() != Some(host)
         || job.attempt != attempt
@@ -134,12 +134,8 @@ async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) 
     }
 }
 
-/// Sends a committed kill, suspend or resume to the attempt's worker, while this node is the
-/// ready primary.
-async fn signal(node: &Node, agents: &Agents, host: &str, order: JobOrder) {
-    if !still_primary(node, "signal", order.id, host) {
-        return;
-    }
+/// Sends a committed kill, suspend or resume to the attempt's worker.
+async fn signal(agents: &Agents, host: &str, order: JobOrder) {
     let Some(agent) = agents.get(host) else {
         warn!(job = order.id, %host, "no agent for the host on this primary; the signal waits for its worker to rejoin");
         return;

@@ -52,4 +52,12 @@ impl Push {
             Push::Start { host, .. } | Push::Signal { host, .. } => host,
         }
     }
+
+    /// The job the order is about.
+    pub fn job(&self) -> u64 {
+        match self {
+            Push::Start { id, .. } => *id,
+            Push::Signal { order, .. } => order.id,
+        }
+    }
 }
