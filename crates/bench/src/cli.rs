@@ -7,6 +7,11 @@
 //! the same interval (from each one's CPU clock), both per submit. The controllers'
 //! figure includes their idle work (Raft heartbeats) during the run; the idle rate is measured
 //! first and printed on stderr, so it can be told apart.
+//!
+//! Then the floor, in the same run: what one process of the system's `true` costs when the
+//! same launchers start it (`cli_cpu_ms_process_floor`). A one-shot command costs at least
+//! that; on stderr, the throughput two numbers allow on this machine's cores: a client
+//! costing only the floor, with the controllers as measured.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -16,11 +21,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use clap::{Args, ValueEnum};
-use nix::sys::resource::{getrusage, UsageWho};
 use xce_client::ops::{all_jobs, GetCluster};
 use xce_client::ClientConfig;
 
 use crate::cluster::BenchCluster;
+use crate::cpu;
 use crate::{metric, quantile};
 
 /// Which controller the `XCE_PEERS` given to the `xce` processes lists first.
@@ -50,6 +55,9 @@ pub struct CliArgs {
 
 /// Upper bound on one `xce submit` process (its own retry budget is about 10 s).
 const PROCESS_LIMIT: Duration = Duration::from_secs(30);
+
+/// Processes of `true` the floor is measured over (fewer when the run had fewer submits).
+const FLOOR_PROCESSES: usize = 500;
 
 /// Controllers in the benchmark's cluster.
 const CONTROLLERS: usize = 3;
@@ -90,13 +98,13 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
     // One process first, outside the measurement: it pages the binary in and leaves the
     // hint a user's earlier command would have left.
     launch.submit().await.context("warm-up submit")?;
-    let idle = controllers_cpu_ms(&pids)?;
+    let idle = cpu::processes_ms(&pids)?;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let idle_ms_per_s = controllers_cpu_ms(&pids)? - idle;
+    let idle_ms_per_s = cpu::processes_ms(&pids)? - idle;
     eprintln!("xce-bench cli: controllers idle: {idle_ms_per_s:.0} ms CPU per s (all three)");
 
-    let children_before = children_cpu_ms()?;
-    let controllers_before = controllers_cpu_ms(&pids)?;
+    let children_before = cpu::children_ms()?;
+    let controllers_before = cpu::processes_ms(&pids)?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.timeout_s);
     let next = Arc::new(AtomicUsize::new(0));
@@ -121,8 +129,8 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
         latencies.extend(launcher.await??);
     }
     let elapsed = started.elapsed();
-    let controllers_ms = controllers_cpu_ms(&pids)? - controllers_before;
-    let children_ms = children_cpu_ms()? - children_before;
+    let controllers_ms = cpu::processes_ms(&pids)? - controllers_before;
+    let children_ms = cpu::children_ms()? - children_before;
     latencies.sort_by(f64::total_cmp);
     let n = latencies.len();
 
@@ -159,6 +167,21 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
         "cli_submit_latency_p99_ms",
         quantile(&latencies, 0.99),
         "ms",
+    );
+    let floor = cpu::process_floor_ms(
+        &cpu::true_program()?,
+        n.min(FLOOR_PROCESSES),
+        args.concurrency,
+    )
+    .await
+    .context("measure the process floor")?;
+    metric("cli_cpu_ms_process_floor", floor, "ms");
+    let per_submit = controllers_ms / n as f64;
+    eprintln!(
+        "xce-bench cli: a process costs {floor:.2} ms of CPU here; {} cores allow at most \
+         {:.0} submits/s with a client at that floor and the controllers' {per_submit:.2} ms",
+        cpu::cores(),
+        cpu::cores() as f64 * 1000.0 / (floor + per_submit)
     );
     Ok(())
 }
@@ -214,64 +237,4 @@ async fn ordered_peers(cluster: &BenchCluster, first: First) -> anyhow::Result<S
     };
     front.extend(back);
     Ok(front.join(","))
-}
-
-/// User + system CPU of every reaped child of this process so far, in ms.
-fn children_cpu_ms() -> anyhow::Result<f64> {
-    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).context("getrusage(RUSAGE_CHILDREN)")?;
-    let ms = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 * 1000.0 + t.tv_usec() as f64 / 1000.0;
-    Ok(ms(usage.user_time()) + ms(usage.system_time()))
-}
-
-/// CPU time of the given processes (every thread, the exited ones too), summed, in ms. Read
-/// from each process's CPU clock, which counts nanoseconds: `/proc/<pid>/stat` counts 10 ms
-/// ticks, and a short run's few ms per controller read as 0 from it.
-fn controllers_cpu_ms(pids: &[u32]) -> anyhow::Result<f64> {
-    let mut ms = 0.0;
-    for &pid in pids {
-        ms += process_cpu_ms(pid)?;
-    }
-    Ok(ms)
-}
-
-fn process_cpu_ms(pid: u32) -> anyhow::Result<f64> {
-    let raw = i32::try_from(pid).with_context(|| format!("pid {pid} out of range"))?;
-    let clock = nix::time::clock_getcpuclockid(nix::unistd::Pid::from_raw(raw))
-        .with_context(|| format!("clock_getcpuclockid({pid})"))?;
-    let time =
-        nix::time::clock_gettime(clock).with_context(|| format!("CPU clock of process {pid}"))?;
-    Ok(time.tv_sec() as f64 * 1000.0 + time.tv_nsec() as f64 / 1e6)
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::controllers_cpu_ms;
-
-    #[test]
-    fn another_process_s_cpu_is_read_below_a_tick() {
-        let mut child = std::process::Command::new("sh")
-            .args([
-                "-c",
-                "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; sleep 30",
-            ])
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let mut last = 0.0;
-        // The loop's CPU shows up as it runs; a tick-based reading would step by 10 ms.
-        while std::time::Instant::now() < deadline {
-            last = controllers_cpu_ms(&[pid]).unwrap();
-            if last > 0.0 && last % 10.0 != 0.0 {
-                break;
-            }
-            std::thread::yield_now();
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        assert!(last > 0.0 && last % 10.0 != 0.0, "read {last} ms");
-        assert!(controllers_cpu_ms(&[u32::MAX]).is_err());
-    }
 }

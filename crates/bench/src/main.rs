@@ -6,6 +6,7 @@
 mod api;
 mod cli;
 mod cluster;
+mod cpu;
 mod failover;
 mod jobs;
 mod scale;

@@ -9,7 +9,10 @@
 //!   submit being sent to the primary committing the worker's start report (the job's
 //!   `start_time`; one clock, as everything runs on this machine).
 //! - **Drain**: `--drain` `true` jobs submitted to an inactive queue, which is then
-//!   activated; jobs/s until every one is done.
+//!   activated; jobs/s until every one is done. With it, where the drain's CPU went, per job:
+//!   the whole machine's, the controllers', and the workers' shims and jobs' (what each
+//!   worker's shim launcher and everything it reaped used), and the floor: what one process
+//!   of `true` costs here ([`crate::cpu`]).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -189,6 +192,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
     };
     operator.call(queue(QueueAction::Inactivate)).await?;
     crate::jobs::submit_all(&client, args.drain).await?;
+    let spent_before = DrainCpu::read(&cluster)?;
     let started = Instant::now();
     operator.call(queue(QueueAction::Activate)).await?;
     let deadline = started + Duration::from_secs(600);
@@ -208,7 +212,67 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
         args.drain
     );
     metric("drain_throughput", args.drain as f64 / elapsed, "jobs/s");
+    // The shims are reaped once their jobs' ends are reported, a moment after the last one
+    // is done: read what the launchers reaped once it stops growing.
+    tokio::time::sleep(REAPED_SETTLE).await;
+    let spent = DrainCpu::read(&cluster)?.minus(&spent_before);
+    let per_job = |ms: f64| ms / args.drain as f64;
+    metric("drain_cpu_ms_per_job", per_job(spent.machine), "ms");
+    metric("drain_cpu_ms_controllers", per_job(spent.controllers), "ms");
+    metric(
+        "drain_cpu_ms_shims_and_jobs",
+        per_job(spent.shims_and_jobs),
+        "ms",
+    );
+    let floor =
+        crate::cpu::process_floor_ms(&crate::cpu::true_program()?, FLOOR_PROCESSES, 2).await?;
+    metric("drain_cpu_ms_process_floor", floor, "ms");
+    let cores = crate::cpu::cores() as f64;
+    eprintln!(
+        "xce-bench sched: {cores} cores allow at most {:.0} jobs/s for the shims and jobs \
+         alone, {:.0} jobs/s for the jobs' own processes alone",
+        cores * 1000.0 / per_job(spent.shims_and_jobs),
+        cores * 1000.0 / floor
+    );
     Ok(())
+}
+
+/// Processes of `true` the drain's floor is measured over.
+const FLOOR_PROCESSES: usize = 500;
+
+/// How long after the drain the reaped shims' CPU is read.
+const REAPED_SETTLE: Duration = Duration::from_millis(500);
+
+/// CPU used so far, in ms: the machine's busy time, the controllers', and what the workers'
+/// children (their shim launchers) and everything they reaped used.
+struct DrainCpu {
+    machine: f64,
+    controllers: f64,
+    shims_and_jobs: f64,
+}
+
+impl DrainCpu {
+    fn read(cluster: &BenchCluster) -> anyhow::Result<DrainCpu> {
+        let pids = |daemons: &[xce_devcluster::Daemon]| -> anyhow::Result<Vec<u32>> {
+            daemons
+                .iter()
+                .map(|d| d.pid().context("a daemon is not running"))
+                .collect()
+        };
+        Ok(DrainCpu {
+            machine: crate::cpu::machine_busy_ms()?,
+            controllers: crate::cpu::processes_ms(&pids(&cluster.local.controllers)?)?,
+            shims_and_jobs: crate::cpu::descendants_ms(&pids(&cluster.local.workers)?)?,
+        })
+    }
+
+    fn minus(&self, before: &DrainCpu) -> DrainCpu {
+        DrainCpu {
+            machine: self.machine - before.machine,
+            controllers: self.controllers - before.controllers,
+            shims_and_jobs: self.shims_and_jobs - before.shims_and_jobs,
+        }
+    }
 }
 
 /// Waits for job `id` to be started; returns its start time (ms since the epoch).

@@ -27,7 +27,9 @@ fn cli_prints_the_documented_metric_lines_with_positive_values() {
         "cli_cpu_ms_controllers",
         "cli_submit_latency_p50_ms",
         "cli_submit_latency_p99_ms",
+        "cli_cpu_ms_process_floor",
     ] {
         assert!(value(name) > 0.0, "{name} is not positive: {lines:?}");
     }
+    assert!(stderr.contains("a process costs"), "{stderr}");
 }

@@ -1,0 +1,43 @@
+//! `xce-bench sched` runs its three parts on a small load and prints its metric lines: the
+//! contract's four, then where the drain's CPU went. It needs the daemons beside `xce-bench`
+//! (`cargo nextest run --workspace` builds them).
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{names, run_bench, value};
+
+#[test]
+fn sched_prints_the_documented_metric_lines_with_positive_values() {
+    let (stderr, lines) = run_bench(&[
+        "sched",
+        "--pending",
+        "40",
+        "--hosts",
+        "4",
+        "--latency-jobs",
+        "3",
+        "--drain",
+        "30",
+    ]);
+    assert!(stderr.contains("drained 30 jobs"), "{stderr}");
+    assert!(stderr.contains("cores allow at most"), "{stderr}");
+    let expected = [
+        "placement_throughput",
+        "submit_to_running_p50_ms",
+        "submit_to_running_p99_ms",
+        "drain_throughput",
+        "drain_cpu_ms_per_job",
+        "drain_cpu_ms_controllers",
+        "drain_cpu_ms_shims_and_jobs",
+        "drain_cpu_ms_process_floor",
+    ];
+    assert_eq!(names(&lines), expected);
+    for name in expected {
+        assert!(
+            value(&lines, name) > 0.0,
+            "{name} is not positive: {lines:?}"
+        );
+    }
+}
