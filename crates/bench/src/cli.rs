@@ -56,9 +56,6 @@ pub struct CliArgs {
 /// Upper bound on one `xce submit` process (its own retry budget is about 10 s).
 const PROCESS_LIMIT: Duration = Duration::from_secs(30);
 
-/// Processes of `true` the floor is measured over (fewer when the run had fewer submits).
-const FLOOR_PROCESSES: usize = 500;
-
 /// Controllers in the benchmark's cluster.
 const CONTROLLERS: usize = 3;
 
@@ -170,7 +167,7 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
     );
     let floor = cpu::process_floor_ms(
         &cpu::true_program()?,
-        n.min(FLOOR_PROCESSES),
+        n.min(cpu::FLOOR_PROCESSES),
         args.concurrency,
     )
     .await

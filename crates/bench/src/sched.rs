@@ -24,6 +24,7 @@ use xce_client::{Client, ClientConfig};
 use xce_devcluster::Process;
 
 use crate::cluster::BenchCluster;
+use crate::cpu;
 use crate::{metric, quantile};
 
 #[derive(Debug, Args)]
@@ -192,7 +193,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
     };
     operator.call(queue(QueueAction::Inactivate)).await?;
     crate::jobs::submit_all(&client, args.drain).await?;
-    let spent_before = DrainCpu::read(&cluster)?;
+    let spent_before = DrainCpu::read(&cluster).context("read the CPU spent before the drain")?;
     let started = Instant::now();
     operator.call(queue(QueueAction::Activate)).await?;
     let deadline = started + Duration::from_secs(600);
@@ -212,10 +213,14 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
         args.drain
     );
     metric("drain_throughput", args.drain as f64 / elapsed, "jobs/s");
-    // The shims are reaped once their jobs' ends are reported, a moment after the last one
-    // is done: read what the launchers reaped once it stops growing.
-    tokio::time::sleep(REAPED_SETTLE).await;
-    let spent = DrainCpu::read(&cluster)?.minus(&spent_before);
+    // A launcher reaps each shim before its worker hears of the end and reports it: every
+    // shim and job of the drain is counted by now.
+    let spent = DrainCpu::read(&cluster)
+        .context("read the CPU spent by the drain")?
+        .minus(&spent_before);
+    if args.drain == 0 {
+        return Ok(());
+    }
     let per_job = |ms: f64| ms / args.drain as f64;
     metric("drain_cpu_ms_per_job", per_job(spent.machine), "ms");
     metric("drain_cpu_ms_controllers", per_job(spent.controllers), "ms");
@@ -224,27 +229,26 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
         per_job(spent.shims_and_jobs),
         "ms",
     );
-    let floor =
-        crate::cpu::process_floor_ms(&crate::cpu::true_program()?, FLOOR_PROCESSES, 2).await?;
+    let floor = cpu::process_floor_ms(
+        &cpu::true_program()?,
+        args.drain.min(cpu::FLOOR_PROCESSES),
+        2,
+    )
+    .await
+    .context("measure the process floor")?;
     metric("drain_cpu_ms_process_floor", floor, "ms");
-    let cores = crate::cpu::cores() as f64;
+    let cores = cpu::cores() as f64;
     eprintln!(
         "xce-bench sched: {cores} cores allow at most {:.0} jobs/s for the shims and jobs \
          alone, {:.0} jobs/s for the jobs' own processes alone",
-        cores * 1000.0 / per_job(spent.shims_and_jobs),
-        cores * 1000.0 / floor
+        cores * 1000.0 / per_job(spent.shims_and_jobs).max(f64::MIN_POSITIVE),
+        cores * 1000.0 / floor.max(f64::MIN_POSITIVE)
     );
     Ok(())
 }
 
-/// Processes of `true` the drain's floor is measured over.
-const FLOOR_PROCESSES: usize = 500;
-
-/// How long after the drain the reaped shims' CPU is read.
-const REAPED_SETTLE: Duration = Duration::from_millis(500);
-
 /// CPU used so far, in ms: the machine's busy time, the controllers', and what the workers'
-/// children (their shim launchers) and everything they reaped used.
+/// shim launchers and everything they reaped used.
 struct DrainCpu {
     machine: f64,
     controllers: f64,
@@ -260,9 +264,9 @@ impl DrainCpu {
                 .collect()
         };
         Ok(DrainCpu {
-            machine: crate::cpu::machine_busy_ms()?,
-            controllers: crate::cpu::processes_ms(&pids(&cluster.local.controllers)?)?,
-            shims_and_jobs: crate::cpu::descendants_ms(&pids(&cluster.local.workers)?)?,
+            machine: cpu::machine_busy_ms()?,
+            controllers: cpu::processes_ms(&pids(&cluster.local.controllers)?)?,
+            shims_and_jobs: cpu::descendants_ms(&pids(&cluster.local.workers)?)?,
         })
     }
 
