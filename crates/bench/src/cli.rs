@@ -174,11 +174,11 @@ pub async fn run(args: CliArgs) -> anyhow::Result<()> {
     .context("measure the process floor")?;
     metric("cli_cpu_ms_process_floor", floor, "ms");
     let per_submit = controllers_ms / n as f64;
+    let cores = cpu::cores();
     eprintln!(
-        "xce-bench cli: a process costs {floor:.2} ms of CPU here; {} cores allow at most \
+        "xce-bench cli: a process costs {floor:.2} ms of CPU here; {cores} cores allow at most \
          {:.0} submits/s with a client at that floor and the controllers' {per_submit:.2} ms",
-        cpu::cores(),
-        cpu::cores() as f64 * 1000.0 / (floor + per_submit)
+        cores as f64 * 1000.0 / (floor + per_submit)
     );
     Ok(())
 }
