@@ -161,7 +161,7 @@ async fn kill_reaches_the_whole_group_and_sigkills_after_the_grace_period() {
     for pid in pids {
         wait_gone(pid, &format!("job process {pid} to be gone")).await;
     }
-    assert_eq!(cluster.host("w1").await.unwrap().cpus_used, 0);
+    assert_eq!(cluster.host("w1").await.unwrap().used.cpus, 0);
     // Killing it again is a conflict that names the state.
     let out = cluster.xce(&["-o", "json", "kill", &polite.to_string()]);
     assert!(!out.status.success());

@@ -28,12 +28,12 @@ const WORKER_ARGS: &[&str] = &[
 const SCHEDULER_ARGS: &[&str] = &["--lease-ttl-ms", "1500"];
 
 /// Submits `sh -c script` in `cwd` (the job's id is in `$XCE_JOB_ID`) to `queue`.
-async fn submit(client: &Client, cwd: &Path, queue: &str, cpus: i32, script: &str) -> u64 {
+async fn submit(client: &Client, cwd: &Path, queue: &str, cpus: u32, script: &str) -> u64 {
     let spec = JobSpec {
         command: vec!["sh".into(), "-c".into(), script.into()],
         cwd: cwd.to_string_lossy().into_owned(),
         queue: queue.into(),
-        cpus,
+        resources: xce_client::types::Resources::new(cpus, 0),
         ..JobSpec::default()
     };
     let op = Submit {

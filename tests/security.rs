@@ -59,8 +59,7 @@ fn join(role: Role, host: &str) -> Join {
         role,
         host: HostAttributes {
             name: host.into(),
-            cpus: 1,
-            mem_mb: 1024,
+            resources: xce_client::types::Resources::new(1, 1024),
             spool_dir: String::new(),
             job_users: xce_client::types::JobUsers::Any,
         },

@@ -25,13 +25,16 @@ async fn a_worker_joins_with_its_attributes_and_is_listed() {
     let cluster = Cluster::start_full(3, Some(CONFIG), 2, WORKER_ARGS);
     cluster.wait_primary().await;
     let w1 = wait_state(&cluster, "w1", HostState::Ok).await;
-    assert_eq!((w1.cpus, w1.mem_mb, w1.running), (2, 1024, 0));
+    assert_eq!(
+        (w1.capacity.cpus, w1.capacity.mem_mb, w1.running),
+        (2, 1024, 0)
+    );
     wait_state(&cluster, "w2", HostState::Ok).await;
     let out = cluster.xce(&["hosts", "-o", "json"]);
     assert!(out.status.success());
     assert_eq!(
         json_of(&out)[0],
-        serde_json::json!({"name": "w1", "cpus": 2, "mem_mb": 1024, "state": "ok", "running": 0, "cpus_used": 0})
+        serde_json::json!({"name": "w1", "cpus": 2, "mem_mb": 1024, "state": "ok", "running": 0, "cpus_used": 0, "mem_mb_used": 0})
     );
 }
 
@@ -174,7 +177,7 @@ async fn a_dispatched_job_runs_on_its_worker_and_reports_its_exit() {
         .success());
     let job = wait_job(&cluster, ok, |j| j.state.is_final()).await;
     assert_eq!((job.state, job.exit_code), (JobState::Done, Some(0)));
-    assert_eq!(host(&cluster, "w1").await.unwrap().cpus_used, 0);
+    assert_eq!(host(&cluster, "w1").await.unwrap().used.cpus, 0);
 }
 
 #[tokio::test]

@@ -382,8 +382,7 @@ impl Cluster {
         let client = self.client();
         let host = HostAttributes {
             name: host.to_string(),
-            cpus: 1,
-            mem_mb: 1024,
+            resources: xce_client::types::Resources::new(1, 1024),
             spool_dir: String::new(),
             job_users: xce_client::types::JobUsers::Any,
         };

@@ -41,6 +41,11 @@ pub struct SubmitRequest {
     #[serde(default)]
     #[schema(pattern = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")]
     pub user: Option<String>,
+    /// Wall-clock seconds the job may run, not counting time suspended (0 or none: no
+    /// limit); over the cluster's maximum is refused.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0, maximum = 4294967295u32)]
+    pub time_limit_s: Option<u32>,
 }
 
 /// An optional integer that may be written as a number with no fraction (`5.0`): JSON

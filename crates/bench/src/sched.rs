@@ -73,8 +73,7 @@ async fn placement(args: &SchedArgs) -> anyhow::Result<()> {
             role: Role::Worker,
             host: HostAttributes {
                 name: format!("sim{i}"),
-                cpus: per_host,
-                mem_mb: 1 << 20,
+                resources: xce_client::types::Resources::new(per_host, 1 << 20),
                 spool_dir: String::new(),
                 job_users: xce_client::types::JobUsers::Any,
             },

@@ -10,7 +10,8 @@ use xce_client::ops::{
 };
 use xce_client::transport::CapnpTransport;
 use xce_client::types::{
-    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobSpec, JobState, RequestToken, Role,
+    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobSpec, JobState, Limits,
+    RequestToken, Resources, Role,
 };
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
@@ -26,10 +27,16 @@ pub struct SubmitArgs {
     queue: Option<String>,
     /// CPUs the job needs.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
-    cpus: i32,
+    cpus: i64,
     /// Memory the job needs, in MiB.
     #[arg(long = "mem-mb", default_value_t = 0, allow_negative_numbers = true)]
     mem_mb: i64,
+    /// Wall-clock time the job may run, not counting time suspended: MM, MM:SS, HH:MM:SS,
+    /// D-HH, D-HH:MM or D-HH:MM:SS (as Slurm's --time; a bare number is minutes); 0 or
+    /// UNLIMITED for none. At the limit it gets SIGTERM, then SIGKILL after the worker's
+    /// kill grace, and ends `exited` with result `timeout`.
+    #[arg(long, short = 't', value_name = "TIME", value_parser = parse_time)]
+    time: Option<TimeLimitArg>,
     /// Job name.
     #[arg(long, short = 'J')]
     name: Option<String>,
@@ -255,6 +262,36 @@ fn submitting_user() -> String {
 }
 
 /// Parses `NAME=VALUE`; the name must be non-empty and hold no `=`.
+/// A count given on the command line, refused (exiting `invalid`, naming the option) when it
+/// is negative or over `max`.
+fn count(f: Format, field: &str, value: i64, max: i64) -> i64 {
+    if value < 0 {
+        fail(
+            f,
+            "invalid",
+            &format!("{field}: must not be negative (got {value})"),
+        );
+    }
+    if value > max {
+        fail(
+            f,
+            "invalid",
+            &format!("{field}: {value} is over the most, {max}"),
+        );
+    }
+    value
+}
+
+/// A `--time` as given: seconds, or `None` for no limit.
+#[derive(Debug, Clone, Copy)]
+struct TimeLimitArg(Option<u32>);
+
+fn parse_time(s: &str) -> Result<TimeLimitArg, String> {
+    xce_client::time_limit::parse(s)
+        .map(TimeLimitArg)
+        .map_err(|e| e.to_string())
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
@@ -300,9 +337,14 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         command: args.command.clone(),
         env: args.env.clone(),
         cwd,
-        cpus: args.cpus,
-        mem_mb: args.mem_mb,
+        resources: Resources::new(
+            u32::try_from(count(f, "cpus", args.cpus, u32::MAX.into())).unwrap_or(u32::MAX),
+            u64::try_from(count(f, "mem_mb", args.mem_mb, i64::MAX)).unwrap_or(0),
+        ),
         priority: args.priority,
+        limits: Limits {
+            time_limit_s: args.time.and_then(|t| t.0),
+        },
     };
     let (c, hint) = client(cli);
     let op = Submit {

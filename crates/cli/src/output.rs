@@ -56,9 +56,9 @@ impl JobsPrinter {
                 }
                 Format::Text => writeln!(
                     self.out,
-                    "{:<8} {:<10} {:<10} {:<10} {:<10} {}",
+                    "{:<8} {:<22} {:<10} {:<10} {:<10} {}",
                     j.id,
-                    j.state.name(),
+                    state_shown(j),
                     j.spec.queue,
                     j.spec.user,
                     or_dash(j.host.as_deref()),
@@ -74,7 +74,7 @@ impl JobsPrinter {
             Format::Json => write!(self.out, "["),
             Format::Text => writeln!(
                 self.out,
-                "{:<8} {:<10} {:<10} {:<10} {:<10} COMMAND",
+                "{:<8} {:<22} {:<10} {:<10} {:<10} COMMAND",
                 "ID", "STATE", "QUEUE", "USER", "HOST"
             ),
         };
@@ -100,6 +100,17 @@ impl JobsPrinter {
     }
 }
 
+/// A job's state as the listing shows it: with how it ended when that is not told by the
+/// state alone (`exited (timeout)`; `done` is always `completed`).
+pub fn state_shown(j: &Job) -> String {
+    match (j.state, j.result) {
+        (xce_client::types::JobState::Exited, Some(result)) => {
+            format!("{} ({})", j.state.name(), result.name())
+        }
+        (state, _) => state.name().to_string(),
+    }
+}
+
 /// Prints one job.
 pub fn job(format: Format, j: &Job) {
     if format == Format::Json {
@@ -120,6 +131,13 @@ pub fn job(format: Format, j: &Job) {
             };
             println!("{k:<12} {shown}");
         }
+    }
+    if let Some(limit) = j.spec.limits.time_limit_s {
+        println!(
+            "{:<12} {}",
+            "time_limit",
+            xce_client::time_limit::format(limit)
+        );
     }
     if let (Some(dir), Some(host)) = (&j.output_dir, &j.host) {
         let base = format!("{dir}/{}.{}", j.id, j.attempt);
@@ -180,10 +198,10 @@ pub fn hosts(format: Format, hosts: &[Host]) {
             "{:<16} {:<12} {:>5} {:>9} {:>8} {:>9}",
             h.name,
             h.state.name(),
-            h.cpus,
-            h.mem_mb,
+            h.capacity.cpus,
+            h.capacity.mem_mb,
             h.running,
-            h.cpus_used
+            h.used.cpus
         );
     }
 }
@@ -198,13 +216,16 @@ pub fn cluster(format: Format, c: &ClusterInfo) {
         or_dash(c.primary.as_deref()),
         c.term
     );
-    println!("{:<10} {:<24} ROLE", "NAME", "ADDRESS");
+    println!("cluster version: {}", c.active_version);
+    println!("{:<10} {:<24} {:<12} VERSION", "NAME", "ADDRESS", "ROLE");
     for m in &c.members {
-        let role = serde_json::to_value(m.role)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        println!("{:<10} {:<24} {role}", m.name, m.addr);
+        let version = m.version.map_or_else(|| "-".to_string(), |v| v.to_string());
+        println!(
+            "{:<10} {:<24} {:<12} {version}",
+            m.name,
+            m.addr,
+            m.role.name()
+        );
     }
     if c.schedulers.is_empty() {
         println!("schedulers: none");

@@ -82,6 +82,49 @@ impl Default for LimitsConfig {
     }
 }
 
+/// Rules for the jobs clients submit, as the file gives them (`jobs:`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JobsFile {
+    /// The longest time limit a job may ask for, in `--time`'s forms (`365-00:00:00`).
+    pub max_time_limit: String,
+}
+
+impl Default for JobsFile {
+    fn default() -> Self {
+        JobsFile {
+            max_time_limit: xce_client::time_limit::format(
+                crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
+            ),
+        }
+    }
+}
+
+/// Rules for the jobs clients submit, checked before a submit is proposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobRules {
+    /// The longest time limit a job may ask for, in seconds.
+    pub max_time_limit_s: u32,
+}
+
+impl Default for JobRules {
+    fn default() -> Self {
+        JobRules {
+            max_time_limit_s: crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
+        }
+    }
+}
+
+impl JobsFile {
+    fn rules(&self) -> Result<JobRules, ConfigError> {
+        let max = xce_client::time_limit::parse(&self.max_time_limit)
+            .map_err(|e| ConfigError::Invalid(format!("jobs.max_time_limit: {e}")))?;
+        Ok(JobRules {
+            max_time_limit_s: max.unwrap_or(u32::MAX),
+        })
+    }
+}
+
 /// The optional YAML file (`--config`). Unknown keys are an error naming the key.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -97,6 +140,8 @@ pub struct FileConfig {
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
+    /// Rules for submitted jobs.
+    pub jobs: JobsFile,
     /// TLS files (`ca`, `cert`, `key`); the `--tls-*` flags win over them.
     pub tls: TlsFile,
     /// Where Prometheus metrics are served (`host:port`); none by default.
@@ -154,6 +199,7 @@ pub struct Config {
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
+    pub jobs: JobRules,
     pub write_timeout: Duration,
     pub read_timeout: Duration,
     /// How long a request waits for a primary during an election before `noMaster`.
@@ -245,6 +291,7 @@ impl Config {
             raft: file.raft,
             hosts: file.hosts,
             limits: file.limits,
+            jobs: file.jobs.rules()?,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.

@@ -6,6 +6,9 @@
 // openraft's error types are large by design; boxing them at every storage boundary buys nothing.
 #![allow(clippy::result_large_err)]
 
+/// This build, as it names itself to its peers (`buildInfo`).
+pub const BUILD: &str = concat!("xce-controller ", env!("CARGO_PKG_VERSION"));
+
 pub mod config;
 pub mod metrics;
 pub mod network;
@@ -79,6 +82,7 @@ pub async fn run(
         raft.clone(),
         state,
         config.queues.clone(),
+        config.jobs,
         Timeouts {
             write: config.write_timeout,
             read: config.read_timeout,

@@ -8,10 +8,10 @@
 use arbitrary::{Result, Unstructured};
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobSpec, JobState,
-    JobUsers, Placement, QueueAction, RequestToken, Role,
+    JobUsers, Limits, PendCode, PendReason, Placement, QueueAction, RequestToken, Resources, Role,
 };
 use xce_controller::state::{
-    Command, EndIntentRecord, JobRecord, LostPolicy, QueueDef, State, StateRecord,
+    decode_state, Command, EndIntentRecord, JobRecord, LostPolicy, QueueDef, State, StateRecord,
 };
 
 const HOSTS: &[&str] = &["w1", "w2", "w3"];
@@ -45,7 +45,7 @@ pub fn apply_all(state: State, data: &[u8]) {
     let Ok(bytes) = first.snapshot_bytes() else {
         panic!("a state does not encode");
     };
-    match postcard::from_bytes::<StateRecord>(&bytes).map(State::try_from_record) {
+    match decode_state(&bytes).map(State::try_from_record) {
         Ok(Ok(back)) => assert_eq!(back, first, "a snapshot reads back the same"),
         other => panic!("the snapshot of an applied state is refused: {other:?}"),
     }
@@ -112,10 +112,39 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
             Vec::new()
         },
         cwd: String::new(),
-        cpus: small_or_any_i32(u, 4)?,
-        mem_mb: i64::from(small_or_any_i32(u, 2048)?),
+        resources: resources(u, 4, 2048)?,
         priority: small_or_any_i32(u, 100)?,
+        limits: Limits {
+            time_limit_s: if u.ratio(1, 6)? {
+                Some(u.int_in_range(1..=100)?)
+            } else {
+                None
+            },
+        },
     })
+}
+
+/// cpus and memory up to the bounds, now and then any; now and then a generic resource.
+fn resources(u: &mut Unstructured<'_>, cpus: u32, mem_mb: u64) -> Result<Resources> {
+    let mut r = Resources::new(
+        if u.ratio(1, 10)? {
+            u.arbitrary()?
+        } else {
+            u.int_in_range(0..=cpus)?
+        },
+        if u.ratio(1, 10)? {
+            u.arbitrary()?
+        } else {
+            u.int_in_range(0..=mem_mb)?
+        },
+    );
+    if u.ratio(1, 8)? {
+        r.set_gres(
+            pick(u, &["gpu", "gpu:a100", "nvme"])?.as_str(),
+            u.int_in_range(0..=3)?,
+        );
+    }
+    Ok(r)
 }
 
 fn job_users(u: &mut Unstructured<'_>) -> Result<JobUsers> {
@@ -146,10 +175,14 @@ fn held(u: &mut Unstructured<'_>) -> Result<Vec<HeldJob>> {
 }
 
 fn end(u: &mut Unstructured<'_>) -> Result<JobEnd> {
-    Ok(match u.int_in_range(0..=3u8)? {
+    Ok(match u.int_in_range(0..=4u8)? {
         0 => JobEnd::Exit(u.arbitrary()?),
         1 => JobEnd::Signal(u.arbitrary()?),
         2 => JobEnd::Failed(u.arbitrary()?),
+        3 => JobEnd::TimedOut {
+            exit_code: u.arbitrary()?,
+            signal: u.arbitrary()?,
+        },
         _ => JobEnd::OutOfMemory,
     })
 }
@@ -179,16 +212,7 @@ fn command(u: &mut Unstructured<'_>) -> Result<Command> {
             token: token(u)?,
             host: HostAttributes {
                 name: pick(u, HOSTS)?,
-                cpus: if u.ratio(1, 10)? {
-                    u.arbitrary()?
-                } else {
-                    u.int_in_range(0..=8)?
-                },
-                mem_mb: if u.ratio(1, 10)? {
-                    u.arbitrary()?
-                } else {
-                    u.int_in_range(0..=4096)?
-                },
+                resources: resources(u, 8, 4096)?,
                 spool_dir: "/spool".into(),
                 job_users: job_users(u)?,
             },
@@ -262,7 +286,10 @@ fn command(u: &mut Unstructured<'_>) -> Result<Command> {
             token: token(u)?,
             epoch: epoch(u)?,
             reasons: (0..u.int_in_range(0..=3)?)
-                .map(|_| Ok((job_id(u)?, pick(u, &["no room"])?)))
+                .map(|_| {
+                    let code = *u.choose(PendCode::ALL)?;
+                    Ok((job_id(u)?, PendReason::new(code, pick(u, &["no room"])?)))
+                })
                 .collect::<Result<_>>()?,
         },
         _ => tokens(u)?,
@@ -277,6 +304,12 @@ fn epoch(u: &mut Unstructured<'_>) -> Result<u64> {
 }
 
 fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
+    if u.ratio(1, 8)? {
+        // The cluster's version raised (now and then to one no build knows).
+        return Ok(Command::RaiseVersion {
+            to: u.int_in_range(5..=9)?,
+        });
+    }
     if u.ratio(1, 6)? {
         return restore(u);
     }
@@ -327,7 +360,9 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 },
                 state: *u.choose(JobState::ALL)?,
                 pend_reason: None,
+                pend_code: None,
                 reason: None,
+                result: None,
                 host: if placed { Some(pick(u, HOSTS)?) } else { None },
                 attempt: attempt(u)?,
                 exit_code: None,

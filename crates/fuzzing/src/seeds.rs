@@ -6,7 +6,7 @@
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use openraft::{CommittedLeaderId, Entry, EntryPayload, LeaderId, LogId, SnapshotMeta, Vote};
 use xce_client::types::{
-    ClusterEvent, HostAttributes, Job, JobSpec, JobState, JobUsers, RequestToken,
+    ClusterEvent, HostAttributes, Job, JobSpec, JobState, JobUsers, Limits, RequestToken, Resources,
 };
 use xce_client::wire;
 use xce_controller::network::codec;
@@ -68,7 +68,9 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
                 queue: "normal".into(),
                 user: "alice".into(),
                 pend_reason: None,
+                pend_code: None,
                 reason: None,
+                result: None,
             };
             wire::write_event(m.init_root::<w::event::Builder<'_>>(), &event)
         }),
@@ -117,9 +119,11 @@ fn spec() -> JobSpec {
         command: vec!["sh".into(), "-c".into(), "echo $GREETING".into()],
         env: vec![("GREETING".into(), "hi".into())],
         cwd: "/tmp".into(),
-        cpus: 2,
-        mem_mb: 512,
+        resources: Resources::new(2, 512),
         priority: 10,
+        limits: Limits {
+            time_limit_s: Some(3600),
+        },
     }
 }
 
@@ -129,7 +133,9 @@ fn job() -> Job {
         spec: spec(),
         state: JobState::Running,
         pend_reason: None,
+        pend_code: None,
         reason: None,
+        result: None,
         host: Some("w1".into()),
         attempt: 1,
         exit_code: None,
@@ -144,8 +150,7 @@ fn job() -> Job {
 fn host_attributes() -> HostAttributes {
     HostAttributes {
         name: "w1".into(),
-        cpus: 4,
-        mem_mb: 4096,
+        resources: Resources::new(4, 4096),
         spool_dir: "/spool".into(),
         job_users: JobUsers::Any,
     }
@@ -189,6 +194,7 @@ fn append() -> Vec<u8> {
         entries: vec![Entry {
             log_id: log_id(2, 5),
             payload: EntryPayload::Normal(Batch {
+                format: xce_controller::store::STORE_FORMAT,
                 at_ms: 5_000,
                 commands: commands(),
             }),

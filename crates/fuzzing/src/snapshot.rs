@@ -3,7 +3,7 @@
 //! keeps its invariants, encodes back to a state equal to it, and keeps them under the
 //! commands that follow (the rest of the input, as in the `apply` target).
 
-use xce_controller::state::{State, StateRecord};
+use xce_controller::state::{decode_state, State};
 
 /// Fuzzes snapshot decoding and the checks a snapshot passes before it replaces anything.
 pub fn run(data: &[u8]) {
@@ -13,7 +13,7 @@ pub fn run(data: &[u8]) {
     };
     let len = usize::from(u16::from_le_bytes(*len)).min(rest.len());
     let (snapshot, commands) = rest.split_at(len);
-    let Ok(record) = postcard::from_bytes::<StateRecord>(snapshot) else {
+    let Ok(record) = decode_state(snapshot) else {
         return;
     };
     let Ok(state) = State::try_from_record(record) else {
@@ -25,7 +25,7 @@ pub fn run(data: &[u8]) {
     let Ok(bytes) = state.snapshot_bytes() else {
         panic!("an accepted state does not encode");
     };
-    match postcard::from_bytes::<StateRecord>(&bytes).map(State::try_from_record) {
+    match decode_state(&bytes).map(State::try_from_record) {
         Ok(Ok(again)) => assert_eq!(again, state, "a snapshot reads back the same"),
         other => panic!("an accepted state's snapshot is refused: {other:?}"),
     }

@@ -26,7 +26,7 @@ use xce_client::events::StreamItem;
 use xce_client::fit::Resources;
 use xce_client::ops::{DispatchBatch, GetJob, SetPendReasons};
 use xce_client::publish::publish_until_done;
-use xce_client::types::{JobId, Placement, Refusal, RequestToken};
+use xce_client::types::{JobId, PendReason, Placement, Refusal, RequestToken};
 use xce_client::{Client, ClientError, Status};
 
 use crate::lease::Held;
@@ -47,7 +47,7 @@ const FETCH_ONE_BY_ONE: usize = 16;
 pub struct Round {
     pub epoch: u64,
     pub placements: Vec<Placement>,
-    pub reasons: Vec<(JobId, String)>,
+    pub reasons: Vec<(JobId, PendReason)>,
 }
 
 /// One request for the publisher.
@@ -249,7 +249,7 @@ struct Picker {
     /// Decided and not yet answered: the host and what the job reserves there.
     in_flight: HashMap<JobId, (String, Resources)>,
     /// Reasons sent and not yet seen back in an event, so they are not sent twice.
-    reasons_sent: HashMap<JobId, String>,
+    reasons_sent: HashMap<JobId, PendReason>,
     unknown: HashSet<JobId>,
     hosts_stale: bool,
     queues_stale: bool,
@@ -272,7 +272,7 @@ impl Picker {
         let mut reserved: HashMap<String, Resources> = HashMap::new();
         for (host, need) in self.in_flight.values() {
             let r = reserved.entry(host.clone()).or_default();
-            *r = r.plus(*need);
+            *r = r.plus(need);
         }
         reserved
     }
@@ -437,7 +437,7 @@ impl Picker {
                 .view
                 .pending
                 .get(&p.id)
-                .map_or_else(Resources::default, |j| j.need);
+                .map_or_else(Resources::default, |j| j.need.clone());
             self.in_flight.insert(p.id, (p.host.clone(), need));
         }
         if planned.placements.is_empty() && planned.reasons.is_empty() {
@@ -659,7 +659,7 @@ mod tests {
         crate::view::PendingJob {
             queue: "normal".into(),
             priority: 0,
-            need: Resources { cpus: 1, mem_mb: 0 },
+            need: Resources::new(1, 0),
             user: String::new(),
             pend_reason: None,
         }
@@ -675,7 +675,7 @@ mod tests {
         me.view.hosts.insert(
             "w1".into(),
             HostView {
-                capacity: Resources { cpus: 4, mem_mb: 0 },
+                capacity: Resources::new(4, 0),
                 state: xce_client::types::HostState::Ok,
                 job_users: xce_client::types::JobUsers::Any,
             },
@@ -755,7 +755,9 @@ mod tests {
             queue: "normal".into(),
             user: "alice".into(),
             pend_reason: None,
+            pend_code: None,
             reason: None,
+            result: None,
         }
     }
 
@@ -810,7 +812,13 @@ mod tests {
         let reasons = Round {
             epoch: 3,
             placements: Vec::new(),
-            reasons: vec![(9, "queue normal is inactive".into())],
+            reasons: vec![(
+                9,
+                PendReason::new(
+                    xce_client::types::PendCode::QueueInactive,
+                    "queue normal is inactive",
+                ),
+            )],
         };
         s.rounds.send(reasons).await.unwrap();
         let p = s.feedback.recv().await.unwrap();

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use xce_client::fit::{fits, may_run, Resources};
-use xce_client::types::{HostState, JobId, Placement};
+use xce_client::types::{HostState, JobId, PendCode, PendReason, Placement};
 
 use crate::view::View;
 
@@ -30,7 +30,7 @@ pub struct Plan {
     /// In decision order.
     pub placements: Vec<Placement>,
     /// Pending jobs whose reason should change, and the new reason.
-    pub reasons: Vec<(JobId, String)>,
+    pub reasons: Vec<(JobId, PendReason)>,
 }
 
 /// Decides up to `max` placements from `view`. Jobs in `in_flight` (decided, not yet
@@ -45,7 +45,7 @@ pub fn plan(
     let mut loads: HashMap<&str, Resources> = view.loads();
     for (host, r) in reserved {
         let load = loads.entry(host.as_str()).or_default();
-        *load = load.plus(*r);
+        *load = load.plus(r);
     }
     let mut free = FreeHosts::new(view, &loads);
     let mut order: Vec<(i32, i32, JobId)> = view
@@ -66,28 +66,35 @@ pub fn plan(
         };
         // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
         // allocation per round.
-        let reason: Option<Cow<'static, str>> = match view.queues.get(&job.queue) {
-            None => Some(format!("queue {} does not exist", job.queue).into()),
-            Some(q) if !q.active => Some(format!("queue {} is inactive", job.queue).into()),
-            Some(_) => match free.never_fits(job.need, &job.user) {
-                Some(never) => Some(never.into()),
-                None if blocked => Some(BEHIND.into()),
+        let reason: Option<(PendCode, Cow<'static, str>)> = match view.queues.get(&job.queue) {
+            None => Some((
+                PendCode::QueueInactive,
+                format!("queue {} does not exist", job.queue).into(),
+            )),
+            Some(q) if !q.active => Some((
+                PendCode::QueueInactive,
+                format!("queue {} is inactive", job.queue).into(),
+            )),
+            Some(_) => match free.never_fits(&job.need, &job.user) {
+                Some((code, never)) => Some((code, never.into())),
+                None if blocked => Some((PendCode::Priority, BEHIND.into())),
                 None if out.placements.len() >= max => None,
-                None => match free.take(job.need, &job.user) {
+                None => match free.take(&job.need, &job.user) {
                     Ok(host) => {
                         out.placements.push(Placement { id, host });
                         None
                     }
                     Err(short) => {
                         blocked = true;
-                        Some(short.into())
+                        Some((PendCode::Resources, short.into()))
                     }
                 },
             },
         };
-        if let Some(reason) = reason {
-            if job.pend_reason.as_deref() != Some(&*reason) {
-                out.reasons.push((id, reason.into_owned()));
+        if let Some((code, text)) = reason {
+            if job.pend_reason.as_deref() != Some(&*text) {
+                out.reasons
+                    .push((id, PendReason::new(code, text.into_owned())));
             }
         }
     }
@@ -104,7 +111,7 @@ struct FreeHosts {
     /// [`FreeHosts::never_fits`] answers by user and need. They depend on capacities and
     /// users only, which placing does not change, and pending jobs share a few of them: each
     /// is a scan of every host (100,000 jobs on 1,000 hosts asked 10^8 times a round).
-    never: HashMap<String, HashMap<Resources, Option<String>>>,
+    never: HashMap<String, HashMap<Resources, Option<(PendCode, String)>>>,
     /// How many of those scans were made.
     scans: usize,
 }
@@ -115,9 +122,9 @@ impl FreeHosts {
         let mut hosts = HashMap::new();
         let mut users = HashMap::new();
         for (name, h) in view.hosts.iter().filter(|(_, h)| h.state == HostState::Ok) {
-            let load = loads.get(name.as_str()).copied().unwrap_or_default();
-            by_free.insert((h.capacity.minus(load).cpus, name.clone()));
-            hosts.insert(name.clone(), (h.capacity, load));
+            let load = loads.get(name.as_str()).cloned().unwrap_or_default();
+            by_free.insert((h.capacity.minus(&load).cpus, name.clone()));
+            hosts.insert(name.clone(), (h.capacity.clone(), load));
             users.insert(name.clone(), h.job_users.clone());
         }
         FreeHosts {
@@ -137,10 +144,10 @@ impl FreeHosts {
     }
 
     /// Why a job of `user` needing `need` fits no host here even when it is empty, if it
-    /// does not. Judged host by host: the most cpus and the most memory may be on different
-    /// hosts.
-    fn never_fits(&mut self, need: Resources, user: &str) -> Option<String> {
-        if let Some(known) = self.never.get(user).and_then(|by_need| by_need.get(&need)) {
+    /// does not, and its code. Judged host by host: the most cpus and the most memory may be
+    /// on different hosts.
+    fn never_fits(&mut self, need: &Resources, user: &str) -> Option<(PendCode, String)> {
+        if let Some(known) = self.never.get(user).and_then(|by_need| by_need.get(need)) {
             return known.clone();
         }
         self.scans += 1;
@@ -148,36 +155,44 @@ impl FreeHosts {
         self.never
             .entry(user.to_string())
             .or_default()
-            .insert(need, answer.clone());
+            .insert(need.clone(), answer.clone());
         answer
     }
 
-    fn never_fits_scan(&self, need: Resources, user: &str) -> Option<String> {
+    fn never_fits_scan(&self, need: &Resources, user: &str) -> Option<(PendCode, String)> {
         if self.hosts.is_empty() {
-            return Some("no host is open and available".into());
+            // Hosts may open or come back.
+            return Some((PendCode::Resources, "no host is open and available".into()));
         }
-        let theirs: Vec<Resources> = self
+        let theirs: Vec<&Resources> = self
             .hosts
             .iter()
             .filter(|(name, _)| self.runs(name, user))
-            .map(|(_, (cap, _))| *cap)
+            .map(|(_, (cap, _))| cap)
             .collect();
         if theirs.is_empty() {
-            return Some(if user.is_empty() {
-                "no host runs jobs that name no user".into()
-            } else {
-                format!("no host runs {user}'s jobs")
-            });
+            return Some((
+                PendCode::TooBig,
+                if user.is_empty() {
+                    "no host runs jobs that name no user".into()
+                } else {
+                    format!("no host runs {user}'s jobs")
+                },
+            ));
         }
         let empty = Resources::default();
-        if theirs.iter().any(|cap| fits(*cap, empty, need).is_ok()) {
+        if theirs.iter().any(|cap| fits(cap, &empty, need).is_ok()) {
             return None;
         }
-        let largest = theirs.iter().fold(Resources::default(), |l, c| Resources {
-            cpus: l.cpus.max(c.cpus),
-            mem_mb: l.mem_mb.max(c.mem_mb),
+        let largest = theirs.iter().fold(Resources::default(), |l, c| {
+            let mut most = Resources::new(l.cpus.max(c.cpus), l.mem_mb.max(c.mem_mb));
+            for name in need.gres.keys() {
+                most.set_gres(name, l.gres(name).max(c.gres(name)));
+            }
+            most
         });
-        Some(if need.cpus > largest.cpus {
+        let short_gres = need.gres.iter().find(|(name, n)| **n > largest.gres(name));
+        let text = if need.cpus > largest.cpus {
             format!(
                 "no host with {} cpus (largest has {})",
                 need.cpus, largest.cpus
@@ -187,24 +202,37 @@ impl FreeHosts {
                 "no host with {} MiB of memory (largest has {})",
                 need.mem_mb, largest.mem_mb
             )
-        } else {
+        } else if let Some((name, n)) = short_gres {
+            format!("no host with {n} {name} (most has {})", largest.gres(name))
+        } else if need.gres.is_empty() {
             format!(
                 "no host with both {} cpus and {} MiB of memory",
                 need.cpus, need.mem_mb
             )
-        })
+        } else {
+            format!(
+                "no host with all of {} cpus, {} MiB of memory{} at once",
+                need.cpus,
+                need.mem_mb,
+                need.gres
+                    .iter()
+                    .map(|(name, n)| format!(", {n} {name}"))
+                    .collect::<String>()
+            )
+        };
+        Some((PendCode::TooBig, text))
     }
 
     /// Places `need`, which fits some host when it is empty ([`FreeHosts::never_fits`]),
     /// on the host with the most free cpus that fits it now; else says what it is short of.
-    fn take(&mut self, need: Resources, user: &str) -> Result<String, String> {
+    fn take(&mut self, need: &Resources, user: &str) -> Result<String, String> {
         let found = self
             .by_free
             .iter()
             .rev()
             .take_while(|(free, _)| *free >= need.cpus)
             .find(|(_, name)| {
-                let (cap, load) = self.hosts[name];
+                let (cap, load) = &self.hosts[name];
                 self.runs(name, user) && fits(cap, load, need).is_ok()
             })
             .cloned();
@@ -214,13 +242,13 @@ impl FreeHosts {
         self.by_free.remove(&(free, name.clone()));
         if let Some((cap, load)) = self.hosts.get_mut(&name) {
             *load = load.plus(need);
-            self.by_free.insert((cap.minus(*load).cpus, name.clone()));
+            self.by_free.insert((cap.minus(load).cpus, name.clone()));
         }
         Ok(name)
     }
 
     /// The reason for a job that would fit some host when it is empty, but fits none now.
-    fn short_of(&self, need: Resources) -> String {
+    fn short_of(&self, need: &Resources) -> String {
         let most_cpus = self.by_free.last().map_or(0, |(f, _)| *f);
         if need.cpus > most_cpus {
             format!(
@@ -231,7 +259,7 @@ impl FreeHosts {
             let most_mem = self
                 .hosts
                 .values()
-                .map(|(cap, load)| cap.minus(*load).mem_mb)
+                .map(|(cap, load)| cap.minus(load).mem_mb)
                 .max()
                 .unwrap_or(0);
             format!(
@@ -251,7 +279,11 @@ mod tests {
     use xce_client::types::JobUsers;
 
     fn r(cpus: u32, mem_mb: u64) -> Resources {
-        Resources { cpus, mem_mb }
+        Resources::new(cpus, mem_mb)
+    }
+
+    fn why(code: PendCode, text: &str) -> PendReason {
+        PendReason::new(code, text)
     }
 
     fn view(hosts: &[(&str, u32, u64)], queues: &[(&str, i32, bool)]) -> View {
@@ -313,7 +345,7 @@ mod tests {
         let answers: Vec<Option<String>> = v
             .pending
             .values()
-            .map(|job| free.never_fits(job.need, &job.user))
+            .map(|job| free.never_fits(&job.need, &job.user).map(|(_, text)| text))
             .collect();
         assert_eq!(free.scans, 2);
         assert_eq!(answers.iter().filter(|a| a.is_none()).count(), 50);
@@ -335,7 +367,13 @@ mod tests {
         assert_eq!(placed_ids(&p), vec![3, 2, 4]);
         assert_eq!(
             p.reasons,
-            vec![(1, "no host with 1 free cpus (most free: 0)".into())]
+            vec![(
+                1,
+                why(
+                    PendCode::Resources,
+                    "no host with 1 free cpus (most free: 0)"
+                )
+            )]
         );
     }
 
@@ -351,10 +389,16 @@ mod tests {
         assert_eq!(
             p.reasons,
             vec![
-                (1, "no host with 64 cpus (largest has 2)".into()),
+                (
+                    1,
+                    why(PendCode::TooBig, "no host with 64 cpus (largest has 2)")
+                ),
                 (
                     2,
-                    "no host with 4096 MiB of memory (largest has 1024)".into()
+                    why(
+                        PendCode::TooBig,
+                        "no host with 4096 MiB of memory (largest has 1024)"
+                    )
                 )
             ]
         );
@@ -373,7 +417,13 @@ mod tests {
         assert_eq!(placed_ids(&p), vec![2]);
         assert_eq!(
             p.reasons,
-            vec![(1, "no host with both 4 cpus and 4096 MiB of memory".into())]
+            vec![(
+                1,
+                why(
+                    PendCode::TooBig,
+                    "no host with both 4 cpus and 4096 MiB of memory"
+                )
+            )]
         );
     }
 
@@ -395,8 +445,14 @@ mod tests {
         assert_eq!(
             p.reasons,
             vec![
-                (1, "no host with 4 free cpus (most free: 2)".into()),
-                (2, BEHIND.into())
+                (
+                    1,
+                    why(
+                        PendCode::Resources,
+                        "no host with 4 free cpus (most free: 2)"
+                    )
+                ),
+                (2, why(PendCode::Priority, BEHIND))
             ]
         );
     }
@@ -408,7 +464,10 @@ mod tests {
         pend(&mut v, 1, "normal", 0, r(1, 0));
         let (f, res) = none();
         let p = plan(&v, &f, &res, 100);
-        assert_eq!(p.reasons, vec![(1, "queue normal is inactive".into())]);
+        assert_eq!(
+            p.reasons,
+            vec![(1, why(PendCode::QueueInactive, "queue normal is inactive"))]
+        );
         // Once the controller has it, the same reason is not published again.
         v.pending.get_mut(&1).unwrap().pend_reason = Some("queue normal is inactive".into());
         assert_eq!(plan(&v, &f, &res, 100), Plan::default());
@@ -453,7 +512,10 @@ mod tests {
             .map(|p| (p.id, p.host.as_str()))
             .collect();
         assert_eq!(placed, [(2, "bobs"), (3, "any")]);
-        assert_eq!(p.reasons, [(1, "no host runs carol's jobs".to_string())]);
+        assert_eq!(
+            p.reasons,
+            [(1, why(PendCode::TooBig, "no host runs carol's jobs"))]
+        );
     }
 
     fn arb_view() -> impl Strategy<Value = View> {
@@ -550,8 +612,8 @@ mod tests {
                 prop_assert!(may_run(&host.job_users, &job.user).is_ok(), "{:?} on {:?}", job, host);
                 prop_assert!(v.queues[&job.queue].active);
                 let load = loads.entry(pl.host.clone()).or_default();
-                prop_assert!(fits(host.capacity, *load, job.need).is_ok(), "{:?} on {:?} with {:?}", job, host, load);
-                *load = load.plus(job.need);
+                prop_assert!(fits(&host.capacity, load, &job.need).is_ok(), "{:?} on {:?} with {:?}", job, host, load);
+                *load = load.plus(&job.need);
             }
             // Strict priority: a job given a "fits now nowhere" reason that could fit an empty
             // host comes after every placed job of an active queue.
@@ -560,12 +622,16 @@ mod tests {
                 (std::cmp::Reverse(v.queues[&j.queue].priority), std::cmp::Reverse(j.priority), id)
             };
             for (id, reason) in &p.reasons {
-                let need = v.pending[id].need;
+                // Every reason's code is the one its text reads as where a cluster still
+                // writes format 6 (which keeps the text alone): nothing is lost there.
+                prop_assert_eq!(reason.code, PendCode::of_v6_text(&reason.text), "{:?}", reason);
+                let reason = &reason.text;
+                let need = &v.pending[id].need;
                 let user = &v.pending[id].user;
                 let fits_some_empty_host = v.hosts.values().any(|h| {
                     h.state == HostState::Ok
                         && may_run(&h.job_users, user).is_ok()
-                        && fits(h.capacity, Resources::default(), need).is_ok()
+                        && fits(&h.capacity, &Resources::default(), need).is_ok()
                 });
                 if reason.contains("free") {
                     // Only a job that some empty host could take holds the others back...

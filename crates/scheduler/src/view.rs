@@ -66,7 +66,7 @@ pub struct View {
 impl View {
     /// Adds or updates a job from a full read.
     pub fn put_job(&mut self, job: &Job) {
-        let need = Resources::of_job(job.spec.cpus, job.spec.mem_mb);
+        let need = job.spec.resources.clone();
         self.pending.remove(&job.id);
         self.placed.remove(&job.id);
         match (job.state, &job.host) {
@@ -113,7 +113,7 @@ impl View {
         let mut loads: HashMap<&str, Resources> = HashMap::new();
         for p in self.placed.values() {
             let load = loads.entry(p.host.as_str()).or_default();
-            *load = load.plus(p.need);
+            *load = load.plus(&p.need);
         }
         loads
     }
@@ -163,8 +163,8 @@ impl View {
         queue: &str,
     ) -> Followup {
         let need = match (self.pending.get(&id), self.placed.get(&id)) {
-            (Some(p), _) => p.need,
-            (None, Some(p)) => p.need,
+            (Some(p), _) => p.need.clone(),
+            (None, Some(p)) => p.need.clone(),
             (None, None) if state.is_final() => return Followup::Nothing,
             (None, None) => return Followup::FetchJob(id),
         };
@@ -241,10 +241,7 @@ pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientEr
         .into_iter()
         .map(|h| {
             let view = HostView {
-                capacity: Resources {
-                    cpus: h.cpus,
-                    mem_mb: h.mem_mb,
-                },
+                capacity: h.capacity,
                 state: h.state,
                 job_users: h.job_users,
             };

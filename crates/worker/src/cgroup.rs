@@ -356,6 +356,18 @@ impl JobCgroup {
         self.set_frozen(false);
     }
 
+    /// Whether the job has been frozen (suspended) and not thawed since: what its shim asks
+    /// to leave time suspended out of the job's time limit.
+    pub fn is_frozen(&self) -> bool {
+        self.read_each("freezer.state")
+            .iter()
+            .any(|s| matches!(s.trim(), "FROZEN" | "FREEZING"))
+            || self
+                .read_each("cgroup.freeze")
+                .iter()
+                .any(|s| s.trim() == "1")
+    }
+
     fn set_frozen(&self, frozen: bool) {
         let _ = self.write_each("freezer.state", if frozen { "FROZEN" } else { "THAWED" });
         let _ = self.write_each("cgroup.freeze", if frozen { "1" } else { "0" });

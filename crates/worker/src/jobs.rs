@@ -530,9 +530,10 @@ impl Jobs {
             run_as,
             refused: xce_client::fit::may_run(&self.settings.job_users, &job.spec.user).err(),
             limits: Limits {
-                cpus: u32::try_from(job.spec.cpus).unwrap_or(0),
-                mem_mb: u64::try_from(job.spec.mem_mb).unwrap_or(0),
+                cpus: job.spec.resources.cpus,
+                mem_mb: job.spec.resources.mem_mb,
             },
+            time_limit_s: job.spec.limits.time_limit_s,
             after: None,
             worker: self.me,
             spare: self.spares.take(),

@@ -331,8 +331,7 @@ fn rejoin_action(
 ) -> RejoinFn<xce_client::transport::CapnpTransport> {
     let host = HostAttributes {
         name: config.name.clone(),
-        cpus: config.cpus,
-        mem_mb: config.mem_mb,
+        resources: xce_client::types::Resources::new(config.cpus, config.mem_mb),
         // Canonical, so the path users are shown means something on this host.
         spool_dir: jobs.spool().to_string_lossy().into_owned(),
         job_users: config.job_users.clone(),

@@ -86,7 +86,8 @@ impl Report {
 
 /// A report as its outbox file holds it: the worker's own file type, so that a serde
 /// attribute on a client type can never change what a restarted worker must read back.
-/// JSON, `{"token":N,"id":N,"attempt":N,"end":null|{"Exit":N}|{"Signal":N}|{"Failed":"..."}}`.
+/// JSON, `{"token":N,"id":N,"attempt":N,"end":null|{"Exit":N}|{"Signal":N}|{"Failed":"..."}
+/// |"OutOfMemory"|{"TimedOut":{"exit_code":N|null,"signal":N|null}}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct ReportFile {
     token: u128,
@@ -102,6 +103,11 @@ enum EndFile {
     Signal(i32),
     Failed(String),
     OutOfMemory,
+    // Appended: files written before read the same.
+    TimedOut {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
 }
 
 impl From<&Report> for ReportFile {
@@ -115,6 +121,7 @@ impl From<&Report> for ReportFile {
                 JobEnd::Signal(s) => EndFile::Signal(s),
                 JobEnd::Failed(why) => EndFile::Failed(why),
                 JobEnd::OutOfMemory => EndFile::OutOfMemory,
+                JobEnd::TimedOut { exit_code, signal } => EndFile::TimedOut { exit_code, signal },
             }),
         }
     }
@@ -131,6 +138,7 @@ impl From<ReportFile> for Report {
                 EndFile::Signal(s) => JobEnd::Signal(s),
                 EndFile::Failed(why) => JobEnd::Failed(why),
                 EndFile::OutOfMemory => JobEnd::OutOfMemory,
+                EndFile::TimedOut { exit_code, signal } => JobEnd::TimedOut { exit_code, signal },
             }),
         }
     }

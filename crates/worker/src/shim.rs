@@ -85,6 +85,11 @@ pub struct ShimSpec {
     /// ([`crate::outbox::Spares`]). `None` from older workers, or when there is no spare.
     #[serde(default)]
     pub spare: Option<PathBuf>,
+    /// How long the job may run, in seconds from its start, not counting time suspended:
+    /// the shim stops it there and reports it timed out. Its clock is the shim's, so a
+    /// controller failover or a worker restart neither resets nor doubles it.
+    #[serde(default)]
+    pub time_limit_s: Option<u32>,
 }
 
 /// The older copy a newer attempt waits out.
@@ -234,11 +239,62 @@ impl Orders {
     }
 }
 
+/// Why the shim stops its job: what decides whether its end is reported, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopCause {
+    /// The worker's kill order (a person killed or requeued the job): the end is reported,
+    /// and the primary knows why.
+    Ordered,
+    /// The worker is stopping: unreported, so the primary requeues the job.
+    WorkerStopping,
+    /// A newer attempt fences this one: killed at once, unreported.
+    Stale,
+    /// No primary acknowledged the worker within its lease: unreported (the cluster will
+    /// requeue the job once it declares the host lost).
+    LeaseLost,
+    /// The worker's spool dir is gone: nothing could report or adopt the job.
+    SpoolGone,
+    /// The job ran for its time limit: reported as timed out.
+    TimeLimit,
+}
+
+/// What becomes of the end of a job stopped for a cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reporting {
+    /// As the job ended.
+    End,
+    /// As the job ended, marked timed out.
+    TimedOut,
+    /// Not at all.
+    Unreported,
+}
+
+impl StopCause {
+    fn reporting(self) -> Reporting {
+        match self {
+            StopCause::Ordered => Reporting::End,
+            StopCause::TimeLimit => Reporting::TimedOut,
+            StopCause::WorkerStopping
+            | StopCause::Stale
+            | StopCause::LeaseLost
+            | StopCause::SpoolGone => Reporting::Unreported,
+        }
+    }
+
+    /// How long the job has between SIGTERM and SIGKILL.
+    fn grace(self, kill_grace: Duration) -> Duration {
+        match self {
+            StopCause::Stale => Duration::ZERO,
+            _ => kill_grace,
+        }
+    }
+}
+
 /// How a stop the shim was asked for (or decided on) is going.
 #[derive(Debug, Clone, Copy)]
 struct Stopping {
-    /// A kill order: the job's end is reported. Otherwise the primary requeues it.
-    reported: bool,
+    /// The first cause, which decides how the end is reported.
+    cause: StopCause,
     /// When SIGKILL follows the SIGTERM.
     kill_at: Duration,
     killed: bool,
@@ -252,6 +308,12 @@ struct Confined<'a> {
 }
 
 impl Confined<'_> {
+    /// Whether the job is suspended: its leader stopped (SIGSTOP) or its cgroup frozen, as
+    /// the worker leaves it on a suspend order.
+    fn suspended(&self) -> bool {
+        procs::is_stopped(self.pgid) || self.cgroup.as_ref().is_some_and(JobCgroup::is_frozen)
+    }
+
     /// SIGTERM to the whole job; thawed and continued first, since a suspended job must run
     /// to act on it.
     fn terminate(&self) {
@@ -367,12 +429,21 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     if let Some(cg) = &job.cgroup {
         cg.remove();
     }
-    if stopping.is_some_and(|s| !s.reported) {
+    let reporting = stopping.map_or(Reporting::End, |s| s.cause.reporting());
+    if reporting == Reporting::Unreported {
         info!("job stopped; its end is not reported, so the primary requeues it");
         records.forget(spec.id, spec.attempt);
         return Ok(EXIT_UNREPORTED);
     }
     let end = match end_of(status) {
+        JobEnd::Exit(code) if reporting == Reporting::TimedOut => JobEnd::TimedOut {
+            exit_code: Some(code),
+            signal: None,
+        },
+        JobEnd::Signal(sig) if reporting == Reporting::TimedOut => JobEnd::TimedOut {
+            exit_code: None,
+            signal: Some(sig),
+        },
         // The kernel killed some process of the job for its memory limit, and the job did not
         // get over it.
         end if out_of_memory && end != JobEnd::Exit(0) => JobEnd::OutOfMemory,
@@ -505,19 +576,22 @@ fn supervise(
     let lease = LeaseFile::new(&spec.spool);
     let mut fence_at = spec.fence_at_ms.map(Duration::from_millis);
     let mut stopping: Option<Stopping> = None;
+    let mut clock = spec
+        .time_limit_s
+        .map(|s| RunClock::new(Duration::from_secs(s.into())));
     loop {
         orders.drain();
         if orders.kill.swap(false, Ordering::SeqCst) {
             info!(grace = ?kill_grace, "kill order: terminating the job");
-            begin_stop(job, true, kill_grace, &mut stopping);
+            begin_stop(job, StopCause::Ordered, kill_grace, &mut stopping);
         }
         if orders.stop.swap(false, Ordering::SeqCst) {
             info!(grace = ?kill_grace, "the worker is stopping: terminating the job");
-            begin_stop(job, false, kill_grace, &mut stopping);
+            begin_stop(job, StopCause::WorkerStopping, kill_grace, &mut stopping);
         }
         if orders.stale.swap(false, Ordering::SeqCst) {
             info!("stale copy: killing the job");
-            begin_stop(job, false, Duration::ZERO, &mut stopping);
+            begin_stop(job, StopCause::Stale, kill_grace, &mut stopping);
         }
         if let Some(status) = child.try_wait()? {
             return Ok((status, stopping));
@@ -527,7 +601,7 @@ fn supervise(
             None if stopping.is_none() && spool_gone(&spec.spool) => {
                 // Wiped with everything in it: no worker can report this job or adopt it.
                 warn!(spool = %spec.spool.display(), "the worker's spool dir is gone; stopping the job");
-                begin_stop(job, false, kill_grace, &mut stopping);
+                begin_stop(job, StopCause::SpoolGone, kill_grace, &mut stopping);
             }
             None => {}
         }
@@ -536,10 +610,17 @@ fn supervise(
             warn!(
                 "no primary has acknowledged this worker for too long; stopping its job before the cluster requeues it"
             );
-            begin_stop(job, false, kill_grace, &mut stopping);
+            begin_stop(job, StopCause::LeaseLost, kill_grace, &mut stopping);
+        }
+        if let Some(clock) = clock.as_mut() {
+            clock.tick(now, job.suspended());
+            if stopping.is_none() && clock.reached() {
+                info!(limit = ?clock.limit, grace = ?kill_grace, "the job reached its time limit; terminating it");
+                begin_stop(job, StopCause::TimeLimit, kill_grace, &mut stopping);
+            }
         }
         if let Some(s) = stopping.as_mut().filter(|s| !s.killed && now >= s.kill_at) {
-            if s.reported {
+            if s.cause.reporting() != Reporting::Unreported {
                 warn!("job outlived its grace period; killing it");
             }
             job.kill_all();
@@ -557,15 +638,15 @@ fn supervise(
     }
 }
 
-/// Terminates the job, SIGKILL to follow after `grace`. The first request decides whether
-/// the end is reported; a later one can only bring the SIGKILL forward.
+/// Terminates the job, SIGKILL to follow after the cause's grace. The first cause decides
+/// how the end is reported; a later one can only bring the SIGKILL forward.
 fn begin_stop(
     job: &Confined<'_>,
-    reported: bool,
-    grace: Duration,
+    cause: StopCause,
+    kill_grace: Duration,
     stopping: &mut Option<Stopping>,
 ) {
-    let kill_at = fence::now() + grace;
+    let kill_at = fence::now() + cause.grace(kill_grace);
     *stopping = Some(match *stopping {
         Some(s) => Stopping {
             kill_at: s.kill_at.min(kill_at),
@@ -574,12 +655,48 @@ fn begin_stop(
         None => {
             job.terminate();
             Stopping {
-                reported,
+                cause,
                 kill_at,
                 killed: false,
             }
         }
     });
+}
+
+/// How long a job with a time limit has run: boot-time clock (which a clock jump cannot
+/// move), counted between the shim's looks at it, leaving out the spans it found the job
+/// suspended. As Slurm does (slurmctld's `_job_suspend_op` moves a resumed job's end time
+/// on by the time it was suspended), time suspended does not count: a job an operator
+/// suspends to make room is not charged for the wait.
+#[derive(Debug, Clone, Copy)]
+struct RunClock {
+    limit: Duration,
+    ran: Duration,
+    last: Option<Duration>,
+}
+
+impl RunClock {
+    fn new(limit: Duration) -> RunClock {
+        RunClock {
+            limit,
+            ran: Duration::ZERO,
+            last: None,
+        }
+    }
+
+    /// Counts the span since the last look, unless the job is found suspended now.
+    fn tick(&mut self, now: Duration, suspended: bool) {
+        if let Some(last) = self.last {
+            if !suspended {
+                self.ran += now.saturating_sub(last);
+            }
+        }
+        self.last = Some(now);
+    }
+
+    fn reached(&self) -> bool {
+        self.ran >= self.limit
+    }
 }
 
 /// Whether the spool dir no longer exists (not merely unreadable for a moment).
@@ -776,6 +893,28 @@ fn become_account(command: &mut Command, account: &Account, cwd: &Path) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_suspended_does_not_count_against_the_limit() {
+        let s = Duration::from_secs;
+        let mut clock = RunClock::new(s(10));
+        clock.tick(s(100), false);
+        clock.tick(s(104), false);
+        // Suspended from 104 to 110: the job is seen suspended at each look.
+        clock.tick(s(107), true);
+        clock.tick(s(110), true);
+        assert!(!clock.reached());
+        clock.tick(s(115), false);
+        assert_eq!(clock.ran, s(9));
+        assert!(!clock.reached());
+        clock.tick(s(116), false);
+        assert!(clock.reached());
+        // A stop caused by the limit is reported as a timeout, with the kill grace.
+        assert_eq!(StopCause::TimeLimit.reporting(), Reporting::TimedOut);
+        assert_eq!(StopCause::TimeLimit.grace(s(3)), s(3));
+        assert_eq!(StopCause::Stale.grace(s(3)), Duration::ZERO);
+        assert_eq!(StopCause::LeaseLost.reporting(), Reporting::Unreported);
+    }
 
     #[test]
     fn a_line_for_the_worker_is_one_line_and_bounded() {

@@ -91,7 +91,9 @@ fn job(id: JobId, command: &[&str]) -> Job {
         },
         state: xce_client::types::JobState::Dispatched,
         pend_reason: None,
+        pend_code: None,
         reason: None,
+        result: None,
         host: Some("w1".into()),
         attempt: 0,
         exit_code: None,
@@ -682,9 +684,8 @@ fn cgroups_here(spool: &Path) -> Option<Cgroups> {
     }
 }
 
-fn with_limits(mut job: Job, cpus: i32, mem_mb: i64) -> Job {
-    job.spec.cpus = cpus;
-    job.spec.mem_mb = mem_mb;
+fn with_limits(mut job: Job, cpus: u32, mem_mb: u64) -> Job {
+    job.spec.resources = xce_client::types::Resources::new(cpus, mem_mb);
     job
 }
 

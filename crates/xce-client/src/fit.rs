@@ -3,46 +3,29 @@
 
 use std::fmt;
 
+pub use crate::resources::Resources;
 use crate::types::JobUsers;
 
-/// An amount of the resources a host offers, its placed jobs use, or a job needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct Resources {
-    pub cpus: u32,
-    pub mem_mb: u64,
-}
-
-impl Resources {
-    /// What a job asks for; negative requests (refused at submit) count as nothing.
-    pub fn of_job(cpus: i32, mem_mb: i64) -> Resources {
-        Resources {
-            cpus: cpus.max(0) as u32,
-            mem_mb: mem_mb.max(0) as u64,
-        }
-    }
-
-    /// `self` plus `other`, saturating (a sum of bounded requests never wraps).
-    pub fn plus(self, other: Resources) -> Resources {
-        Resources {
-            cpus: self.cpus.saturating_add(other.cpus),
-            mem_mb: self.mem_mb.saturating_add(other.mem_mb),
-        }
-    }
-
-    /// `self` minus `other`, saturating at zero.
-    pub fn minus(self, other: Resources) -> Resources {
-        Resources {
-            cpus: self.cpus.saturating_sub(other.cpus),
-            mem_mb: self.mem_mb.saturating_sub(other.mem_mb),
-        }
-    }
-}
-
 /// The first resource a host is short of for a job, with the figures a user needs to see why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shortfall {
-    Cpus { free: u32, total: u32, need: u32 },
-    Memory { free: u64, total: u64, need: u64 },
+    Cpus {
+        free: u32,
+        total: u32,
+        need: u32,
+    },
+    Memory {
+        free: u64,
+        total: u64,
+        need: u64,
+    },
+    /// A generic resource, by name.
+    Gres {
+        name: String,
+        free: u64,
+        total: u64,
+        need: u64,
+    },
 }
 
 impl fmt::Display for Shortfall {
@@ -54,13 +37,20 @@ impl fmt::Display for Shortfall {
             Shortfall::Memory { free, total, need } => {
                 write!(f, "{free} of {total} MiB of memory free, {need} needed")
             }
+            Shortfall::Gres {
+                name,
+                free,
+                total,
+                need,
+            } => write!(f, "{free} of {total} {name} free, {need} needed"),
         }
     }
 }
 
 /// Whether a job needing `job` fits on a host offering `host` whose placed jobs already use
-/// `load`. Cpus are checked before memory; the error names the first shortfall.
-pub fn fits(host: Resources, load: Resources, job: Resources) -> Result<(), Shortfall> {
+/// `load`. Cpus are checked before memory, memory before generic resources (by name); the
+/// error names the first shortfall.
+pub fn fits(host: &Resources, load: &Resources, job: &Resources) -> Result<(), Shortfall> {
     let free = host.minus(load);
     if job.cpus > free.cpus {
         return Err(Shortfall::Cpus {
@@ -75,6 +65,16 @@ pub fn fits(host: Resources, load: Resources, job: Resources) -> Result<(), Shor
             total: host.mem_mb,
             need: job.mem_mb,
         });
+    }
+    for (name, need) in &job.gres {
+        if *need > free.gres(name) {
+            return Err(Shortfall::Gres {
+                name: name.clone(),
+                free: free.gres(name),
+                total: host.gres(name),
+                need: *need,
+            });
+        }
     }
     Ok(())
 }
@@ -119,27 +119,50 @@ mod tests {
     }
 
     fn r(cpus: u32, mem_mb: u64) -> Resources {
-        Resources { cpus, mem_mb }
+        Resources::new(cpus, mem_mb)
     }
 
     #[test]
     fn names_the_first_shortfall() {
-        assert_eq!(fits(r(4, 1000), r(2, 500), r(2, 500)), Ok(()));
+        assert_eq!(fits(&r(4, 1000), &r(2, 500), &r(2, 500)), Ok(()));
         assert_eq!(
-            fits(r(4, 1000), r(3, 0), r(2, 2000)),
+            fits(&r(4, 1000), &r(3, 0), &r(2, 2000)),
             Err(Shortfall::Cpus {
                 free: 1,
                 total: 4,
                 need: 2
             })
         );
-        let short = fits(r(4, 1000), r(0, 900), r(1, 200)).unwrap_err();
+        let short = fits(&r(4, 1000), &r(0, 900), &r(1, 200)).unwrap_err();
         assert_eq!(
             short.to_string(),
             "100 of 1000 MiB of memory free, 200 needed"
         );
         // A job that asks for no memory fits a host that reports none.
-        assert_eq!(fits(r(1, 0), r(0, 0), r(1, 0)), Ok(()));
+        assert_eq!(fits(&r(1, 0), &r(0, 0), &r(1, 0)), Ok(()));
+    }
+
+    #[test]
+    fn generic_resources_fit_by_name() {
+        let mut host = r(4, 1000);
+        host.set_gres("gpu", 2);
+        let mut load = r(1, 0);
+        load.set_gres("gpu", 1);
+        let mut job = r(1, 0);
+        job.set_gres("gpu", 1);
+        assert_eq!(fits(&host, &load, &job), Ok(()));
+        job.set_gres("gpu", 2);
+        assert_eq!(
+            fits(&host, &load, &job).unwrap_err().to_string(),
+            "1 of 2 gpu free, 2 needed"
+        );
+        // A resource the host does not offer at all.
+        let mut lic = r(1, 0);
+        lic.set_gres("matlab", 1);
+        assert_eq!(
+            fits(&host, &load, &lic).unwrap_err().to_string(),
+            "0 of 0 matlab free, 1 needed"
+        );
     }
 
     proptest! {
@@ -152,10 +175,11 @@ mod tests {
             let (host, load, job) = (r(cap.0, cap.1), r(used.0, used.1), r(need.0, need.1));
             let cpus_ok = job.cpus == 0 || load.cpus + job.cpus <= host.cpus;
             let mem_ok = job.mem_mb == 0 || load.mem_mb + job.mem_mb <= host.mem_mb;
-            match fits(host, load, job) {
+            match fits(&host, &load, &job) {
                 Ok(()) => prop_assert!(cpus_ok && mem_ok),
                 Err(Shortfall::Cpus { .. }) => prop_assert!(!cpus_ok),
                 Err(Shortfall::Memory { .. }) => prop_assert!(cpus_ok && !mem_ok),
+                Err(Shortfall::Gres { .. }) => prop_assert!(false, "no generic resources asked"),
             }
         }
     }

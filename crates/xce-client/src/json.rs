@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::types::{ClusterInfo, Host, Job, Queue};
+use crate::types::{ClusterInfo, Host, Job, JobSpec, Limits, Queue, Resources};
 
 /// Derives the OpenAPI schema of a shape when the `openapi` feature is on.
 macro_rules! shape {
@@ -30,12 +30,21 @@ shape! {
         pub cpus: i32,
         pub mem_mb: i64,
         pub priority: i32,
-        /// `pending`, `dispatched`, `running`, `suspended`, `done` or `exited`.
+        /// The job's lifecycle.
+        #[cfg_attr(feature = "openapi", schema(schema_with = openapi::job_state))]
         pub state: String,
-        /// Why a pending job waits.
+        /// Why a pending job waits, in words.
         pub pend_reason: Option<String>,
-        /// Why a job ended as it did.
+        /// Why a pending job waits, as a code; `null` unless pending.
+        #[cfg_attr(feature = "openapi", schema(schema_with = openapi::pend_code))]
+        pub pend_code: Option<String>,
+        /// Why a job ended as it did, in words.
         pub reason: Option<String>,
+        /// How a job that ended, ended; `null` until it has.
+        #[cfg_attr(feature = "openapi", schema(schema_with = openapi::job_result))]
+        pub result: Option<String>,
+        /// Wall-clock seconds it may run, not counting time suspended; `null`: no limit.
+        pub time_limit_s: Option<u32>,
         pub host: Option<String>,
         pub attempt: u32,
         pub exit_code: Option<i32>,
@@ -49,26 +58,68 @@ shape! {
 
 impl From<&Job> for JobJson {
     fn from(job: &Job) -> JobJson {
+        // Every field is named, so a field added to a job fails to compile here until this
+        // shape decides whether to show it (docs/checklists/new-job-field.md).
+        let Job {
+            id,
+            spec,
+            state,
+            pend_reason,
+            pend_code,
+            reason,
+            result,
+            host,
+            attempt,
+            exit_code,
+            signal,
+            submit_time_ms,
+            start_time_ms,
+            end_time_ms,
+            // Where the output is: `xce job` says it in words; not part of the shape.
+            output_dir: _,
+        } = job;
+        let JobSpec {
+            name,
+            user,
+            queue,
+            command,
+            // Not shown: a job's environment may hold secrets.
+            env: _,
+            cwd,
+            resources,
+            priority,
+            limits,
+        } = spec;
+        let Resources {
+            cpus,
+            mem_mb,
+            // Shown as `gres` once jobs can ask for them (the resources issue).
+            gres: _,
+        } = resources;
+        let Limits { time_limit_s } = limits;
         JobJson {
-            id: job.id,
-            name: job.spec.name.clone(),
-            user: job.spec.user.clone(),
-            queue: job.spec.queue.clone(),
-            command: job.spec.command.clone(),
-            cwd: job.spec.cwd.clone(),
-            cpus: job.spec.cpus,
-            mem_mb: job.spec.mem_mb,
-            priority: job.spec.priority,
-            state: job.state.name().to_string(),
-            pend_reason: job.pend_reason.clone(),
-            reason: job.reason.clone(),
-            host: job.host.clone(),
-            attempt: job.attempt,
-            exit_code: job.exit_code,
-            signal: job.signal,
-            submit_time: rfc3339(job.submit_time_ms),
-            start_time: job.start_time_ms.map(rfc3339),
-            end_time: job.end_time_ms.map(rfc3339),
+            id: *id,
+            name: name.clone(),
+            user: user.clone(),
+            queue: queue.clone(),
+            command: command.clone(),
+            cwd: cwd.clone(),
+            cpus: i32::try_from(*cpus).unwrap_or(i32::MAX),
+            mem_mb: i64::try_from(*mem_mb).unwrap_or(i64::MAX),
+            priority: *priority,
+            state: state.name().to_string(),
+            pend_reason: pend_reason.clone(),
+            pend_code: pend_code.map(|c| c.name().to_string()),
+            reason: reason.clone(),
+            result: result.map(|r| r.name().to_string()),
+            time_limit_s: *time_limit_s,
+            host: host.clone(),
+            attempt: *attempt,
+            exit_code: *exit_code,
+            signal: *signal,
+            submit_time: rfc3339(*submit_time_ms),
+            start_time: start_time_ms.map(rfc3339),
+            end_time: end_time_ms.map(rfc3339),
         }
     }
 }
@@ -108,6 +159,7 @@ shape! {
         pub state: String,
         pub running: u32,
         pub cpus_used: u32,
+        pub mem_mb_used: u64,
     }
 }
 
@@ -115,11 +167,12 @@ impl From<&Host> for HostJson {
     fn from(host: &Host) -> HostJson {
         HostJson {
             name: host.name.clone(),
-            cpus: host.cpus,
-            mem_mb: host.mem_mb,
+            cpus: host.capacity.cpus,
+            mem_mb: host.capacity.mem_mb,
             state: host.state.name().to_string(),
             running: host.running,
-            cpus_used: host.cpus_used,
+            cpus_used: host.used.cpus,
+            mem_mb_used: host.used.mem_mb,
         }
     }
 }
@@ -131,6 +184,8 @@ shape! {
         pub addr: String,
         /// `primary`, `standby` or `unreachable`.
         pub role: String,
+        /// The newest cluster version its build runs; `null` while the primary has not heard.
+        pub version: Option<u32>,
     }
 }
 
@@ -149,6 +204,8 @@ shape! {
         pub term: u64,
         pub members: Vec<MemberJson>,
         pub schedulers: Vec<SchedulerJson>,
+        /// The cluster version in force; raised once every member runs a newer build.
+        pub active_version: u32,
     }
 }
 
@@ -164,6 +221,7 @@ impl From<&ClusterInfo> for ClusterJson {
                     name: m.name.clone(),
                     addr: m.addr.clone(),
                     role: m.role.name().to_string(),
+                    version: m.version,
                 })
                 .collect(),
             schedulers: info
@@ -174,6 +232,7 @@ impl From<&ClusterInfo> for ClusterJson {
                     active: s.active,
                 })
                 .collect(),
+            active_version: info.active_version,
         }
     }
 }
@@ -248,7 +307,9 @@ pub enum EventJson {
         queue: String,
         user: String,
         pend_reason: Option<String>,
+        pend_code: Option<String>,
         reason: Option<String>,
+        result: Option<String>,
     },
     /// A host registered, or its state changed.
     Host {
@@ -286,7 +347,9 @@ impl From<&crate::events::StreamItem> for EventJson {
                 queue,
                 user,
                 pend_reason,
+                pend_code,
                 reason,
+                result,
             }) => EventJson::Job {
                 index: *index,
                 id: *id,
@@ -296,7 +359,9 @@ impl From<&crate::events::StreamItem> for EventJson {
                 queue: queue.clone(),
                 user: user.clone(),
                 pend_reason: pend_reason.clone(),
+                pend_code: pend_code.map(|c| c.name().to_string()),
                 reason: reason.clone(),
+                result: result.map(|r| r.name().to_string()),
             },
             StreamItem::Event(ClusterEvent::Host { index, name, state }) => EventJson::Host {
                 index: *index,
@@ -317,6 +382,43 @@ impl From<&crate::events::StreamItem> for EventJson {
                 active: *active,
             },
         }
+    }
+}
+
+/// The OpenAPI schemas of the fields whose values are a domain enum's names: generated from
+/// the enum, so the document (and the web view, which reads its lists from it) cannot drift.
+#[cfg(feature = "openapi")]
+mod openapi {
+    use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
+
+    use crate::types::{JobResult, JobState, PendCode};
+
+    fn names(names: &[&str], nullable: bool) -> Object {
+        let types = if nullable {
+            SchemaType::from_iter([Type::String, Type::Null])
+        } else {
+            SchemaType::Type(Type::String)
+        };
+        let mut values: Vec<Option<String>> = names.iter().map(|n| Some(n.to_string())).collect();
+        if nullable {
+            values.push(None);
+        }
+        ObjectBuilder::new()
+            .schema_type(types)
+            .enum_values(Some(values))
+            .build()
+    }
+
+    pub fn job_state() -> Object {
+        names(JobState::NAMES, false)
+    }
+
+    pub fn pend_code() -> Object {
+        names(PendCode::NAMES, true)
+    }
+
+    pub fn job_result() -> Object {
+        names(JobResult::NAMES, true)
     }
 }
 

@@ -21,9 +21,13 @@ pub mod metrics;
 pub mod ops;
 pub mod publish;
 pub mod random;
+pub mod resources;
 pub mod shutdown;
 pub mod socket;
 pub mod systemd;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+pub mod time_limit;
 pub mod tls;
 pub mod tokens;
 pub mod transport;

@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::resources::{Limits, Resources};
+
 /// An enum whose variants have contract names (`pending`, `open`, ...): gives it `ALL`,
 /// `name()`, `Display` and a `FromStr` whose error lists what is accepted, written once for
 /// every such enum (the CLI parses its arguments with it).
@@ -20,6 +22,10 @@ macro_rules! named_enum {
             pub fn name(self) -> &'static str {
                 match self { $($name::$variant => $text),+ }
             }
+
+            /// Every contract name, in declaration order: what a front end lists or an
+            /// OpenAPI schema enumerates, taken from here so that it cannot drift.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
         }
 
         impl std::fmt::Display for $name {
@@ -75,10 +81,10 @@ pub struct JobSpec {
     pub command: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: String,
-    /// Signed so that a negative request reaches validation and is rejected by name.
-    pub cpus: i32,
-    pub mem_mb: i64,
+    /// What the job is given while it runs (cpus 0 means the default, 1).
+    pub resources: Resources,
     pub priority: i32,
+    pub limits: Limits,
 }
 
 named_enum! {
@@ -102,16 +108,105 @@ impl JobState {
     }
 }
 
+named_enum! {
+    /// How a job that ended, ended: apart from its lifecycle `state`, so that a new way to end
+    /// is a new result, never a new state. Front ends map the pair (squeue's `TO`, bjobs'
+    /// `EXIT`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum JobResult {
+        /// It exited with code 0.
+        Completed => "completed",
+        /// It exited non-zero, was killed by a signal, or never started.
+        Failed => "failed",
+        /// A person killed it, pending or running.
+        Cancelled => "cancelled",
+        /// It ran past its time limit.
+        Timeout => "timeout",
+        /// The kernel killed it for going over its memory limit.
+        OutOfMemory => "out_of_memory",
+        /// Its host was lost while it ran.
+        NodeFail => "node_fail",
+    }
+}
+
+named_enum! {
+    /// Why a pending job waits, as a code front ends can map (Slurm's squeue `%r`); the
+    /// human text is the job's `pend_reason`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum PendCode {
+        /// It fits some host when that host is free, and none has room now.
+        Resources => "resources",
+        /// A job before it in the order waits for room; it may not overtake.
+        Priority => "priority",
+        /// No scheduler holds the lease.
+        NoScheduler => "no_scheduler",
+        /// Its queue is inactive (or gone).
+        QueueInactive => "queue_inactive",
+        /// No host could run it even when empty.
+        TooBig => "too_big",
+        /// Held by a user or operator.
+        Held => "held",
+        /// Its begin time has not come.
+        BeginTime => "begin_time",
+        /// It waits for other jobs.
+        Dependency => "dependency",
+        /// A limit of its user, account or queue holds it back.
+        Limit => "limit",
+    }
+}
+
+impl PendCode {
+    /// The code of a reason a scheduler gave as text alone (format 6 had no codes): what a
+    /// pending job's code is when it comes from such a record or such a scheduler. Every
+    /// reason today's scheduler gives reads back as its own code (the scheduler's tests check
+    /// it), so nothing is lost while a cluster still writes format 6.
+    pub fn of_v6_text(text: &str) -> PendCode {
+        if text.starts_with("queue ") {
+            PendCode::QueueInactive
+        } else if text.starts_with("waiting behind") {
+            PendCode::Priority
+        } else if text.starts_with("no host runs")
+            || (text.starts_with("no host with") && !text.contains("free"))
+        {
+            PendCode::TooBig
+        } else {
+            PendCode::Resources
+        }
+    }
+}
+
+/// Why a pending job waits: a code and the human text that says it with figures.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PendReason {
+    pub code: PendCode,
+    pub text: String,
+}
+
+impl PendReason {
+    /// A reason with its code and text.
+    pub fn new(code: PendCode, text: impl Into<String>) -> PendReason {
+        PendReason {
+            code,
+            text: text.into(),
+        }
+    }
+}
+
 /// A job as the controller knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Job {
     pub id: JobId,
     pub spec: JobSpec,
     pub state: JobState,
-    /// Why a pending job waits.
+    /// Why a pending job waits, in words.
     pub pend_reason: Option<String>,
-    /// Why a job ended as it did ("killed", ...).
+    /// Why a pending job waits, as a code; `None` unless pending (and until a scheduler
+    /// judged it).
+    pub pend_code: Option<PendCode>,
+    /// Why a job ended as it did ("killed", ...), in words only.
     pub reason: Option<String>,
+    /// How it ended; `None` until it has.
+    pub result: Option<JobResult>,
     pub host: Option<String>,
     /// Dispatch attempt; fences stale copies of a job so it never runs twice at once.
     pub attempt: u32,
@@ -175,6 +270,9 @@ pub struct Member {
     pub name: String,
     pub addr: String,
     pub role: MemberRole,
+    /// The newest cluster version its build runs (its store format); `None` while the
+    /// primary has not heard it.
+    pub version: Option<u32>,
 }
 
 /// A scheduler the primary has heard from recently; `active` is the one holding the lease.
@@ -191,6 +289,9 @@ pub struct ClusterInfo {
     pub term: u64,
     pub members: Vec<Member>,
     pub schedulers: Vec<SchedulerInfo>,
+    /// The cluster version in force: what every member can apply. Raised by the primary once
+    /// every member runs a build of a newer one, never lowered.
+    pub active_version: u32,
 }
 
 /// One scheduler decision: run the job on the host.
@@ -251,11 +352,12 @@ named_enum! {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Host {
     pub name: String,
-    pub cpus: u32,
-    pub mem_mb: u64,
+    /// What it offers.
+    pub capacity: Resources,
     pub state: HostState,
     pub running: u32,
-    pub cpus_used: u32,
+    /// What its placed jobs use.
+    pub used: Resources,
     pub job_users: JobUsers,
 }
 
@@ -334,8 +436,8 @@ pub struct Principal {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct HostAttributes {
     pub name: String,
-    pub cpus: u32,
-    pub mem_mb: u64,
+    /// What the host offers to jobs.
+    pub resources: Resources,
     /// Where the worker writes job output, so that users can be told where to look.
     pub spool_dir: String,
     pub job_users: JobUsers,
@@ -352,6 +454,11 @@ pub enum JobEnd {
     Failed(String),
     /// The kernel killed it (SIGKILL) for going over its memory limit.
     OutOfMemory,
+    /// Its shim stopped it at its time limit; how the process then ended.
+    TimedOut {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
 }
 
 /// A signal the primary sends to one attempt's process group through the worker's agent.
@@ -427,7 +534,9 @@ pub enum ClusterEvent {
         /// Whose job it is.
         user: String,
         pend_reason: Option<String>,
+        pend_code: Option<PendCode>,
         reason: Option<String>,
+        result: Option<JobResult>,
     },
     /// A host registered, or its state changed.
     Host {

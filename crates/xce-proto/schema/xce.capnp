@@ -66,6 +66,45 @@ struct JobSpec {
   cpus @6 :Int32;
   memMb @7 :Int64;
   priority @8 :Int32;
+  # Generic resources asked for beside cpus and memory, by name (GPUs, licenses, ...).
+  gres @9 :List(NamedCount);
+  limits @10 :JobLimits;
+}
+
+# A count of one named resource.
+struct NamedCount {
+  name @0 :Text;
+  count @1 :UInt64;
+}
+
+# What a job may use beyond what it is given at placement.
+struct JobLimits {
+  timeLimitS @0 :UInt32;   # Wall-clock seconds from its start, not counting time suspended; 0: none.
+}
+
+# Why a pending job waits, as a code (`none`: not pending, or not judged yet).
+enum PendCode {
+  none @0;
+  resources @1;
+  priority @2;
+  noScheduler @3;
+  queueInactive @4;
+  tooBig @5;
+  held @6;
+  beginTime @7;
+  dependency @8;
+  limit @9;
+}
+
+# How a job ended (`none`: it has not).
+enum JobResult {
+  none @0;
+  completed @1;
+  failed @2;
+  cancelled @3;
+  timeout @4;
+  outOfMemory @5;
+  nodeFail @6;
 }
 
 # A job as the controller knows it. Optional values: empty text and the `has*` flags mean null;
@@ -86,6 +125,8 @@ struct Job {
   startTimeMs @12 :UInt64;
   endTimeMs @13 :UInt64;
   outputDir @14 :Text;   # The spool dir of the host of the latest attempt; empty before any.
+  pendCode @15 :PendCode;
+  result @16 :JobResult;
 }
 
 enum JobAction {
@@ -121,6 +162,7 @@ struct Member {
   name @0 :Text;
   addr @1 :Text;
   role @2 :MemberRole;
+  version @3 :UInt32;   # The newest cluster version its build runs; 0: not heard.
 }
 
 struct ClusterInfo {
@@ -128,6 +170,9 @@ struct ClusterInfo {
   term @1 :UInt64;
   members @2 :List(Member);
   schedulers @3 :List(SchedulerInfo);
+  # The cluster version in force (what every member can apply); raised by the primary once
+  # every member runs a newer build, never lowered.
+  activeVersion @4 :UInt32;
 }
 
 # Filter for `listJobs`; empty fields mean "any".
@@ -285,6 +330,7 @@ struct Refusal {
 struct PendReason {
   jobId @0 :UInt64;
   reason @1 :Text;
+  code @2 :PendCode;
 }
 
 # A scheduler the primary has heard from recently; `active` holds the unexpired lease.
@@ -326,6 +372,8 @@ struct JobEvent {
   pendReason @5 :Text;   # Empty: none.
   reason @6 :Text;       # Empty: none.
   user @7 :Text;         # Whose job it is (what an event filter by user needs).
+  pendCode @8 :PendCode;
+  result @9 :JobResult;
 }
 
 # A host registered, or its state changed.
@@ -360,7 +408,17 @@ struct JobEnd {
     failed @2 :Text;
     # The kernel killed it for going over its memory limit (its cgroup's OOM killer).
     outOfMemory @3 :Void;
+    # Its shim stopped it at its time limit; how the process then ended.
+    timedOut @4 :ProcessEnd;
   }
+}
+
+# How a process ended: an exit code or a signal.
+struct ProcessEnd {
+  hasExitCode @0 :Bool;
+  exitCode @1 :Int32;
+  hasSignal @2 :Bool;
+  signal @3 :Int32;
 }
 
 # Carries openraft's messages between controllers. The payloads are openraft's own serde
@@ -380,6 +438,11 @@ interface Raft {
   # other voters' leader lease allows, instead of after a full election timeout. Accepted only
   # from the primary the receiver currently follows, for that primary's term.
   stepDown @4 (request :Data) -> (reply :Data);
+  # What this controller's build runs: the newest cluster version (store format) it reads
+  # and writes, and its build's name. The primary asks every member, and raises the active
+  # version once all run a newer one. A build from before this method answers with an
+  # `unimplemented` exception: it runs version 6.
+  buildInfo @5 () -> (version :UInt32, build :Text);
 }
 
 # ---- Hosts (workers) -------------------------------------------------------------------------
@@ -398,6 +461,9 @@ struct Host {
   running @4 :UInt32;
   cpusUsed @5 :UInt32;
   jobUsers @6 :JobUsers;
+  gres @7 :List(NamedCount);       # Generic resources offered, by name.
+  memMbUsed @8 :UInt64;
+  gresUsed @9 :List(NamedCount);
 }
 
 # Whose jobs a host runs, and as whom: what its worker reported at join.
@@ -438,6 +504,7 @@ struct HostAttributes {
   memMb @2 :UInt64;
   spoolDir @3 :Text;   # Where the worker writes job output, `<spoolDir>/<id>.<attempt>.out|err`.
   jobUsers @4 :JobUsers;
+  gres @5 :List(NamedCount);   # Generic resources offered, by name.
 }
 
 # Capability a worker passes at join; the controller starts, signals and fences jobs through it.

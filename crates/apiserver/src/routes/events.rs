@@ -222,7 +222,9 @@ mod tests {
             queue: "normal".into(),
             user: user.into(),
             pend_reason: None,
+            pend_code: None,
             reason: None,
+            result: None,
         }
     }
 

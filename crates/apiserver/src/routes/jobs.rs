@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use xce_client::json::{ErrorJson, JobJson};
-use xce_client::types::{JobAction, JobFilter, JobSpec, JobState, RequestToken};
+use xce_client::types::{JobAction, JobFilter, JobSpec, JobState, Limits, RequestToken, Resources};
 
 use super::AppState;
 use crate::backend::{Answer, Call, Caller};
@@ -58,7 +58,7 @@ pub async fn submit(
     }
     let call = Call::Submit {
         token,
-        spec: spec_of(req),
+        spec: spec_of(req)?,
     };
     let Answer::Submitted(done) = state.call("submit", &caller, call).await? else {
         return Err(ApiError::internal(
@@ -113,18 +113,42 @@ fn check_user(user: &str) -> Result<(), ApiError> {
     }
 }
 
-fn spec_of(req: SubmitRequest) -> JobSpec {
-    JobSpec {
-        name: req.name.unwrap_or_default(),
-        user: req.user.unwrap_or_default(),
-        queue: req.queue.unwrap_or_default(),
-        command: req.command,
-        env: req.env.unwrap_or_default().into_iter().collect(),
-        cwd: req.cwd.unwrap_or_default(),
-        cpus: req.cpus.unwrap_or(0),
-        mem_mb: req.mem_mb.unwrap_or(0),
-        priority: req.priority.unwrap_or(0),
-    }
+/// The job a request asks for; a negative count is refused naming its field.
+fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
+    let SubmitRequest {
+        command,
+        name,
+        queue,
+        cpus,
+        mem_mb,
+        priority,
+        env,
+        cwd,
+        user,
+        time_limit_s,
+    } = req;
+    let negative = |field: &str, got: i64| {
+        ApiError::invalid(format!("{field}: must not be negative (got {got})"))
+    };
+    let cpus = cpus.unwrap_or(0);
+    let mem_mb = mem_mb.unwrap_or(0);
+    Ok(JobSpec {
+        name: name.unwrap_or_default(),
+        user: user.unwrap_or_default(),
+        queue: queue.unwrap_or_default(),
+        command,
+        env: env.unwrap_or_default().into_iter().collect(),
+        cwd: cwd.unwrap_or_default(),
+        resources: Resources::new(
+            u32::try_from(cpus).map_err(|_| negative("cpus", cpus.into()))?,
+            u64::try_from(mem_mb).map_err(|_| negative("mem_mb", mem_mb))?,
+        ),
+        priority: priority.unwrap_or(0),
+        // 0 is no limit, as for `--time 0`.
+        limits: Limits {
+            time_limit_s: time_limit_s.filter(|s| *s > 0),
+        },
+    })
 }
 
 /// Lists jobs in id order, a page at a time.

@@ -44,6 +44,18 @@ fn refuse(what: &str, reason: String) -> capnp::Error {
 }
 
 impl raft::Server for RaftService {
+    /// This build's version, for the primary that decides when to raise the cluster's.
+    async fn build_info(
+        self: Rc<Self>,
+        _: raft::BuildInfoParams,
+        mut results: raft::BuildInfoResults,
+    ) -> Result<(), capnp::Error> {
+        let mut r = results.get();
+        r.set_version(crate::store::STORE_FORMAT);
+        r.set_build(crate::BUILD);
+        Ok(())
+    }
+
     async fn append_entries(
         self: Rc<Self>,
         params: raft::AppendEntriesParams,

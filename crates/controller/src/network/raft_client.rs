@@ -321,6 +321,49 @@ impl PeerClient {
     }
 }
 
+/// What a peer's build runs (see `node::versions`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BuildInfo {
+    /// The newest cluster version (store format) it reads and writes.
+    pub version: u32,
+    pub build: String,
+}
+
+/// What a build from before `buildInfo` existed runs: it answers the call `unimplemented`.
+const UNNUMBERED_BUILD_VERSION: u32 = 6;
+
+impl PeerClient {
+    /// Asks the peer which cluster version its build runs, waiting at most `wait`. A build
+    /// from before the question existed answers `unimplemented`: it runs version 6.
+    pub async fn build_info(&mut self, wait: Duration) -> Result<BuildInfo, String> {
+        let reply: RpcResult<BuildInfo, openraft::error::Infallible> = self
+            .rpc(wait, move |client| {
+                Box::pin(async move {
+                    let raft = client.raft_request().send().pipeline.get_raft();
+                    let info = match raft.build_info_request().send().promise.await {
+                        Ok(resp) => {
+                            let r = resp.get()?;
+                            BuildInfo {
+                                version: r.get_version(),
+                                build: r.get_build()?.to_str()?.to_string(),
+                            }
+                        }
+                        Err(e) if e.kind == capnp::ErrorKind::Unimplemented => BuildInfo {
+                            version: UNNUMBERED_BUILD_VERSION,
+                            build: "a build from before cluster versions".into(),
+                        },
+                        Err(e) => return Err(e),
+                    };
+                    let reply: Result<BuildInfo, RaftError<NodeId, openraft::error::Infallible>> =
+                        Ok(info);
+                    codec::to_json(&reply)
+                })
+            })
+            .await;
+        reply.map_err(|e| e.to_string())
+    }
+}
+
 /// Connects, pings and joins as a controller within `budget`, as a task of its own.
 fn connect_in_background(addr: String, budget: Duration, tls: Option<Arc<Tls>>) -> Connecting {
     let task = tokio::spawn(async move {
@@ -483,6 +526,7 @@ mod tests {
             log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Normal(Batch {
                 at_ms: 0,
+                format: crate::store::STORE_FORMAT,
                 commands: vec![Command::ControlQueue {
                     token: RequestToken::random(),
                     name: "q".repeat(bytes),
@@ -631,9 +675,10 @@ mod tests {
             Command::RevokeToken { .. } => "revoke token",
             Command::Restore { .. } => "restore",
             Command::RestoreJobs { .. } => "restore jobs",
+            Command::RaiseVersion { .. } => "raise version",
         }
     }
-    const KINDS: usize = 18;
+    const KINDS: usize = 19;
 
     /// The largest request of every kind that passes validation (a restore part at the
     /// byte limit `decode_part` enforces).
@@ -641,12 +686,19 @@ mod tests {
         use crate::state::{validate, QueueDef};
         use crate::store::backup;
         use xce_client::types::{
-            HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobSpec, Placement,
-            Role,
+            HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobSpec, Limits,
+            PendCode, PendReason, Placement, Resources, Role,
         };
         let t = RequestToken::random;
         let name = || "h".repeat(63);
         let long = || "n".repeat(validate::MAX_NAME_BYTES);
+        let mut most = Resources::new(u32::MAX, u64::MAX);
+        for i in 0..validate::MAX_GRES {
+            most.set_gres(
+                &format!("{i}{}", "g".repeat(validate::MAX_NAME_BYTES - 3)),
+                u64::MAX,
+            );
+        }
         let spec = JobSpec {
             name: long(),
             user: "u".repeat(64),
@@ -657,7 +709,11 @@ mod tests {
                 "K".into(),
                 "v".repeat(validate::MAX_LIST_BYTES - 1 - 2 * validate::LIST_ELEMENT_BYTES),
             )],
-            ..JobSpec::default()
+            resources: most.clone(),
+            priority: i32::MIN,
+            limits: Limits {
+                time_limit_s: Some(u32::MAX),
+            },
         };
         // A restore part at the limit: jobs as large as they come, as many as fit.
         let mut state = crate::state::State::default();
@@ -688,7 +744,8 @@ mod tests {
             "a part of {} bytes",
             part.len()
         );
-        let crate::state::BackupPart::Jobs { jobs, intents } = backup::decode_part(&part).unwrap()
+        let crate::state::BackupPart::Jobs { jobs, intents } =
+            backup::decode_part(crate::store::STORE_FORMAT, &part).unwrap()
         else {
             unreachable!()
         };
@@ -711,6 +768,7 @@ mod tests {
                 token: t(),
                 host: HostAttributes {
                     name: name(),
+                    resources: most.clone(),
                     spool_dir: format!("/{}", "s".repeat(validate::MAX_PATH_BYTES - 1)),
                     ..HostAttributes::default()
                 },
@@ -780,7 +838,10 @@ mod tests {
                 token: t(),
                 epoch: u64::MAX,
                 reasons: (0..validate::MAX_BATCH as u64)
-                    .map(|i| (u64::MAX - i, "p".repeat(validate::MAX_PEND_REASON_BYTES)))
+                    .map(|i| {
+                        let text = "p".repeat(validate::MAX_PEND_REASON_BYTES);
+                        (u64::MAX - i, PendReason::new(PendCode::Limit, text))
+                    })
                     .collect(),
             },
             Command::CreateToken {
@@ -805,6 +866,7 @@ mod tests {
                 jobs,
                 intents,
             },
+            Command::RaiseVersion { to: u32::MAX },
         ]
     }
 
@@ -840,6 +902,7 @@ mod tests {
                     log_id: LogId::new(CommittedLeaderId::new(u64::MAX, u64::MAX), u64::MAX),
                     payload: EntryPayload::Normal(Batch {
                         at_ms: u64::MAX,
+                        format: crate::store::STORE_FORMAT,
                         commands,
                     }),
                 };

@@ -102,6 +102,13 @@ impl Node {
         }
     }
 
+    /// A member's entry in the membership, as openraft dials it.
+    pub fn basic_node(&self, id: NodeId) -> Option<openraft::BasicNode> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        m.membership_config.membership().get_node(&id).cloned()
+    }
+
     /// Every controller of the current membership (voters and learners), by id.
     pub fn members(&self) -> Vec<(NodeId, Candidate)> {
         let metrics = self.raft.metrics();

@@ -14,6 +14,7 @@ mod liveness;
 pub mod members;
 mod proposer;
 mod readiness;
+mod versions;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -89,6 +90,8 @@ pub struct Node {
     /// while it is primary in exactly this term. A watch, so that held requests wake on it.
     ready_term: watch::Sender<u64>,
     reach: Arc<Reachability>,
+    /// What a submitted job may ask for (the cluster's maximum time limit).
+    pub job_rules: crate::config::JobRules,
     timeouts: Timeouts,
     lease: Arc<Lease>,
     /// When this node last accepted entries or a heartbeat from a leader. A standby whose
@@ -110,6 +113,9 @@ pub struct Node {
     /// When each scheduler last asked this node for the lease (standbys ask too), for the
     /// cluster report.
     schedulers_seen: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// The cluster version each member's build runs, as this primary last heard it
+    /// (`versions`).
+    member_versions: std::sync::Mutex<std::collections::HashMap<NodeId, u32>>,
     /// The backup being read out in frames, if any (see [`Node::backup_frame`]).
     held_backup: backup::BackupSlot,
     metrics: crate::metrics::Metrics,
@@ -150,6 +156,7 @@ impl Node {
         raft: Raft<TypeConfig>,
         state: SharedState,
         queues: Vec<QueueDef>,
+        job_rules: crate::config::JobRules,
         timeouts: Timeouts,
         network: Network,
         metrics: crate::metrics::Metrics,
@@ -166,6 +173,7 @@ impl Node {
             reads,
             ready_term: watch::Sender::new(0),
             reach: network.reach.clone(),
+            job_rules,
             timeouts,
             lease: network.lease.clone(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),
@@ -175,6 +183,7 @@ impl Node {
             handed_to: std::sync::Mutex::new(None),
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
+            member_versions: std::sync::Mutex::new(std::collections::HashMap::new()),
             held_backup: std::sync::Arc::new(std::sync::Mutex::new(None)),
             metrics,
             raft_calls: std::sync::atomic::AtomicUsize::new(0),
@@ -182,6 +191,7 @@ impl Node {
         });
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(handover::run_handover(node.clone(), network.clone()));
+        tokio::spawn(versions::run_versions(node.clone(), network.clone()));
         tokio::spawn(election::run_elections(node.clone(), network));
         tokio::spawn(proposer::run_proposer(node.clone(), rx));
         tokio::spawn(proposer::run_reads(node.clone(), reads_rx));
@@ -363,6 +373,7 @@ impl Node {
                     name: p.name.clone(),
                     addr: p.addr(),
                     role,
+                    version: self.member_version(id),
                 }
             })
             .collect();
@@ -371,6 +382,7 @@ impl Node {
             term,
             members,
             schedulers: self.schedulers(active),
+            active_version: self.active_version(),
         })
     }
 }

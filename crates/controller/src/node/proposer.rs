@@ -22,6 +22,10 @@ impl Node {
         crate::state::validate_command(&cmd)
             .map_err(|e| ReplyHeader::status(Status::Invalid, e))?;
         self.admit().await?;
+        // What the cluster can replicate now: while its version is older than this build's,
+        // the command as that format holds it, or refused, naming who holds the version back.
+        let cmd = crate::state::fit_format(self.active_version(), cmd)
+            .map_err(|e| self.needs_version(&e))?;
         let (tx, rx) = oneshot::channel();
         self.proposals
             .send(Proposal { cmd, reply: tx })
@@ -107,8 +111,16 @@ pub(super) async fn run_proposer(node: Arc<Node>, mut rx: mpsc::Receiver<Proposa
 
 async fn commit_batch(node: &Node, batch: Vec<Proposal>) {
     let (commands, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.cmd, p.reply)).unzip();
+    // Written in the cluster's version (every command fits it: `Node::write`), or in the one
+    // a raise in it raises to, which every member reads.
+    let raised = commands.iter().filter_map(|c| match c {
+        Command::RaiseVersion { to } => Some(*to),
+        _ => None,
+    });
+    let format = raised.fold(node.active_version(), u32::max);
     let entry = Batch {
         at_ms: now_ms(),
+        format,
         commands,
     };
     // The entry may still commit after either give-up below; the client's re-send carries

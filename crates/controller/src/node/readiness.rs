@@ -36,6 +36,7 @@ pub(super) async fn run_readiness(node: Arc<Node>, queues: Vec<QueueDef>) {
             if *node.ready_term.borrow() != term {
                 let barrier = Batch {
                     at_ms: now_ms(),
+                    format: node.active_version(),
                     commands: vec![Command::Barrier {
                         term,
                         queues: queues.clone(),

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use xce_client::tokens::SecretHash;
 use xce_client::types::{
-    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, Placement,
-    QueueAction, Refusal, RequestToken, Role,
+    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, PendReason,
+    Placement, QueueAction, Refusal, RequestToken, Role,
 };
 use xce_proto::Status;
 
@@ -40,9 +40,9 @@ pub enum EndIntent {
 }
 
 /// One state change, as proposed and applied. The Raft log (and the append-entries messages
-/// that replicate it) hold it as a [`super::CommandRecord`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(into = "super::CommandRecord", from = "super::CommandRecord")]
+/// that replicate it) hold it as a [`super::CommandRecord`] of the batch's store format
+/// (`store::format`).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Submit {
         token: RequestToken,
@@ -129,7 +129,7 @@ pub enum Command {
     SetPendReasons {
         token: RequestToken,
         epoch: u64,
-        reasons: Vec<(JobId, String)>,
+        reasons: Vec<(JobId, PendReason)>,
     },
     /// An admin registers a user's token (its secret's hash only); it expires
     /// `expires_in_ms` after it is applied, or never.
@@ -160,6 +160,11 @@ pub enum Command {
         jobs: Vec<super::stored::JobRecord>,
         intents: Vec<(u64, super::stored::EndIntentRecord)>,
     },
+    /// Proposed by the primary once every member runs a build of version `to`: from this
+    /// entry on, what the cluster writes may be in that format.
+    RaiseVersion {
+        to: u32,
+    },
 }
 
 impl Command {
@@ -184,7 +189,8 @@ impl Command {
             | Command::RestoreJobs { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
-            | Command::HostLost { .. } => None,
+            | Command::HostLost { .. }
+            | Command::RaiseVersion { .. } => None,
         }
     }
 
@@ -192,10 +198,16 @@ impl Command {
     pub fn approx_size(&self) -> usize {
         match self {
             Command::Submit { spec, .. } => {
-                64 + spec.name.len()
+                72 + spec.name.len()
                     + spec.user.len()
                     + spec.queue.len()
                     + spec.cwd.len()
+                    + spec
+                        .resources
+                        .gres
+                        .keys()
+                        .map(|k| k.len() + 16)
+                        .sum::<usize>()
                     + spec.command.iter().map(|a| a.len() + 8).sum::<usize>()
                     + spec
                         .env
@@ -233,8 +245,12 @@ impl Command {
                 48 + placements.iter().map(|p| 16 + p.host.len()).sum::<usize>()
             }
             Command::SetPendReasons { reasons, .. } => {
-                48 + reasons.iter().map(|(_, r)| 16 + r.len()).sum::<usize>()
+                48 + reasons
+                    .iter()
+                    .map(|(_, r)| 17 + r.text.len())
+                    .sum::<usize>()
             }
+            Command::RaiseVersion { .. } => 16,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! helpers in `mod.rs` (one per resource), so no command can change a job, host or queue
 //! without its event; the state-machine store publishes them with their log index.
 
-use xce_client::types::{HostState, JobId, JobOrder, JobState};
+use xce_client::types::{HostState, JobId, JobOrder, JobResult, JobState, PendCode};
 
 /// One change, in apply order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,7 +17,9 @@ pub enum Event {
         queue: String,
         user: String,
         pend_reason: Option<String>,
+        pend_code: Option<PendCode>,
         reason: Option<String>,
+        result: Option<JobResult>,
     },
     /// A host registered, or its reported state changed.
     Host { name: String, state: HostState },

@@ -28,23 +28,21 @@ impl State {
         if let Err(message) = validate_host_name(&attrs.name) {
             return Outcome::rejected(Status::Invalid, message);
         }
-        if attrs.cpus == 0 {
+        if attrs.resources.cpus == 0 {
             return Outcome::rejected(Status::Invalid, "cpus: a host needs at least one cpu");
         }
         if let Err(message) = check_size("host.spool_dir", attrs.spool_dir.len(), MAX_PATH_BYTES) {
             return Outcome::rejected(Status::Invalid, message);
         }
         let fresh = HostRecord {
-            cpus: attrs.cpus,
-            mem_mb: attrs.mem_mb,
+            resources: attrs.resources.clone(),
             spool_dir: String::new(),
             job_users: super::JobUsers::Any,
             closed: false,
             available: true,
         };
         self.update_host(&attrs.name, Some(fresh), |record| {
-            record.cpus = attrs.cpus;
-            record.mem_mb = attrs.mem_mb;
+            record.resources = attrs.resources.clone();
             record.spool_dir = attrs.spool_dir.clone();
             record.job_users = attrs.job_users.clone();
             record.available = true;
@@ -201,7 +199,7 @@ mod tests {
         // Re-joining brings it back, still closed, with new attributes.
         assert_eq!(s.apply(1, join_with(3, "w1", 8, 1000, vec![])), joined);
         assert_eq!(
-            (s.hosts()[0].state, s.hosts()[0].cpus),
+            (s.hosts()[0].state, s.hosts()[0].capacity.cpus),
             (HostState::Closed, 8)
         );
         let mut bad = join_with(4, "w1", 1, 0, vec![]);
@@ -356,6 +354,6 @@ mod tests {
             (JobState::Exited, Some("host w1 lost"))
         );
         assert!(s.unavailable_hosts_with_jobs().is_empty());
-        assert_eq!(s.hosts()[0].cpus_used, 0);
+        assert_eq!(s.hosts()[0].used.cpus, 0);
     }
 }

@@ -20,10 +20,7 @@ pub(super) struct Slot {
 impl Slot {
     pub(super) fn of(job: &Job) -> Slot {
         let placed = match (is_placed(job.state), &job.host) {
-            (true, Some(host)) => Some((
-                host.clone(),
-                Resources::of_job(job.spec.cpus, job.spec.mem_mb),
-            )),
+            (true, Some(host)) => Some((host.clone(), job.spec.resources.clone())),
             _ => None,
         };
         Slot {
@@ -93,7 +90,7 @@ impl Index {
         if let Some((host, need)) = &slot.placed {
             let load = self.hosts.entry(host.clone()).or_default();
             load.jobs.insert(id);
-            load.used = load.used.plus(*need);
+            load.used = load.used.plus(need);
         }
     }
 
@@ -112,7 +109,7 @@ impl Index {
         if let Some((host, need)) = &slot.placed {
             if let Some(load) = self.hosts.get_mut(host) {
                 load.jobs.remove(&id);
-                load.used = load.used.minus(*need);
+                load.used = load.used.minus(need);
                 if load.jobs.is_empty() {
                     self.hosts.remove(host);
                 }

@@ -1,8 +1,10 @@
 //! Job transitions: submit, operator control, dispatch, the worker's start and end reports,
 //! and losing an attempt. Each change goes through `State::update_job`.
 
-use xce_client::fit::{fits, may_run, Resources};
-use xce_client::types::{Job, JobAction, JobEnd, JobId, JobOrder, JobSignal, JobSpec, JobState};
+use xce_client::fit::{fits, may_run};
+use xce_client::types::{
+    Job, JobAction, JobEnd, JobId, JobOrder, JobResult, JobSignal, JobSpec, JobState,
+};
 use xce_proto::Status;
 
 use super::{
@@ -10,16 +12,31 @@ use super::{
     PEND_REQUEUED,
 };
 
-/// Ends a job `exited` with `reason`.
+/// Why a job a person killed ended (result `cancelled`).
+pub const REASON_KILLED: &str = "killed";
 /// Why a job the kernel killed for its memory limit ended.
 pub const REASON_OOM: &str = "out of memory";
 /// The signal the kernel's OOM killer sends (SIGKILL), shown as the job's signal.
 const OOM_SIGNAL: i32 = 9;
 
-fn end_job(job: &mut Job, at_ms: u64, reason: &str) {
+/// Ends a job `exited` with `result` and the human `reason`.
+fn end_job(job: &mut Job, at_ms: u64, result: JobResult, reason: &str) {
     job.state = JobState::Exited;
     job.pend_reason = None;
+    job.pend_code = None;
     job.reason = Some(reason.to_string());
+    job.result = Some(result);
+    job.end_time_ms = Some(at_ms);
+}
+
+/// Ends a job `done` or `exited` by its own exit code, with no reason.
+fn end_by_exit(job: &mut Job, at_ms: u64, code: i32) {
+    (job.state, job.result) = if code == 0 {
+        (JobState::Done, Some(JobResult::Completed))
+    } else {
+        (JobState::Exited, Some(JobResult::Failed))
+    };
+    job.pend_code = None;
     job.end_time_ms = Some(at_ms);
 }
 
@@ -28,7 +45,9 @@ fn end_job(job: &mut Job, at_ms: u64, reason: &str) {
 pub(super) fn requeue(job: &mut Job, why: &str) {
     job.state = JobState::Pending;
     job.pend_reason = Some(why.to_string());
+    job.pend_code = None;
     job.reason = None;
+    job.result = None;
     job.host = None;
     job.exit_code = None;
     job.signal = None;
@@ -64,8 +83,8 @@ impl State {
             }
             Some(_) => {}
         }
-        if spec.cpus == 0 {
-            spec.cpus = 1;
+        if spec.resources.cpus == 0 {
+            spec.resources.cpus = 1;
         }
         if self.next_job_id >= super::MAX_JOB_ID {
             return Outcome::rejected(Status::Conflict, "job ids are exhausted".to_string());
@@ -79,7 +98,9 @@ impl State {
             // Until a scheduler says why it waits; readers are told "no scheduler" while
             // none holds the lease (`State::shown`).
             pend_reason: None,
+            pend_code: None,
             reason: None,
+            result: None,
             host: None,
             attempt: 0,
             exit_code: None,
@@ -124,7 +145,9 @@ impl State {
         };
         match (action, state) {
             (JobAction::Kill, JobState::Pending) => {
-                self.update_job(id, |job| end_job(job, at_ms, "killed"));
+                self.update_job(id, |job| {
+                    end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED)
+                });
                 Outcome::Done
             }
             (JobAction::Requeue, state) if state.is_final() => {
@@ -183,10 +206,7 @@ impl State {
             return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
         };
         let host_state = record.state();
-        let capacity = Resources {
-            cpus: record.cpus,
-            mem_mb: record.mem_mb,
-        };
+        let capacity = record.resources.clone();
         let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
         let job_users = record.job_users.clone();
         let Some(job) = self.jobs.get(&id) else {
@@ -219,8 +239,7 @@ impl State {
                 ),
             );
         }
-        let need = Resources::of_job(job.spec.cpus, job.spec.mem_mb);
-        if let Err(short) = fits(capacity, self.host_load(&host), need) {
+        if let Err(short) = fits(&capacity, &self.host_load(&host), &job.spec.resources) {
             return Outcome::rejected(
                 Status::Conflict,
                 format!("host {host:?} has {short} by job {id}"),
@@ -229,6 +248,7 @@ impl State {
         let attempt = self.update_job(id, |job| {
             job.state = JobState::Dispatched;
             job.pend_reason = None;
+            job.pend_code = None;
             job.host = Some(host.clone());
             job.output_dir = spool_dir;
             job.attempt += 1;
@@ -296,24 +316,34 @@ impl State {
                 JobEnd::Exit(code) => job.exit_code = Some(*code),
                 JobEnd::Signal(sig) => job.signal = Some(*sig),
                 JobEnd::OutOfMemory => job.signal = Some(OOM_SIGNAL),
+                JobEnd::TimedOut { exit_code, signal } => {
+                    job.exit_code = *exit_code;
+                    job.signal = *signal;
+                }
                 JobEnd::Failed(_) => {}
             }
+            let limit = job.spec.limits.time_limit_s;
             match (intent, end) {
                 (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
-                (Some(EndIntent::Kill), _) => end_job(job, at_ms, "killed"),
-                (None, JobEnd::Exit(0)) => {
-                    job.state = JobState::Done;
-                    job.end_time_ms = Some(at_ms);
+                // It reached its limit before the kill order reached it.
+                (_, JobEnd::TimedOut { .. }) => {
+                    let reason = super::time_limit::reason(limit);
+                    end_job(job, at_ms, JobResult::Timeout, &reason)
                 }
-                (None, JobEnd::Exit(_)) => {
-                    job.state = JobState::Exited;
-                    job.end_time_ms = Some(at_ms);
+                (Some(EndIntent::Kill), _) => {
+                    end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED)
                 }
-                (None, JobEnd::Signal(sig)) => {
-                    end_job(job, at_ms, &format!("killed by signal {sig}"))
+                (None, JobEnd::Exit(code)) => end_by_exit(job, at_ms, code),
+                (None, JobEnd::Signal(sig)) => end_job(
+                    job,
+                    at_ms,
+                    JobResult::Failed,
+                    &format!("killed by signal {sig}"),
+                ),
+                (None, JobEnd::Failed(reason)) => end_job(job, at_ms, JobResult::Failed, &reason),
+                (None, JobEnd::OutOfMemory) => {
+                    end_job(job, at_ms, JobResult::OutOfMemory, REASON_OOM)
                 }
-                (None, JobEnd::Failed(reason)) => end_job(job, at_ms, &reason),
-                (None, JobEnd::OutOfMemory) => end_job(job, at_ms, REASON_OOM),
             }
         });
         Outcome::Done
@@ -332,10 +362,10 @@ impl State {
             .map(|q| q.on_host_lost)
             .unwrap_or_default();
         self.update_job(id, |job| match (intent, policy) {
-            (Some(EndIntent::Kill), _) => end_job(job, at_ms, "killed"),
+            (Some(EndIntent::Kill), _) => end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED),
             (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
             (None, LostPolicy::Requeue) => requeue(job, &format!("requeued: {why}")),
-            (None, LostPolicy::Exit) => end_job(job, at_ms, why),
+            (None, LostPolicy::Exit) => end_job(job, at_ms, JobResult::NodeFail, why),
         });
     }
 }
@@ -356,7 +386,7 @@ mod tests {
         let job = s.job(2).unwrap();
         assert_eq!(job.spec.queue, DEFAULT_QUEUE);
         assert_eq!(job.state, JobState::Pending);
-        assert_eq!(job.spec.cpus, 1);
+        assert_eq!(job.spec.resources.cpus, 1);
         assert_eq!(job.submit_time_ms, 1000);
         assert_eq!(job.pend_reason, None);
         assert_eq!(
@@ -390,12 +420,9 @@ mod tests {
         let before = s.clone();
         rejected_with(&submit(&mut s, 1, spec(&[])), Status::Invalid, "command");
         rejected_with(&submit(&mut s, 2, spec(&[" "])), Status::Invalid, "command");
-        let mut neg = spec(&["x"]);
-        neg.cpus = -1;
-        rejected_with(&submit(&mut s, 3, neg), Status::Invalid, "cpus");
-        let mut neg = spec(&["x"]);
-        neg.mem_mb = -5;
-        rejected_with(&submit(&mut s, 4, neg), Status::Invalid, "mem_mb");
+        let mut gres = spec(&["x"]);
+        gres.resources.set_gres("g p u", 1);
+        rejected_with(&submit(&mut s, 3, gres), Status::Invalid, "gres");
         let mut unknown = spec(&["x"]);
         unknown.queue = "nope".into();
         rejected_with(&submit(&mut s, 5, unknown), Status::NoEnt, "queue");
@@ -426,8 +453,7 @@ mod tests {
             token: RequestToken(t),
             host: HostAttributes {
                 name: name.into(),
-                cpus: 4,
-                mem_mb: 1024,
+                resources: xce_client::types::Resources::new(4, 1024),
                 spool_dir: String::new(),
                 job_users,
             },
@@ -518,7 +544,7 @@ mod tests {
         let mut s = State::default();
         s.apply(1, join_with(100, "w1", 2, 0, vec![]));
         let mut two = spec(&["x"]);
-        two.cpus = 2;
+        two.resources.cpus = 2;
         submit(&mut s, 1, two.clone());
         submit(&mut s, 2, two);
         assert_eq!(
@@ -542,7 +568,7 @@ mod tests {
             Status::Conflict,
             "0 of 2 cpus free",
         );
-        assert_eq!(s.hosts()[0].cpus_used, 2);
+        assert_eq!(s.hosts()[0].used.cpus, 2);
         let job = s.job(1).unwrap();
         assert_eq!(
             (job.state, job.attempt, job.host.as_deref()),
@@ -587,7 +613,7 @@ mod tests {
         let mut s = State::default();
         s.apply(1, join_with(100, "w1", 8, 1000, vec![]));
         let mut big = spec(&["x"]);
-        big.mem_mb = 600;
+        big.resources.mem_mb = 600;
         submit(&mut s, 1, big.clone());
         submit(&mut s, 2, big);
         assert_eq!(s.apply(2, dispatch_cmd(10, 1, "w1")), Outcome::Done);
@@ -629,7 +655,7 @@ mod tests {
             (Outcome::Done, signalled(JobSignal::Kill))
         );
         assert_eq!(
-            (s.job(1).unwrap().state, s.hosts()[0].cpus_used),
+            (s.job(1).unwrap().state, s.hosts()[0].used.cpus),
             (JobState::Running, 1)
         );
         rejected_with(

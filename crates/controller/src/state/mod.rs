@@ -19,9 +19,11 @@ mod jobs;
 mod queues;
 mod restore;
 mod schedulers;
-mod stored;
+pub mod stored;
+pub mod time_limit;
 mod users;
 pub(crate) mod validate;
+mod version;
 mod views;
 
 #[cfg(test)]
@@ -40,9 +42,12 @@ pub use command::{Command, EndIntent, LostPolicy, Outcome, QueueDef};
 pub use events::{Event, Push};
 pub use index::is_placed;
 pub use invariants::{MAX_ATTEMPT, MAX_EPOCH, MAX_JOB_ID};
+pub use jobs::{REASON_KILLED, REASON_OOM};
 pub use restore::BackupPart;
 pub use schedulers::SchedulerLease;
-pub use stored::{CommandRecord, EndIntentRecord, JobRecord, StateRecord};
+pub use stored::{
+    decode_state, fit_format, CommandRecord, EndIntentRecord, JobRecord, StateRecord,
+};
 pub use users::{validate_user_name, UserToken, MAX_TOKENS, TOKEN_ROLES};
 pub use validate::{
     check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
@@ -82,8 +87,8 @@ pub struct QueueState {
 /// state is `unavailable` before `closed` before `ok`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRecord {
-    pub cpus: u32,
-    pub mem_mb: u64,
+    /// What it offers to jobs.
+    pub resources: xce_client::types::Resources,
     pub spool_dir: String,
     /// Whose jobs its worker runs, as it reported at its last join.
     pub job_users: xce_client::types::JobUsers,
@@ -144,6 +149,9 @@ pub struct State {
     scheduler: Option<SchedulerLease>,
     /// Users' tokens by id.
     user_tokens: BTreeMap<String, UserToken>,
+    /// The cluster version in force: the store format every member can apply, in which
+    /// batches and snapshots are written. Only ever raised (`version`).
+    active_version: u32,
     /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
@@ -171,6 +179,9 @@ impl Default for State {
             tokens: TokenWindow::default(),
             scheduler: None,
             user_tokens: BTreeMap::new(),
+            // A new cluster starts at the oldest version this build writes; its primary
+            // raises it as soon as every member reports a newer build.
+            active_version: crate::store::OLDEST_FORMAT,
             index: Index::default(),
             emitted: Vec::new(),
         }
@@ -260,6 +271,7 @@ impl State {
                 end,
                 ..
             } => self.job_finished(at_ms, id, attempt, &host, end),
+            Command::RaiseVersion { to } => self.raise_version(to),
         };
         if let Some(token) = token {
             self.tokens.remember(token, outcome.clone());
@@ -356,7 +368,9 @@ struct Seen {
     host: Option<String>,
     attempt: u32,
     pend_reason: Option<String>,
+    pend_code: Option<xce_client::types::PendCode>,
     reason: Option<String>,
+    result: Option<xce_client::types::JobResult>,
 }
 
 impl Seen {
@@ -366,7 +380,9 @@ impl Seen {
             host: job.host.clone(),
             attempt: job.attempt,
             pend_reason: job.pend_reason.clone(),
+            pend_code: job.pend_code,
             reason: job.reason.clone(),
+            result: job.result,
         }
     }
 }
@@ -380,7 +396,9 @@ fn job_event(job: &Job) -> Event {
         queue: job.spec.queue.clone(),
         user: job.spec.user.clone(),
         pend_reason: job.pend_reason.clone(),
+        pend_code: job.pend_code,
         reason: job.reason.clone(),
+        result: job.result,
     }
 }
 

@@ -3,7 +3,7 @@
 //! refused at apply and can never place a job twice. Lease times are the proposing primary's
 //! (`at_ms`), like every time in the state.
 
-use xce_client::types::{JobId, JobState, Placement, Refusal};
+use xce_client::types::{JobId, JobState, PendReason, Placement, Refusal};
 use xce_proto::Status;
 
 use super::{Outcome, State};
@@ -138,20 +138,23 @@ impl State {
         &mut self,
         at_ms: u64,
         epoch: u64,
-        reasons: Vec<(JobId, String)>,
+        reasons: Vec<(JobId, PendReason)>,
     ) -> Outcome {
         if let Err(stale) = self.check_epoch(at_ms, epoch) {
             return stale;
         }
         // One change per job (the last reason given wins), so one event per job.
-        let reasons: std::collections::BTreeMap<JobId, String> = reasons.into_iter().collect();
+        let reasons: std::collections::BTreeMap<JobId, PendReason> = reasons.into_iter().collect();
         for (id, reason) in reasons {
             let pending = self
                 .jobs
                 .get(&id)
                 .is_some_and(|j| j.state == JobState::Pending);
             if pending {
-                self.update_job(id, |job| job.pend_reason = Some(reason));
+                self.update_job(id, |job| {
+                    job.pend_code = Some(reason.code);
+                    job.pend_reason = Some(reason.text);
+                });
             }
         }
         Outcome::Done
@@ -160,7 +163,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use xce_client::types::{JobSpec, RequestToken};
+    use xce_client::types::{JobSpec, PendCode, RequestToken};
 
     use super::super::testing::{join_with, spec};
     use super::super::Command;
@@ -174,9 +177,9 @@ mod tests {
     }
 
     /// Submits a job needing `cpus`; returns its id.
-    fn submit(s: &mut State, cpus: i32) -> JobId {
+    fn submit(s: &mut State, cpus: u32) -> JobId {
         let spec = JobSpec {
-            cpus,
+            resources: xce_client::types::Resources::new(cpus, 0),
             ..spec(&["true"])
         };
         match super::super::testing::submit(s, RequestToken::random().0, spec) {
@@ -338,7 +341,13 @@ mod tests {
             Command::SetPendReasons {
                 token: RequestToken::random(),
                 epoch: 1,
-                reasons: vec![(a, "x".into()), (b, "no host with 8 free cpus".into())],
+                reasons: vec![
+                    (a, PendReason::new(PendCode::Resources, "x")),
+                    (
+                        b,
+                        PendReason::new(PendCode::Resources, "no host with 8 free cpus"),
+                    ),
+                ],
             },
         );
         assert_eq!(outcome, Outcome::Done);

@@ -53,8 +53,7 @@ pub fn join_with(t: u128, host: &str, cpus: u32, mem_mb: u64, held: Vec<HeldJob>
         token: RequestToken(t),
         host: HostAttributes {
             name: host.into(),
-            cpus,
-            mem_mb,
+            resources: xce_client::types::Resources::new(cpus, mem_mb),
             spool_dir: "/spool".into(),
             job_users: xce_client::types::JobUsers::Any,
         },

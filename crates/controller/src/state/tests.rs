@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use xce_client::types::{
     HeldJob, HeldPhase, HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobId,
-    JobSpec, JobState, Placement, QueueAction, RequestToken,
+    JobSpec, JobState, PendCode, PendReason, Placement, QueueAction, RequestToken,
 };
 
 use super::*;
@@ -107,16 +107,15 @@ fn command() -> impl Strategy<Value = Command> {
         (
             token.clone(),
             prop::collection::vec("[a-z ]{0,3}", 0..3),
-            -1i32..3,
-            0i64..300,
+            0u32..3,
+            0u64..300,
             prop_oneof![Just(""), Just("normal"), Just("x")]
         )
             .prop_map(|(token, command, cpus, mem_mb, queue)| Command::Submit {
                 token,
                 spec: JobSpec {
                     command,
-                    cpus,
-                    mem_mb,
+                    resources: xce_client::types::Resources::new(cpus, mem_mb),
                     queue: queue.into(),
                     ..JobSpec::default()
                 },
@@ -153,8 +152,7 @@ fn command() -> impl Strategy<Value = Command> {
                     token,
                     host: HostAttributes {
                         name,
-                        cpus,
-                        mem_mb,
+                        resources: xce_client::types::Resources::new(cpus, mem_mb),
                         spool_dir: "/spool".into(),
                         job_users: xce_client::types::JobUsers::Any,
                     },
@@ -214,7 +212,7 @@ fn command() -> impl Strategy<Value = Command> {
                 epoch,
                 reasons: reasons
                     .into_iter()
-                    .map(|(id, r)| (id, r.to_string()))
+                    .map(|(id, r)| (id, PendReason::new(PendCode::of_v6_text(r), r)))
                     .collect(),
             }),
         (token, id, attempt, host, end).prop_map(|(token, id, attempt, host, end)| {
@@ -373,9 +371,14 @@ proptest! {
     fn apply_is_deterministic_and_idempotent(cmds in prop::collection::vec(command(), 0..60)) {
         let (mut a, mut b) = (State::default(), State::default());
         for (i, cmd) in cmds.iter().enumerate() {
-            // Every command reads back from its stored form as itself.
-            let stored = postcard::to_stdvec(cmd).unwrap();
-            prop_assert_eq!(&postcard::from_bytes::<Command>(&stored).unwrap(), cmd);
+            // Every command reads back from its stored form as itself, in the newest format
+            // and (where it fits) in format 6.
+            for format in [crate::store::OLDEST_FORMAT, crate::store::STORE_FORMAT] {
+                let Ok(fit) = crate::state::fit_format(format, cmd.clone()) else { continue };
+                let batch = crate::store::Batch { at_ms: 5, format, commands: vec![fit] };
+                let stored = postcard::to_stdvec(&batch).unwrap();
+                prop_assert_eq!(postcard::from_bytes::<crate::store::Batch>(&stored).unwrap(), batch);
+            }
             let before = a.clone();
             let requeue = matches!(cmd, Command::ControlJob { action: JobAction::Requeue, .. });
             // A placement, or a worker's rejoin that sends an unconfirmed start again as a
@@ -429,17 +432,23 @@ proptest! {
             for host in placed {
                 let Some(h) = a.host(host) else { continue };
                 let load = a.host_load(host);
-                prop_assert!(load.cpus <= h.cpus, "{:?} {:?}", h, load);
-                prop_assert!(load.mem_mb <= h.mem_mb || load.mem_mb == 0, "{:?} {:?}", h, load);
+                prop_assert!(load.cpus <= h.resources.cpus, "{:?} {:?}", h, load);
+                prop_assert!(load.mem_mb <= h.resources.mem_mb || load.mem_mb == 0, "{:?} {:?}", h, load);
             }
             check_invariants(&a)?;
         }
         prop_assert_eq!(&a, &b);
         let ids: Vec<JobId> = a.jobs.keys().copied().collect();
         prop_assert_eq!(ids, (1..a.next_job_id).collect::<Vec<_>>());
+        // The streamed snapshot is exactly its record's encoding in the cluster's version.
         let encoded = a.snapshot_bytes().unwrap();
-        prop_assert_eq!(&encoded, &postcard::to_stdvec(&a.clone().into_record()).unwrap());
-        let restored = State::try_from_record(postcard::from_bytes::<StateRecord>(&encoded).unwrap()).unwrap();
+        let record = a.clone().into_record();
+        let expected = match a.active_version() {
+            6 => postcard::to_stdvec(&super::stored::migrate::downgrade_state(record).unwrap()).unwrap(),
+            format => crate::store::format::encode_marked(format, &record).unwrap(),
+        };
+        prop_assert_eq!(&encoded, &expected);
+        let restored = State::try_from_record(super::decode_state(&encoded).unwrap()).unwrap();
         prop_assert_eq!(&restored, &a);
         // Liveness commands carry no token: the primary proposes them from fresh state.
         let snapshot = a.clone();

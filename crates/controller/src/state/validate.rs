@@ -79,21 +79,37 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         }
         Some(_) => {}
     }
-    if spec.cpus < 0 {
-        return Err(format!("cpus: must not be negative (got {})", spec.cpus));
-    }
-    if spec.mem_mb < 0 {
-        return Err(format!(
-            "mem_mb: must not be negative (got {})",
-            spec.mem_mb
-        ));
-    }
+    validate_gres("gres", &spec.resources)?;
     if let Some((k, _)) = spec
         .env
         .iter()
         .find(|(k, _)| k.is_empty() || k.contains('='))
     {
         return Err(format!("env: invalid variable name {k:?}"));
+    }
+    Ok(())
+}
+
+/// Most generic resources a job may ask for, or a host offer, by name.
+pub const MAX_GRES: usize = 64;
+
+/// Checks the generic resources of an amount: bounded, and each name letters, digits, `-`,
+/// `_`, `.` and a `:` before a type (`gpu:a100`).
+pub fn validate_gres(field: &str, resources: &xce_client::types::Resources) -> Result<(), String> {
+    if resources.gres.len() > MAX_GRES {
+        return Err(format!(
+            "{field}: {} resources, at most {MAX_GRES} allowed",
+            resources.gres.len()
+        ));
+    }
+    for name in resources.gres.keys() {
+        check_size(field, name.len(), MAX_NAME_BYTES)?;
+        let (base, kind) = name.split_once(':').unwrap_or((name, ""));
+        if base.is_empty() || !name_chars_ok(base) || !name_chars_ok(kind) {
+            return Err(format!(
+                "{field}: {name:?} is not a resource name (letters, digits, '-', '_', '.', and ':TYPE')"
+            ));
+        }
     }
     Ok(())
 }
@@ -118,13 +134,17 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             check_size("host", host.len(), MAX_NAME_BYTES)?;
             match end {
                 JobEnd::Failed(reason) => check_size("end.failed", reason.len(), MAX_REASON_BYTES),
-                JobEnd::Exit(_) | JobEnd::Signal(_) | JobEnd::OutOfMemory => Ok(()),
+                JobEnd::Exit(_)
+                | JobEnd::Signal(_)
+                | JobEnd::OutOfMemory
+                | JobEnd::TimedOut { .. } => Ok(()),
             }
         }
         Command::RegisterHost { host, held, .. } => {
             check_size("host.name", host.name.len(), MAX_NAME_BYTES)?;
             validate_host_name(&host.name)?;
             check_size("host.spool_dir", host.spool_dir.len(), MAX_PATH_BYTES)?;
+            validate_gres("host.gres", &host.resources)?;
             if held.len() > MAX_HELD {
                 return Err(format!(
                     "held: {} attempts, at most {MAX_HELD} allowed",
@@ -185,13 +205,14 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
         }
         Command::SetPendReasons { reasons, .. } => {
             check_count("reasons", reasons.len())?;
-            reasons
-                .iter()
-                .try_for_each(|(_, r)| check_size("reasons.reason", r.len(), MAX_PEND_REASON_BYTES))
+            reasons.iter().try_for_each(|(_, r)| {
+                check_size("reasons.reason", r.text.len(), MAX_PEND_REASON_BYTES)
+            })
         }
         Command::Barrier { queues, .. } => queues
             .iter()
             .try_for_each(|q| check_size("queue", q.name.len(), MAX_NAME_BYTES)),
+        Command::RaiseVersion { .. } => Ok(()),
     }
 }
 

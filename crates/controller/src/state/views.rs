@@ -58,7 +58,10 @@ impl State {
 
     /// What the jobs placed on `host` use there.
     pub fn host_load(&self, host: &str) -> Resources {
-        self.index.load(host).map(|l| l.used).unwrap_or_default()
+        self.index
+            .load(host)
+            .map(|l| l.used.clone())
+            .unwrap_or_default()
     }
 
     /// Jobs dispatched to, running or suspended on `host`, in id order.
@@ -99,11 +102,10 @@ impl State {
                 let load = self.index.load(name);
                 Host {
                     name: name.clone(),
-                    cpus: h.cpus,
-                    mem_mb: h.mem_mb,
+                    capacity: h.resources.clone(),
                     state: h.state(),
                     running: load.map_or(0, |l| l.jobs.len() as u32),
-                    cpus_used: load.map_or(0, |l| l.used.cpus),
+                    used: load.map(|l| l.used.clone()).unwrap_or_default(),
                     job_users: h.job_users.clone(),
                 }
             })

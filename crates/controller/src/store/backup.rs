@@ -1,12 +1,15 @@
 //! What is in a backup file's frames (`xce admin snapshot save|restore`; the framing is
 //! `xce_client::backup_file`). The first frame is a header — the store format first, so a
-//! backup from a build that stores state differently is refused naming why before anything
-//! else is read, then the log index and time it was taken at — and each later frame is one
-//! [`BackupPart`], restored as one Raft entry.
+//! backup of a format this build does not read is refused naming why before anything else is
+//! read, then the log index and time it was taken at — and each later frame is one
+//! [`BackupPart`] in that format, restored as one Raft entry. A backup is written in the
+//! cluster's active version (what every member, and the older build, reads) and read in any
+//! format from `store::OLDEST_FORMAT` on, converted as the log is.
 
 use serde::{Deserialize, Serialize};
 
-use super::STORE_FORMAT;
+use super::{OLDEST_FORMAT, STORE_FORMAT};
+use crate::state::stored::{migrate, v6};
 use crate::state::{BackupPart, State};
 
 /// About how large a part of jobs is: one Raft entry far below the 32 MiB append limit
@@ -22,8 +25,8 @@ pub const MAX_PART_BYTES: usize = 24 << 20;
 /// Why bytes are not a backup this build can restore.
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
-    #[error("a backup of store format {found}; this controller reads format {reads}")]
-    Format { found: u32, reads: u32 },
+    #[error("a backup of store format {found}; this controller reads formats {OLDEST_FORMAT} to {STORE_FORMAT}{}", if *found > STORE_FORMAT { " (it was taken by a newer build: restore it with that build)" } else { "" })]
+    Format { found: u32 },
     #[error("the backup is damaged: {0}")]
     Corrupt(String),
     #[error("a part of {bytes} bytes; a restore takes parts of at most {MAX_PART_BYTES} bytes")]
@@ -54,14 +57,23 @@ pub fn encode(
     taken_ms: u64,
     part_bytes: usize,
 ) -> Result<Vec<Vec<u8>>, BackupError> {
+    let format = state.active_version();
     let header = Header {
-        format: STORE_FORMAT,
+        format,
         index,
         taken_ms,
     };
     let mut frames = vec![postcard::to_stdvec(&header)?];
     state.backup_parts(part_bytes, |part| {
-        frames.push(postcard::to_stdvec(&part)?);
+        let frame = if format == 6 {
+            // Everything a format-6 state holds fits format 6 (`stored::fit_format`).
+            let old = migrate::downgrade_backup_part(part)
+                .map_err(|e| BackupError::Corrupt(e.to_string()))?;
+            postcard::to_stdvec(&old)?
+        } else {
+            postcard::to_stdvec(&part)?
+        };
+        frames.push(frame);
         Ok::<_, BackupError>(())
     })?;
     Ok(frames)
@@ -71,22 +83,26 @@ pub fn encode(
 pub fn decode_header(frame: &[u8]) -> Result<Header, BackupError> {
     let (format, _) = postcard::take_from_bytes::<u32>(frame)
         .map_err(|e| BackupError::Corrupt(format!("header: {e}")))?;
-    if format != STORE_FORMAT {
-        return Err(BackupError::Format {
-            found: format,
-            reads: STORE_FORMAT,
-        });
+    if !(OLDEST_FORMAT..=STORE_FORMAT).contains(&format) {
+        return Err(BackupError::Format { found: format });
     }
     postcard::from_bytes(frame).map_err(|e| BackupError::Corrupt(format!("header: {e}")))
 }
 
-/// Reads a part frame. Its rules are checked where every restore is: when its command is
-/// validated and when it is applied.
-pub fn decode_part(frame: &[u8]) -> Result<BackupPart, BackupError> {
+/// Reads a part frame of a backup of `format` (its header's), as the current record. Its
+/// rules are checked where every restore is: when its command is validated and when it is
+/// applied.
+pub fn decode_part(format: u32, frame: &[u8]) -> Result<BackupPart, BackupError> {
     if frame.len() > MAX_PART_BYTES {
         return Err(BackupError::PartTooLarge { bytes: frame.len() });
     }
-    postcard::from_bytes(frame).map_err(|e| BackupError::Corrupt(format!("part: {e}")))
+    let corrupt = |e: String| BackupError::Corrupt(format!("part: {e}"));
+    if format == 6 {
+        let old: v6::BackupPart =
+            postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
+        return migrate::upgrade_backup_part(old).map_err(|e| corrupt(e.to_string()));
+    }
+    postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))
 }
 
 #[cfg(test)]
@@ -94,6 +110,7 @@ mod tests {
     use xce_client::types::{JobAction, JobSpec, RequestToken};
 
     use super::*;
+    // The states here are new clusters', at the oldest version: their backups are in it.
     use crate::state::{testing, Command, Outcome, StateRecord};
 
     /// The restores' tokens, far from any the states were built with.
@@ -148,7 +165,7 @@ mod tests {
     /// The command of part frame `frame`, the `i`th after the header (its token `RESTORE + i`).
     fn part_command(frame: &[u8], i: usize, base: RequestToken) -> Command {
         let token = RequestToken(RESTORE + i as u128);
-        match decode_part(frame).unwrap() {
+        match decode_part(OLDEST_FORMAT, frame).unwrap() {
             BackupPart::Base(state) => Command::Restore {
                 token,
                 state: Box::new(state),
@@ -199,7 +216,8 @@ mod tests {
         let state = state_with(1, 10);
         let frames = encode(&state, 1, 1, PART_BYTES).unwrap();
         assert_eq!(frames.len(), 3, "header, base, one part of jobs");
-        let BackupPart::Jobs { jobs, intents } = decode_part(&frames[2]).unwrap() else {
+        let BackupPart::Jobs { jobs, intents } = decode_part(OLDEST_FORMAT, &frames[2]).unwrap()
+        else {
             panic!("the third frame holds jobs");
         };
         let part = |token, base| Command::RestoreJobs {
@@ -237,7 +255,7 @@ mod tests {
             err.contains(&format!("store format {}", STORE_FORMAT + 1)),
             "{err}"
         );
-        let err = decode_part(&frames[1][..frames[1].len() / 2])
+        let err = decode_part(OLDEST_FORMAT, &frames[1][..frames[1].len() / 2])
             .unwrap_err()
             .to_string();
         assert!(err.contains("damaged"), "{err}");
@@ -252,13 +270,17 @@ mod tests {
         let state = state_with(500, 60_000);
         let frames = encode(&state, 1, 1, MAX_PART_BYTES * 2).unwrap();
         assert!(frames[2].len() > MAX_PART_BYTES);
-        let err = decode_part(&frames[2]).unwrap_err().to_string();
+        let err = decode_part(OLDEST_FORMAT, &frames[2])
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(&format!("at most {MAX_PART_BYTES} bytes")),
             "{err}"
         );
         // Parts this build writes are well within it.
         let frames = encode(&state, 1, 1, PART_BYTES).unwrap();
-        assert!(frames[1..].iter().all(|f| decode_part(f).is_ok()));
+        assert!(frames[1..]
+            .iter()
+            .all(|f| decode_part(OLDEST_FORMAT, f).is_ok()));
     }
 }

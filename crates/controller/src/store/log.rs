@@ -24,8 +24,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use super::{
-    decode, encode, get_meta, write_err, NodeId, TypeConfig, KEY_COMMITTED, KEY_PURGED, KEY_VOTE,
-    LOG, META,
+    decode, encode, get_meta, write_err, DirFormat, NodeId, TypeConfig, KEY_COMMITTED, KEY_PURGED,
+    KEY_VOTE, LOG, META,
 };
 
 /// The in-memory view: every entry not yet purged, and the log pointers.
@@ -89,7 +89,7 @@ impl Drop for Writer {
 
 impl LogStore {
     /// Loads the log from `db` and starts the writer thread.
-    pub(crate) fn open(db: Arc<Database>) -> Result<LogStore, redb::Error> {
+    pub(crate) fn open(db: Arc<Database>, dir: Arc<DirFormat>) -> Result<LogStore, redb::Error> {
         let mut mem = LogMem {
             last_purged: get_meta(&db, KEY_PURGED)?,
             vote: get_meta(&db, KEY_VOTE)?,
@@ -109,7 +109,7 @@ impl LogStore {
         let unsaved = unsaved_committed.clone();
         let thread = std::thread::Builder::new()
             .name("raft-log-writer".into())
-            .spawn(move || writer_thread(&db, rx, &unsaved))
+            .spawn(move || writer_thread(&db, &dir, rx, &unsaved))
             .map_err(redb::Error::Io)?;
         Ok(LogStore {
             mem: Arc::new(Mutex::new(mem)),
@@ -133,6 +133,19 @@ impl LogStore {
     #[cfg(test)]
     pub(crate) fn queued(&self) -> u64 {
         self.writer.queued.load(Ordering::Relaxed)
+    }
+
+    /// Appends entries and waits until they are on disk (openraft's own append hands a
+    /// callback tests cannot make).
+    #[cfg(test)]
+    pub(crate) async fn append_durably(
+        &self,
+        entries: Vec<Entry<TypeConfig>>,
+    ) -> Result<(), StorageError<NodeId>> {
+        self.mem()
+            .entries
+            .extend(entries.iter().map(|e| (e.log_id.index, e.clone())));
+        self.durable(Write::Entries(entries)).await
     }
 
     /// Whether a committed index waits for a commit to take it.
@@ -186,7 +199,12 @@ fn take_unsaved(unsaved: &Mutex<Option<Vec<u8>>>) -> Option<Op> {
 
 /// Applies queued writes in order, one transaction and one fsync per group; each group also
 /// carries the latest committed index waiting, and the last one left is written at close.
-fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<Vec<u8>>>) {
+fn writer_thread(
+    db: &Database,
+    dir: &DirFormat,
+    rx: mpsc::Receiver<Op>,
+    unsaved: &Mutex<Option<Vec<u8>>>,
+) {
     // After one failed commit nothing more is written: a lost truncate or purge followed by
     // later writes would leave a log that is wrong after a restart. Every later operation
     // fails, and openraft stops the node.
@@ -199,7 +217,7 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<V
         ops.extend(take_unsaved(unsaved));
         let result = match &failed {
             Some(e) => Err(format!("an earlier log write failed: {e}")),
-            None => commit_group(db, &ops).map_err(|e| e.to_string()),
+            None => commit_group(db, dir, &ops).map_err(|e| e.to_string()),
         };
         if let (Err(e), None) = (&result, &failed) {
             tracing::error!(error = %e, "raft log write failed; no further writes");
@@ -218,13 +236,24 @@ fn writer_thread(db: &Database, rx: mpsc::Receiver<Op>, unsaved: &Mutex<Option<V
         }
     }
     if let (Some(last), None) = (take_unsaved(unsaved), &failed) {
-        if let Err(e) = commit_group(db, &[last]) {
+        if let Err(e) = commit_group(db, dir, &[last]) {
             tracing::warn!(error = %e, "the committed index was not saved at close");
         }
     }
 }
 
-fn commit_group(db: &Database, ops: &[Op]) -> Result<(), redb::Error> {
+fn commit_group(db: &Database, dir: &DirFormat, ops: &[Op]) -> Result<(), redb::Error> {
+    // The data dir's identity allows every entry's format before the first one is written.
+    let newest = ops
+        .iter()
+        .filter_map(|op| match &op.write {
+            Write::Entries(entries) => entries.iter().filter_map(entry_format).max(),
+            _ => None,
+        })
+        .max();
+    if let Some(format) = newest {
+        dir.allow(format).map_err(redb::Error::Io)?;
+    }
     let txn = db.begin_write()?;
     {
         let mut log = txn.open_table(LOG)?;
@@ -251,6 +280,14 @@ fn commit_group(db: &Database, ops: &[Op]) -> Result<(), redb::Error> {
     }
     txn.commit()?;
     Ok(())
+}
+
+/// The store format an entry is written in: its batch's (other entries are openraft's own).
+fn entry_format(entry: &Entry<TypeConfig>) -> Option<u32> {
+    match &entry.payload {
+        openraft::EntryPayload::Normal(batch) => Some(batch.format),
+        _ => None,
+    }
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {

@@ -5,6 +5,7 @@
 //! blocking pool with a whole batch in one transaction, never on the async threads.
 
 pub mod backup;
+pub mod format;
 mod log;
 mod state_machine;
 
@@ -16,17 +17,22 @@ use openraft::{AnyError, StorageError, StorageIOError};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
 
+pub use format::{DirFormat, OLDEST_FORMAT, STORE_FORMAT};
 pub use log::LogStore;
 pub use state_machine::{Published, SharedState, StateMachineStore, EVENT_BACKLOG};
 
 use crate::state::{Command, Outcome};
 
 /// A batch of commands proposed as one Raft entry: batching is what lets many concurrent
-/// submits share one log append and one fsync on every replica.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// submits share one log append and one fsync on every replica. Encoded in its `format`
+/// ([`format`]: the serde impls are there).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Batch {
     /// Wall-clock milliseconds stamped by the proposing primary.
     pub at_ms: u64,
+    /// The store format it is written in: the cluster's active version when it was proposed
+    /// (or the version a `RaiseVersion` in it raises to), kept wherever it goes.
+    pub format: u32,
     pub commands: Vec<Command>,
 }
 
@@ -66,16 +72,12 @@ pub struct Identity {
     pub node_id: NodeId,
     /// `name=host:port` of every candidate, in order.
     pub peers: Vec<String>,
-    /// The encoding of the log and snapshots in this data dir ([`STORE_FORMAT`] when written
-    /// by this build; absent, so 0, in data dirs from before formats were numbered).
+    /// The newest store format any record in this data dir may be in (raised before the
+    /// first record of a newer one is written, [`DirFormat`]; absent, so 0, in data dirs from
+    /// before formats were numbered). A build refuses a dir of a format it does not read.
     #[serde(default)]
     pub format: u32,
 }
-
-/// The encoding of replicated commands and state this build writes and reads. Raised whenever
-/// it changes; a data dir of another format is refused by name instead of failing to decode
-/// half-way through a replay.
-pub const STORE_FORMAT: u32 = 6;
 
 /// Why the store could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -100,40 +102,48 @@ pub enum OpenError {
         found: String,
         expected: String,
     },
-    #[error("data dir {path} holds store format {found}, and this xce-controller reads format {expected}; there is no conversion yet: move the data dir away to start this controller afresh")]
-    Format {
-        path: PathBuf,
-        found: u32,
-        expected: u32,
-    },
+    #[error("data dir {path} holds store format {found}, and this xce-controller reads formats {OLDEST_FORMAT} to {STORE_FORMAT}: {}", format_advice(*found))]
+    Format { path: PathBuf, found: u32 },
+}
+
+/// What to do about a data dir of a format this build does not read.
+fn format_advice(found: u32) -> &'static str {
+    if found > STORE_FORMAT {
+        "it was written by a newer build, after its cluster's version was raised; run that build (or newer) on it"
+    } else {
+        "it is older than any format this build converts; upgrade through an intermediate release, or move the data dir away to start this controller afresh"
+    }
 }
 
 /// The opened store: the log store and the state machine over one database.
 pub struct Store {
     pub log: LogStore,
     pub state_machine: StateMachineStore,
+    /// The data dir's identity, whose format the two raise before writing a newer one.
+    pub dir_format: Arc<DirFormat>,
 }
 
 /// Opens (or creates) the store in `dir` and checks that it belongs to `identity`.
 pub async fn open(dir: &Path, identity: &Identity) -> Result<Store, OpenError> {
     let dir = dir.to_path_buf();
     let identity = identity.clone();
-    let db = tokio::task::spawn_blocking(move || open_db(&dir, &identity))
+    let (db, dir_format) = tokio::task::spawn_blocking(move || open_db(&dir, &identity))
         .await
         .map_err(|e| OpenError::Corrupt {
             path: PathBuf::new(),
             detail: format!("storage thread failed: {e}"),
         })??;
     let db = Arc::new(db);
-    let state_machine =
-        StateMachineStore::open(db.clone())
-            .await
-            .map_err(|e| OpenError::Corrupt {
-                path: PathBuf::from("snapshot"),
-                detail: e.to_string(),
-            })?;
+    let dir_format = Arc::new(dir_format);
+    let state_machine = StateMachineStore::open(db.clone(), dir_format.clone())
+        .await
+        .map_err(|e| OpenError::Corrupt {
+            path: PathBuf::from("snapshot"),
+            detail: e.to_string(),
+        })?;
     let log_db = db.clone();
-    let log = tokio::task::spawn_blocking(move || LogStore::open(log_db))
+    let log_format = dir_format.clone();
+    let log = tokio::task::spawn_blocking(move || LogStore::open(log_db, log_format))
         .await
         .map_err(|e| OpenError::Corrupt {
             path: PathBuf::new(),
@@ -143,10 +153,14 @@ pub async fn open(dir: &Path, identity: &Identity) -> Result<Store, OpenError> {
             path: PathBuf::from("raft log"),
             detail: e.to_string(),
         })?;
-    Ok(Store { log, state_machine })
+    Ok(Store {
+        log,
+        state_machine,
+        dir_format,
+    })
 }
 
-fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
+fn open_db(dir: &Path, identity: &Identity) -> Result<(Database, DirFormat), OpenError> {
     std::fs::create_dir_all(dir).map_err(|source| OpenError::CreateDir {
         path: dir.to_path_buf(),
         source,
@@ -158,7 +172,8 @@ fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
             path: dir.to_path_buf(),
             source,
         })?;
-    check_identity(dir, identity)?;
+    let found = check_identity(dir, identity)?;
+    let dir_format = DirFormat::new(dir.join(IDENTITY_FILE), found);
     let path = dir.join("xce.redb");
     let corrupt = |detail: String| OpenError::Corrupt {
         path: path.clone(),
@@ -177,12 +192,14 @@ fn open_db(dir: &Path, identity: &Identity) -> Result<Database, OpenError> {
     txn.open_table(LOG).map_err(|e| corrupt(e.to_string()))?;
     txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
     txn.commit().map_err(|e| corrupt(e.to_string()))?;
-    Ok(db)
+    Ok((db, dir_format))
 }
 
 /// Checks (or, in a new data dir, writes) `identity.json` before the store is opened at all, so
-/// that a foreign data dir is refused without a single byte of it changing.
-fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
+/// that a foreign data dir, or one of a format this build does not read, is refused without a
+/// single byte of it changing. Returns the identity as it stands in the dir. A new data dir
+/// is written at the oldest format this build writes: what is written in it later raises it.
+fn check_identity(dir: &Path, identity: &Identity) -> Result<Identity, OpenError> {
     let path = dir.join(IDENTITY_FILE);
     let corrupt = |detail: String| OpenError::Corrupt {
         path: path.clone(),
@@ -192,11 +209,10 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
         Ok(bytes) => {
             let found: Identity =
                 serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-            if found.format != identity.format {
+            if !(OLDEST_FORMAT..=STORE_FORMAT).contains(&found.format) {
                 return Err(OpenError::Format {
                     path: dir.to_path_buf(),
                     found: found.format,
-                    expected: identity.format,
                 });
             }
             if !same_controller(&found, identity) {
@@ -206,7 +222,7 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
                     expected: describe(identity),
                 });
             }
-            Ok(())
+            Ok(found)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if dir.join("xce.redb").exists() {
@@ -215,15 +231,27 @@ fn check_identity(dir: &Path, identity: &Identity) -> Result<(), OpenError> {
                         .into(),
                 ));
             }
-            let bytes = serde_json::to_vec_pretty(identity).map_err(|e| corrupt(e.to_string()))?;
-            let tmp = dir.join(".identity.json.tmp");
-            std::fs::write(&tmp, bytes)
-                .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
-                .and_then(|()| std::fs::rename(&tmp, &path))
-                .map_err(|e| corrupt(e.to_string()))
+            let new = Identity {
+                format: OLDEST_FORMAT,
+                ..identity.clone()
+            };
+            write_identity(&path, &new).map_err(|e| corrupt(e.to_string()))?;
+            Ok(new)
         }
         Err(e) => Err(corrupt(e.to_string())),
     }
+}
+
+/// Writes `identity.json` durably: a temporary file beside it, fsynced, renamed over it, and
+/// the dir fsynced, so a crash leaves the old identity or the new one, never neither.
+pub(crate) fn write_identity(path: &Path, identity: &Identity) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(identity).map_err(std::io::Error::other)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(".identity.json.tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// redb's page cache. The live log is served from memory and the snapshot is read once at
@@ -302,7 +330,7 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, 
 /// Whether `bytes` decode as a snapshot of a state that keeps its rules: what a received snapshot must pass
 /// before anything is replaced by it.
 pub fn check_snapshot(bytes: &[u8]) -> Result<(), String> {
-    let record = decode::<crate::state::StateRecord>(bytes).map_err(|e| e.to_string())?;
+    let record = crate::state::decode_state(bytes).map_err(|e| e.to_string())?;
     crate::state::State::try_from_record(record).map(drop)
 }
 

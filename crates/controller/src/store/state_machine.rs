@@ -15,10 +15,10 @@ use redb::{Database, ReadableTable};
 use tokio::sync::broadcast;
 
 use super::{
-    blocking, decode, encode, get_meta, get_raw, read_err, write_err, BatchOutcome, NodeId,
-    TypeConfig, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
+    blocking, decode, encode, get_meta, get_raw, read_err, write_err, BatchOutcome, DirFormat,
+    NodeId, TypeConfig, KEY_SNAPSHOT_DATA, KEY_SNAPSHOT_META, META,
 };
-use crate::state::{Event, State, StateRecord};
+use crate::state::{decode_state, Event, State};
 
 /// How many applied entries' events a slow receiver may fall behind by before it misses some
 /// (it is told how many: `RecvError::Lagged`). Also what the stream holds in memory whether
@@ -78,6 +78,8 @@ impl SharedState {
 #[derive(Clone)]
 pub struct StateMachineStore {
     db: Arc<Database>,
+    /// The data dir's identity: raised before a snapshot of a newer format is stored.
+    dir: Arc<DirFormat>,
     applied: SharedState,
     /// Where each entry's apply time goes, when someone watches it.
     apply_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
@@ -85,7 +87,7 @@ pub struct StateMachineStore {
 
 impl StateMachineStore {
     /// Restores the state from the stored snapshot, if any; openraft re-applies the log after it.
-    pub(crate) async fn open(db: Arc<Database>) -> Result<Self, redb::Error> {
+    pub(crate) async fn open(db: Arc<Database>, dir: Arc<DirFormat>) -> Result<Self, redb::Error> {
         let stored = blocking(&db, |db| {
             let meta: Option<SnapshotMeta<NodeId, openraft::BasicNode>> =
                 get_meta(db, KEY_SNAPSHOT_META)?;
@@ -97,13 +99,14 @@ impl StateMachineStore {
             Some((meta, data)) => Applied {
                 last_applied: meta.last_log_id,
                 membership: meta.last_membership,
-                state: State::try_from_record(decode::<StateRecord>(&data)?)
+                state: State::try_from_record(decode_state(&data)?)
                     .map_err(|e| super::corrupt_snapshot(&e))?,
             },
             None => Applied::default(),
         };
         Ok(StateMachineStore {
             db,
+            dir,
             applied: SharedState::new(applied),
             apply_seconds: None,
         })
@@ -128,7 +131,12 @@ impl StateMachineStore {
     ) -> Result<Vec<u8>, StorageError<NodeId>> {
         let meta_bytes = encode(meta).map_err(write_err)?;
         let last = meta.last_log_id;
+        let format = super::format::split_mark(&data)
+            .map_err(|e| write_err(e.into()))?
+            .0;
+        let dir = self.dir.clone();
         blocking(&self.db, move |db| {
+            dir.allow(format)?;
             let txn = db.begin_write()?;
             {
                 let mut table = txn.open_table(META)?;
@@ -259,8 +267,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError<NodeId>> {
         let data = snapshot.into_inner();
-        let state = State::try_from_record(decode::<StateRecord>(&data).map_err(read_err)?)
-            .map_err(|e| read_err(super::corrupt_snapshot(&e)))?;
+        let record = decode_state(&data).map_err(|e| read_err(e.into()))?;
+        let state =
+            State::try_from_record(record).map_err(|e| read_err(super::corrupt_snapshot(&e)))?;
         self.save_snapshot(meta, data).await?;
         tracing::info!(
             index = meta.last_log_id.map_or(0, |l| l.index),

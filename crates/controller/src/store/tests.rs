@@ -46,14 +46,79 @@ async fn refuses_a_data_dir_of_another_store_format_and_keeps_it() {
         .unwrap()
         .to_string();
     assert!(
-        msg.contains("store format 0") && msg.contains(&format!("reads format {STORE_FORMAT}")),
+        msg.contains("store format 0")
+            && msg.contains(&format!("reads formats {OLDEST_FORMAT} to {STORE_FORMAT}"))
+            && msg.contains("older than any format this build converts"),
         "{msg}"
     );
     assert_eq!(std::fs::read(&path).unwrap(), old);
+    // A newer build's data dir (its cluster's version raised past this build's) is refused
+    // by name too, untouched.
+    let mut newer: serde_json::Value = serde_json::from_slice(&old).unwrap();
+    newer["format"] = serde_json::json!(STORE_FORMAT + 1);
+    let newer = serde_json::to_vec(&newer).unwrap();
+    std::fs::write(&path, &newer).unwrap();
+    let msg = open(dir.path(), &identity("c1"))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        msg.contains(&format!("store format {}", STORE_FORMAT + 1))
+            && msg.contains("written by a newer build"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), newer);
     assert_eq!(
         std::fs::read(dir.path().join("xce.redb")).unwrap(),
         store_before
     );
+}
+
+/// A new data dir is at the oldest format this build writes, readable by the older build,
+/// until the first record of a newer format is written in it; then its identity says so
+/// first, so the older build refuses it.
+#[tokio::test]
+async fn a_data_dir_names_the_newest_format_written_in_it() {
+    use openraft::{CommittedLeaderId, EntryPayload, LogId};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(IDENTITY_FILE);
+    let format_of = || -> u32 {
+        let id: Identity = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        id.format
+    };
+    let Store { log, .. } = open(dir.path(), &identity("c1")).await.unwrap();
+    assert_eq!(format_of(), OLDEST_FORMAT);
+    let entry = |index, format| openraft::Entry::<TypeConfig> {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(Batch {
+            at_ms: 1,
+            format,
+            commands: vec![crate::state::Command::HostLost { name: "w1".into() }],
+        }),
+    };
+    log.append_durably(vec![entry(1, OLDEST_FORMAT)])
+        .await
+        .unwrap();
+    assert_eq!(format_of(), OLDEST_FORMAT);
+    log.append_durably(vec![entry(2, STORE_FORMAT)])
+        .await
+        .unwrap();
+    assert_eq!(format_of(), STORE_FORMAT);
+    drop(log);
+    // Both entries read back, each in its own format.
+    let Store { mut log, .. } = open(dir.path(), &identity("c1")).await.unwrap();
+    use openraft::RaftLogReader;
+    let entries = log.try_get_log_entries(1..3).await.unwrap();
+    let formats: Vec<u32> = entries
+        .iter()
+        .map(|e| match &e.payload {
+            EntryPayload::Normal(b) => b.format,
+            _ => 0,
+        })
+        .collect();
+    assert_eq!(formats, [OLDEST_FORMAT, STORE_FORMAT]);
 }
 
 #[test]
@@ -112,9 +177,11 @@ async fn snapshot_round_trips_through_a_restart() {
     let Store {
         log,
         state_machine: mut sm,
+        ..
     } = open(dir.path(), &identity("c1")).await.unwrap();
     let batch = Batch {
         at_ms: 5,
+        format: crate::store::STORE_FORMAT,
         commands: (0..3)
             .map(|i| Command::Submit {
                 token: RequestToken(i),
@@ -166,6 +233,7 @@ async fn the_committed_index_rides_with_the_next_durable_write_and_is_saved_at_c
     let Store {
         mut log,
         state_machine,
+        ..
     } = open(dir.path(), &identity("c1")).await.unwrap();
     let before = log.queued();
     let first = Some(LogId::new(CommittedLeaderId::new(1, 1), 5));
@@ -210,6 +278,8 @@ fn a_log_entry_envelope_has_its_golden_bytes() {
         log_id: LogId::new(CommittedLeaderId::new(7, 2), 42),
         payload: EntryPayload::Normal(Batch {
             at_ms: 1_700_000_000_000,
+            // Format 6's bytes are those of the builds before formats were marked.
+            format: 6,
             commands: vec![Command::HostLost { name: "w1".into() }],
         }),
     };

@@ -5,7 +5,7 @@ use xce_proto::xce_capnp::controller;
 
 use super::{header_only, read_list, reply, Op, OpKind, Reply};
 use crate::connection::LocalFuture;
-use crate::types::{JobId, Placement, Refusal, RequestToken};
+use crate::types::{JobId, PendReason, Placement, Refusal, RequestToken};
 use crate::wire;
 
 /// Ask for (or renew) the scheduler lease for `name`. Output: the lease's fencing epoch, to
@@ -78,7 +78,7 @@ impl Op for DispatchBatch {
 pub struct SetPendReasons {
     pub token: RequestToken,
     pub epoch: u64,
-    pub reasons: Vec<(JobId, String)>,
+    pub reasons: Vec<(JobId, PendReason)>,
 }
 
 impl Op for SetPendReasons {
@@ -92,9 +92,7 @@ impl Op for SetPendReasons {
             req.get().set_epoch(self.epoch);
             let mut list = req.get().init_reasons(self.reasons.len() as u32);
             for (i, (id, reason)) in self.reasons.iter().enumerate() {
-                let mut b = list.reborrow().get(i as u32);
-                b.set_job_id(*id);
-                b.set_reason(reason.as_str());
+                wire::write_pend_reason(list.reborrow().get(i as u32), *id, reason);
             }
             let resp = req.send().promise.await?;
             header_only(resp.get()?.get_header()?)

@@ -42,7 +42,7 @@ pub(super) async fn restore(
     let base = wire::read_token(p.get_base()?);
     let (header_bytes, part_bytes) = (p.get_backup_header()?, p.get_snapshot()?);
     let read = backup::decode_header(header_bytes)
-        .and_then(|header| Ok((header, backup::decode_part(part_bytes)?)));
+        .and_then(|header| Ok((header, backup::decode_part(header.format, part_bytes)?)));
     let header = match read {
         Err(e) => ReplyHeader::status(Status::Invalid, format!("restore: {e}")),
         Ok((header, part)) => {

@@ -63,7 +63,9 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             queue,
             user,
             pend_reason,
+            pend_code,
             reason,
+            result,
         } => ClusterEvent::Job {
             index,
             id: *id,
@@ -73,7 +75,9 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             queue: queue.clone(),
             user: user.clone(),
             pend_reason: pend_reason.clone(),
+            pend_code: *pend_code,
             reason: reason.clone(),
+            result: *result,
         },
         Event::Host { name, state } => ClusterEvent::Host {
             index,

@@ -6,7 +6,7 @@ use xce_proto::Status;
 
 use super::{header_of, ControllerService};
 use crate::node::{now_ms, outcome_reply};
-use crate::state::{validate_spec, Command};
+use crate::state::{time_limit, validate_spec, Command};
 
 pub(super) async fn submit(
     this: &ControllerService,
@@ -15,19 +15,28 @@ pub(super) async fn submit(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let token = wire::read_token(p.get_token()?);
-    let mut spec = wire::read_spec(p.get_spec()?)?;
+    let spec = match wire::read_spec(p.get_spec()?) {
+        Ok(spec) => Ok(spec),
+        Err(wire::SpecError::Wire(e)) => return Err(e),
+        Err(invalid) => Err(ReplyHeader::status(Status::Invalid, invalid.to_string())),
+    };
     // A job is its caller's: the field the client filled in counts only while
     // authentication is off.
-    if let Some(user) = this.session.borrow().user.clone() {
-        spec.user = user;
-    }
+    let user = this.session.borrow().user.clone();
     // Only the ready primary judges requests: a standby redirects even a bad one.
     let checked = this.node.admit().await.and_then(|()| {
-        validate_spec(&spec).map_err(|message| ReplyHeader::status(Status::Invalid, message))
+        let mut spec = spec?;
+        if let Some(user) = user {
+            spec.user = user;
+        }
+        validate_spec(&spec)
+            .and_then(|()| time_limit::check(&spec, this.node.job_rules.max_time_limit_s))
+            .map_err(|message| ReplyHeader::status(Status::Invalid, message))?;
+        Ok(spec)
     });
     let (header, id) = match checked {
         Err(h) => (h, None),
-        Ok(()) => match this.node.write(Command::Submit { token, spec }).await {
+        Ok(spec) => match this.node.write(Command::Submit { token, spec }).await {
             Ok(outcome) => outcome_reply(outcome),
             Err(h) => (h, None),
         },

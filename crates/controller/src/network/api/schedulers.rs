@@ -2,7 +2,7 @@
 //! The lease and the epoch are judged at apply (`state::schedulers`); these handlers only
 //! carry requests in and replies out.
 
-use xce_client::types::{JobId, Placement};
+use xce_client::types::Placement;
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
 use xce_proto::Status;
@@ -104,8 +104,8 @@ pub(super) async fn set_pend_reasons(
     let reasons = p
         .get_reasons()?
         .iter()
-        .map(|r| Ok((r.get_job_id(), r.get_reason()?.to_str()?.to_string())))
-        .collect::<Result<Vec<(JobId, String)>, capnp::Error>>()?;
+        .map(wire::read_pend_reason)
+        .collect::<Result<Vec<_>, capnp::Error>>()?;
     let cmd = Command::SetPendReasons {
         token: wire::read_token(p.get_token()?),
         epoch: p.get_epoch(),

@@ -4,24 +4,35 @@
 //! disk; changing a record here changes the stored format, which the golden-bytes test below
 //! catches ("raise STORE_FORMAT"). Records are encoded with postcard (see `store::encode`).
 //!
-//! `Command` serializes through [`CommandRecord`] (`#[serde(into, from)]`), so log entries and
-//! the append-entries messages that carry them use the records; a snapshot is a
-//! [`StateRecord`], built from a state by [`State::into_record`].
+//! This module holds the records of the current format ([`crate::store::STORE_FORMAT`]), the
+//! conversions between them and the domain types, and how a state becomes a snapshot. Older
+//! formats are frozen in modules of their own (`v6`), read (and, while the cluster's active
+//! version is older, written) through `migrate`, one step per format. Which format a batch
+//! or snapshot was written in travels with its bytes (`crate::store::format`).
+
+pub mod migrate;
+pub mod v6;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
-    HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobOrder, JobSignal,
-    JobSpec, JobState, Placement, QueueAction, Refusal, RequestToken, Role,
+    HeldJob, HostAttributes, Job, JobEnd, JobResult, JobSpec, Limits, PendCode, PendReason,
+    Placement, RequestToken, Resources,
 };
-use xce_proto::Status;
+
+pub use migrate::{downgrade_command, fit_format, upgrade_command, NotInFormat};
+pub use v6::{
+    EndIntentRecord, HeldPhaseRecord, HeldRecord, HostActionRecord, JobActionRecord,
+    JobSignalRecord, JobStateRecord, JobUsersRecord, LostPolicyRecord, OrderRecord, OutcomeRecord,
+    QueueActionRecord, QueueDefRecord, QueueRecord, RefusalRecord, RoleRecord,
+    SchedulerLeaseRecord, StatusRecord, UserTokenRecord,
+};
 
 use super::index::Index;
 use super::{
-    Command, EndIntent, HostRecord, JobUsers, LostPolicy, Outcome, QueueDef, QueueState,
-    SchedulerLease, State, TokenWindow, UserToken,
+    Command, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow, UserToken,
 };
 
 /// `From` both ways between a domain enum and its record, variant for variant.
@@ -46,18 +57,59 @@ macro_rules! record_enum {
 }
 
 record_enum! {
-    JobStateRecord <=> JobState { Pending, Dispatched, Running, Suspended, Done, Exited }
-    JobActionRecord <=> JobAction { Kill, Suspend, Resume, Requeue }
-    QueueActionRecord <=> QueueAction { Open, Close, Activate, Inactivate }
-    HostActionRecord <=> HostAction { Open, Close }
-    HeldPhaseRecord <=> HeldPhase { Running, Suspended, Finished }
-    JobSignalRecord <=> JobSignal { Kill, Suspend, Resume }
-    LostPolicyRecord <=> LostPolicy { Requeue, Exit }
-    EndIntentRecord <=> EndIntent { Kill, Requeue }
-    RoleRecord <=> Role { User, Worker, Scheduler, Apiserver, Operator, Admin, Controller, Login }
-    StatusRecord <=> Status {
-        Ok, Redirect, Standby, NoMaster, NotReady, DupJob, Auth, Perm, Invalid, NoEnt,
-        Conflict, Internal,
+    JobResultRecord <=> JobResult { Completed, Failed, Cancelled, Timeout, OutOfMemory, NodeFail }
+    PendCodeRecord <=> PendCode {
+        Resources, Priority, NoScheduler, QueueInactive, TooBig, Held, BeginTime, Dependency, Limit,
+    }
+}
+
+/// An amount of resources as stored: generic resources by name, in name order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourcesRecord {
+    pub cpus: u32,
+    pub mem_mb: u64,
+    pub gres: Vec<(String, u64)>,
+}
+
+impl From<Resources> for ResourcesRecord {
+    fn from(r: Resources) -> Self {
+        let Resources { cpus, mem_mb, gres } = r;
+        ResourcesRecord {
+            cpus,
+            mem_mb,
+            gres: gres.into_iter().collect(),
+        }
+    }
+}
+
+impl From<ResourcesRecord> for Resources {
+    fn from(r: ResourcesRecord) -> Self {
+        let mut resources = Resources::new(r.cpus, r.mem_mb);
+        for (name, count) in r.gres {
+            resources.set_gres(&name, count);
+        }
+        resources
+    }
+}
+
+/// A job's limits as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsRecord {
+    pub time_limit_s: Option<u32>,
+}
+
+impl From<Limits> for LimitsRecord {
+    fn from(l: Limits) -> Self {
+        let Limits { time_limit_s } = l;
+        LimitsRecord { time_limit_s }
+    }
+}
+
+impl From<LimitsRecord> for Limits {
+    fn from(l: LimitsRecord) -> Self {
+        Limits {
+            time_limit_s: l.time_limit_s,
+        }
     }
 }
 
@@ -70,23 +122,34 @@ pub struct SpecRecord {
     pub command: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: String,
-    pub cpus: i32,
-    pub mem_mb: i64,
+    pub resources: ResourcesRecord,
     pub priority: i32,
+    pub limits: LimitsRecord,
 }
 
 impl From<JobSpec> for SpecRecord {
     fn from(s: JobSpec) -> Self {
+        let JobSpec {
+            name,
+            user,
+            queue,
+            command,
+            env,
+            cwd,
+            resources,
+            priority,
+            limits,
+        } = s;
         SpecRecord {
-            name: s.name,
-            user: s.user,
-            queue: s.queue,
-            command: s.command,
-            env: s.env,
-            cwd: s.cwd,
-            cpus: s.cpus,
-            mem_mb: s.mem_mb,
-            priority: s.priority,
+            name,
+            user,
+            queue,
+            command,
+            env,
+            cwd,
+            resources: resources.into(),
+            priority,
+            limits: limits.into(),
         }
     }
 }
@@ -100,9 +163,9 @@ impl From<SpecRecord> for JobSpec {
             command: s.command,
             env: s.env,
             cwd: s.cwd,
-            cpus: s.cpus,
-            mem_mb: s.mem_mb,
+            resources: s.resources.into(),
             priority: s.priority,
+            limits: s.limits.into(),
         }
     }
 }
@@ -114,7 +177,9 @@ pub struct JobRecord {
     pub spec: SpecRecord,
     pub state: JobStateRecord,
     pub pend_reason: Option<String>,
+    pub pend_code: Option<PendCodeRecord>,
     pub reason: Option<String>,
+    pub result: Option<JobResultRecord>,
     pub host: Option<String>,
     pub attempt: u32,
     pub exit_code: Option<i32>,
@@ -127,20 +192,41 @@ pub struct JobRecord {
 
 impl From<Job> for JobRecord {
     fn from(j: Job) -> Self {
+        // Every field named: a field added to a job fails to compile here until it is stored
+        // (docs/checklists/new-job-field.md).
+        let Job {
+            id,
+            spec,
+            state,
+            pend_reason,
+            pend_code,
+            reason,
+            result,
+            host,
+            attempt,
+            exit_code,
+            signal,
+            submit_time_ms,
+            start_time_ms,
+            end_time_ms,
+            output_dir,
+        } = j;
         JobRecord {
-            id: j.id,
-            spec: j.spec.into(),
-            state: j.state.into(),
-            pend_reason: j.pend_reason,
-            reason: j.reason,
-            host: j.host,
-            attempt: j.attempt,
-            exit_code: j.exit_code,
-            signal: j.signal,
-            submit_time_ms: j.submit_time_ms,
-            start_time_ms: j.start_time_ms,
-            end_time_ms: j.end_time_ms,
-            output_dir: j.output_dir,
+            id,
+            spec: spec.into(),
+            state: state.into(),
+            pend_reason,
+            pend_code: pend_code.map(Into::into),
+            reason,
+            result: result.map(Into::into),
+            host,
+            attempt,
+            exit_code,
+            signal,
+            submit_time_ms,
+            start_time_ms,
+            end_time_ms,
+            output_dir,
         }
     }
 }
@@ -152,7 +238,9 @@ impl From<JobRecord> for Job {
             spec: j.spec.into(),
             state: j.state.into(),
             pend_reason: j.pend_reason,
+            pend_code: j.pend_code.map(Into::into),
             reason: j.reason,
+            result: j.result.map(Into::into),
             host: j.host,
             attempt: j.attempt,
             exit_code: j.exit_code,
@@ -169,46 +257,9 @@ impl From<JobRecord> for Job {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostAttributesRecord {
     pub name: String,
-    pub cpus: u32,
-    pub mem_mb: u64,
+    pub resources: ResourcesRecord,
     pub spool_dir: String,
     pub job_users: JobUsersRecord,
-}
-
-/// Whose jobs a host runs, as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum JobUsersRecord {
-    Any,
-    EachUser { root: bool },
-    Only(String),
-}
-
-impl From<JobUsers> for JobUsersRecord {
-    fn from(u: JobUsers) -> Self {
-        match u {
-            JobUsers::Any => JobUsersRecord::Any,
-            JobUsers::EachUser { root } => JobUsersRecord::EachUser { root },
-            JobUsers::Only(user) => JobUsersRecord::Only(user),
-        }
-    }
-}
-
-impl From<JobUsersRecord> for JobUsers {
-    fn from(u: JobUsersRecord) -> Self {
-        match u {
-            JobUsersRecord::Any => JobUsers::Any,
-            JobUsersRecord::EachUser { root } => JobUsers::EachUser { root },
-            JobUsersRecord::Only(user) => JobUsers::Only(user),
-        }
-    }
-}
-
-/// An attempt a worker holds, as stored in a join.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HeldRecord {
-    pub id: u64,
-    pub attempt: u32,
-    pub phase: HeldPhaseRecord,
 }
 
 /// How an attempt ended, as stored.
@@ -217,20 +268,22 @@ pub enum EndRecord {
     Exit(i32),
     Signal(i32),
     Failed(String),
-    // Appended: postcard numbers variants in order, so the ones before keep their bytes.
     OutOfMemory,
+    TimedOut {
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+    },
 }
 
-/// A configured queue, as a barrier entry stores it (the YAML type is `QueueDef`).
+/// Why a pending job waits, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueDefRecord {
-    pub name: String,
-    pub priority: i32,
-    pub on_host_lost: LostPolicyRecord,
+pub struct PendReasonRecord {
+    pub code: PendCodeRecord,
+    pub text: String,
 }
 
 /// A command as stored in the log, variant for variant with [`Command`]. Append new variants
-/// at the end: an inserted one renumbers those after it (raise STORE_FORMAT if you must).
+/// at the end: an inserted one renumbers those after it (and is a new format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CommandRecord {
     Submit {
@@ -302,7 +355,7 @@ pub enum CommandRecord {
     SetPendReasons {
         token: u128,
         epoch: u64,
-        reasons: Vec<(u64, String)>,
+        reasons: Vec<(u64, PendReasonRecord)>,
     },
     CreateToken {
         token: u128,
@@ -316,18 +369,21 @@ pub enum CommandRecord {
         token: u128,
         id: String,
     },
-    /// A backup's state replacing a new cluster's (appended in format 6: entries written
-    /// before read the same).
+    /// A backup's state replacing a new cluster's.
     Restore {
         token: u128,
         state: Box<StateRecord>,
     },
-    /// A later part of a backup: its jobs (appended in format 6 too).
+    /// A later part of a backup: its jobs.
     RestoreJobs {
         token: u128,
         base: u128,
         jobs: Vec<JobRecord>,
         intents: Vec<(u64, EndIntentRecord)>,
+    },
+    /// The cluster's active version raised (format 7 on).
+    RaiseVersion {
+        to: u32,
     },
 }
 
@@ -345,6 +401,39 @@ fn end_record(end: JobEnd) -> EndRecord {
         JobEnd::Signal(s) => EndRecord::Signal(s),
         JobEnd::Failed(r) => EndRecord::Failed(r),
         JobEnd::OutOfMemory => EndRecord::OutOfMemory,
+        JobEnd::TimedOut { exit_code, signal } => EndRecord::TimedOut { exit_code, signal },
+    }
+}
+
+fn end_of(end: EndRecord) -> JobEnd {
+    match end {
+        EndRecord::Exit(c) => JobEnd::Exit(c),
+        EndRecord::Signal(s) => JobEnd::Signal(s),
+        EndRecord::Failed(r) => JobEnd::Failed(r),
+        EndRecord::OutOfMemory => JobEnd::OutOfMemory,
+        EndRecord::TimedOut { exit_code, signal } => JobEnd::TimedOut { exit_code, signal },
+    }
+}
+
+fn pend_reason_record(r: PendReason) -> PendReasonRecord {
+    PendReasonRecord {
+        code: r.code.into(),
+        text: r.text,
+    }
+}
+
+fn attributes_record(host: HostAttributes) -> HostAttributesRecord {
+    let HostAttributes {
+        name,
+        resources,
+        spool_dir,
+        job_users,
+    } = host;
+    HostAttributesRecord {
+        name,
+        resources: resources.into(),
+        spool_dir,
+        job_users: job_users.into(),
     }
 }
 
@@ -408,13 +497,7 @@ impl From<Command> for CommandRecord {
             },
             Command::RegisterHost { token, host, held } => CommandRecord::RegisterHost {
                 token: token.0,
-                host: HostAttributesRecord {
-                    name: host.name,
-                    cpus: host.cpus,
-                    mem_mb: host.mem_mb,
-                    spool_dir: host.spool_dir,
-                    job_users: host.job_users.into(),
-                },
+                host: attributes_record(host),
                 held: held.into_iter().map(held_record).collect(),
             },
             Command::ControlHost {
@@ -486,7 +569,10 @@ impl From<Command> for CommandRecord {
             } => CommandRecord::SetPendReasons {
                 token: token.0,
                 epoch,
-                reasons,
+                reasons: reasons
+                    .into_iter()
+                    .map(|(id, r)| (id, pend_reason_record(r)))
+                    .collect(),
             },
             Command::Barrier { term, queues } => CommandRecord::Barrier {
                 term,
@@ -499,6 +585,7 @@ impl From<Command> for CommandRecord {
                     })
                     .collect(),
             },
+            Command::RaiseVersion { to } => CommandRecord::RaiseVersion { to },
         }
     }
 }
@@ -569,8 +656,7 @@ impl From<CommandRecord> for Command {
                 token: t(token),
                 host: HostAttributes {
                     name: host.name,
-                    cpus: host.cpus,
-                    mem_mb: host.mem_mb,
+                    resources: host.resources.into(),
                     spool_dir: host.spool_dir,
                     job_users: host.job_users.into(),
                 },
@@ -622,12 +708,7 @@ impl From<CommandRecord> for Command {
                 id,
                 attempt,
                 host,
-                end: match end {
-                    EndRecord::Exit(c) => JobEnd::Exit(c),
-                    EndRecord::Signal(s) => JobEnd::Signal(s),
-                    EndRecord::Failed(r) => JobEnd::Failed(r),
-                    EndRecord::OutOfMemory => JobEnd::OutOfMemory,
-                },
+                end: end_of(end),
             },
             CommandRecord::HostLost { name } => Command::HostLost { name },
             CommandRecord::AcquireScheduler {
@@ -660,7 +741,10 @@ impl From<CommandRecord> for Command {
             } => Command::SetPendReasons {
                 token: t(token),
                 epoch,
-                reasons,
+                reasons: reasons
+                    .into_iter()
+                    .map(|(id, r)| (id, PendReason::new(r.code.into(), r.text)))
+                    .collect(),
             },
             CommandRecord::Barrier { term, queues } => Command::Barrier {
                 term,
@@ -673,133 +757,16 @@ impl From<CommandRecord> for Command {
                     })
                     .collect(),
             },
+            CommandRecord::RaiseVersion { to } => Command::RaiseVersion { to },
         }
     }
-}
-
-/// An order for one attempt, as stored in a remembered join outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderRecord {
-    pub id: u64,
-    pub attempt: u32,
-    pub signal: JobSignalRecord,
-}
-
-/// A remembered outcome (the token window), as stored in a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum OutcomeRecord {
-    Submitted(u64),
-    Done,
-    Rejected {
-        status: StatusRecord,
-        message: String,
-    },
-    Duplicate(Box<OutcomeRecord>),
-    Resynced {
-        orders: Vec<OrderRecord>,
-    },
-    Leased {
-        epoch: u64,
-    },
-    Placed {
-        refused: Vec<RefusalRecord>,
-    },
-}
-
-/// A refused placement, as stored in a remembered batch outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RefusalRecord {
-    pub id: u64,
-    pub status: StatusRecord,
-    pub message: String,
-}
-
-impl From<Outcome> for OutcomeRecord {
-    fn from(o: Outcome) -> Self {
-        match o {
-            Outcome::Submitted(id) => OutcomeRecord::Submitted(id),
-            Outcome::Done => OutcomeRecord::Done,
-            Outcome::Rejected { status, message } => OutcomeRecord::Rejected {
-                status: status.into(),
-                message,
-            },
-            Outcome::Duplicate(inner) => OutcomeRecord::Duplicate(Box::new((*inner).into())),
-            Outcome::Resynced { orders } => OutcomeRecord::Resynced {
-                orders: orders
-                    .into_iter()
-                    .map(|o| OrderRecord {
-                        id: o.id,
-                        attempt: o.attempt,
-                        signal: o.signal.into(),
-                    })
-                    .collect(),
-            },
-            Outcome::Leased { epoch } => OutcomeRecord::Leased { epoch },
-            Outcome::Placed { refused } => OutcomeRecord::Placed {
-                refused: refused
-                    .into_iter()
-                    .map(|r| RefusalRecord {
-                        id: r.id,
-                        status: r.status.into(),
-                        message: r.message,
-                    })
-                    .collect(),
-            },
-        }
-    }
-}
-
-impl From<OutcomeRecord> for Outcome {
-    fn from(o: OutcomeRecord) -> Self {
-        match o {
-            OutcomeRecord::Submitted(id) => Outcome::Submitted(id),
-            OutcomeRecord::Done => Outcome::Done,
-            OutcomeRecord::Rejected { status, message } => Outcome::Rejected {
-                status: status.into(),
-                message,
-            },
-            OutcomeRecord::Duplicate(inner) => Outcome::Duplicate(Box::new((*inner).into())),
-            OutcomeRecord::Resynced { orders } => Outcome::Resynced {
-                orders: orders
-                    .into_iter()
-                    .map(|o| JobOrder {
-                        id: o.id,
-                        attempt: o.attempt,
-                        signal: o.signal.into(),
-                    })
-                    .collect(),
-            },
-            OutcomeRecord::Leased { epoch } => Outcome::Leased { epoch },
-            OutcomeRecord::Placed { refused } => Outcome::Placed {
-                refused: refused
-                    .into_iter()
-                    .map(|r| Refusal {
-                        id: r.id,
-                        status: r.status.into(),
-                        message: r.message,
-                    })
-                    .collect(),
-            },
-        }
-    }
-}
-
-/// A queue as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueRecord {
-    pub name: String,
-    pub priority: i32,
-    pub open: bool,
-    pub active: bool,
-    pub on_host_lost: LostPolicyRecord,
 }
 
 /// A host as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostStoredRecord {
     pub name: String,
-    pub cpus: u32,
-    pub mem_mb: u64,
+    pub resources: ResourcesRecord,
     pub spool_dir: String,
     pub job_users: JobUsersRecord,
     pub closed: bool,
@@ -821,17 +788,8 @@ pub struct StateRecord {
     pub scheduler: Option<SchedulerLeaseRecord>,
     /// Users' tokens, by id.
     pub user_tokens: Vec<UserTokenRecord>,
-}
-
-/// A user's token as stored: its secret's hash, never the secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserTokenRecord {
-    pub id: String,
-    pub user: String,
-    pub role: RoleRecord,
-    pub hash: [u8; 32],
-    pub created_ms: u64,
-    pub expires_ms: Option<u64>,
+    /// The cluster version in force (format 7 on; a format-6 state is at 6).
+    pub active_version: u32,
 }
 
 fn user_token_record(id: &str, t: &UserToken) -> UserTokenRecord {
@@ -843,15 +801,6 @@ fn user_token_record(id: &str, t: &UserToken) -> UserTokenRecord {
         created_ms: t.created_ms,
         expires_ms: t.expires_ms,
     }
-}
-
-/// The scheduler lease as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SchedulerLeaseRecord {
-    pub name: String,
-    pub instance: u64,
-    pub epoch: u64,
-    pub expires_ms: u64,
 }
 
 fn lease_record(l: &SchedulerLease) -> SchedulerLeaseRecord {
@@ -876,8 +825,7 @@ fn queue_record(name: &str, q: &QueueState) -> QueueRecord {
 fn host_record(name: &str, h: &HostRecord) -> HostStoredRecord {
     HostStoredRecord {
         name: name.to_string(),
-        cpus: h.cpus,
-        mem_mb: h.mem_mb,
+        resources: h.resources.clone().into(),
         spool_dir: h.spool_dir.clone(),
         job_users: h.job_users.clone().into(),
         closed: h.closed,
@@ -897,6 +845,7 @@ impl State {
             tokens,
             scheduler,
             user_tokens,
+            active_version,
             ..
         } = self;
         let TokenWindow {
@@ -921,6 +870,7 @@ impl State {
                 .iter()
                 .map(|(id, t)| user_token_record(id, t))
                 .collect(),
+            active_version,
         }
     }
 
@@ -958,8 +908,7 @@ impl State {
                 .into_iter()
                 .map(|h| {
                     let record = HostRecord {
-                        cpus: h.cpus,
-                        mem_mb: h.mem_mb,
+                        resources: h.resources.into(),
                         spool_dir: h.spool_dir,
                         job_users: h.job_users.into(),
                         closed: h.closed,
@@ -994,6 +943,7 @@ impl State {
                     (t.id, token)
                 })
                 .collect(),
+            active_version: rec.active_version,
             emitted: Vec::new(),
         }
     }
@@ -1023,30 +973,47 @@ where
     }
 }
 
-/// Serializes a state exactly as its [`StateRecord`] (the same fields in the same order),
-/// converting one record at a time.
-struct SnapshotView<'a>(&'a State);
+/// Serializes a state exactly as its [`StateRecord`] of `format` would be (the same fields in
+/// the same order), converting one record at a time.
+struct SnapshotView<'a> {
+    state: &'a State,
+    format: u32,
+}
 
 impl Serialize for SnapshotView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let st = self.0;
+        let st = self.state;
+        let v6 = self.format == 6;
         let tokens: Vec<(u128, OutcomeRecord)> = st
             .tokens
             .order
             .iter()
             .filter_map(|t| st.tokens.outcomes.get(t).map(|o| (t.0, o.clone().into())))
             .collect();
-        let mut rec = s.serialize_struct("StateRecord", 8)?;
+        let mut rec = s.serialize_struct("StateRecord", 9)?;
         rec.serialize_field("next_job_id", &st.next_job_id)?;
-        rec.serialize_field(
-            "jobs",
-            &Seq::of(st.jobs.values().map(|j| JobRecord::from(Job::clone(j)))),
-        )?;
-        let queues = st.queues.iter().map(|(n, q)| queue_record(n, q));
-        rec.serialize_field("queues", &Seq::of(queues))?;
+        let jobs = st.jobs.values().map(|j| JobRecord::from(Job::clone(j)));
         let hosts = st.hosts.iter().map(|(n, h)| host_record(n, h));
-        rec.serialize_field("hosts", &Seq::of(hosts))?;
+        if v6 {
+            // Every record of a state whose active version is 6 is one format 6 can hold: what
+            // it could not was refused before it was proposed (`fit_format`).
+            let jobs = jobs.map(migrate::downgrade_job);
+            rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+            rec.serialize_field(
+                "queues",
+                &Seq::of(st.queues.iter().map(|(n, q)| queue_record(n, q))),
+            )?;
+            let hosts = hosts.map(migrate::downgrade_host);
+            rec.serialize_field("hosts", &Seq::of(hosts.map(Fallible)))?;
+        } else {
+            rec.serialize_field("jobs", &Seq::of(jobs))?;
+            rec.serialize_field(
+                "queues",
+                &Seq::of(st.queues.iter().map(|(n, q)| queue_record(n, q))),
+            )?;
+            rec.serialize_field("hosts", &Seq::of(hosts))?;
+        }
         rec.serialize_field(
             "intents",
             &Seq::of(
@@ -1062,213 +1029,64 @@ impl Serialize for SnapshotView<'_> {
             .iter()
             .map(|(id, t)| user_token_record(id, t));
         rec.serialize_field("user_tokens", &Seq::of(user_tokens))?;
+        if !v6 {
+            rec.serialize_field("active_version", &st.active_version)?;
+        }
         rec.end()
     }
 }
 
+/// An item whose conversion may fail, serialized as the item or failing the serializer.
+struct Fallible<T, E>(Result<T, E>);
+
+impl<T: Serialize, E: std::fmt::Display> Serialize for Fallible<T, E> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Ok(item) => item.serialize(s),
+            Err(e) => Err(serde::ser::Error::custom(e.to_string())),
+        }
+    }
+}
+
 impl State {
-    /// The snapshot's bytes: the encoding of [`State::into_record`], written one record at a
-    /// time, so that encoding a copy of the state (which shares its jobs) makes no second
-    /// copy of every job.
+    /// The snapshot's bytes in the cluster's active version (so that every member can install
+    /// it): the encoding of [`State::into_record`] (or its format-6 form), after the format's
+    /// mark, written one record at a time, so that encoding a copy of the state (which
+    /// shares its jobs) makes no second copy of every job.
     pub fn snapshot_bytes(&self) -> Result<Vec<u8>, postcard::Error> {
-        postcard::to_stdvec(&SnapshotView(self))
+        let encode = |format| {
+            let view = SnapshotView {
+                state: self,
+                format,
+            };
+            crate::store::format::encode_marked(format, &view)
+        };
+        // A state of an older version holds nothing that version cannot (what it could not
+        // was refused before it was proposed); one that came from a log no primary of this
+        // build wrote might, and is then written in the newest format rather than not at all.
+        encode(self.active_version).or_else(|e| {
+            tracing::warn!(error = %e, version = self.active_version, "the state holds what its cluster version cannot; writing its snapshot in the newest format");
+            encode(crate::store::STORE_FORMAT)
+        })
+    }
+
+    /// The cluster version in force: what every member can apply, so what is written.
+    pub fn active_version(&self) -> u32 {
+        self.active_version
+    }
+}
+
+/// Reads a snapshot's bytes of any format this build reads, converted to the current records.
+pub fn decode_state(bytes: &[u8]) -> Result<StateRecord, crate::store::format::FormatError> {
+    use crate::store::format::{split_mark, FormatError};
+    match split_mark(bytes)? {
+        (6, body) => {
+            let old: v6::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
+            migrate::upgrade_state(old).map_err(FormatError::Migrate)
+        }
+        (_, body) => postcard::from_bytes(body).map_err(FormatError::decode),
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use xce_client::types::{HeldJob, HeldPhase, HostAttributes, JobAction, JobEnd, JobSpec};
-
-    use super::*;
-    use crate::store::STORE_FORMAT;
-
-    /// One command of every kind, with every field set.
-    fn every_command() -> Vec<Command> {
-        let t = RequestToken;
-        vec![
-            Command::Barrier {
-                term: 7,
-                queues: vec![QueueDef {
-                    name: "high".into(),
-                    priority: 50,
-                    on_host_lost: LostPolicy::Exit,
-                }],
-            },
-            Command::RegisterHost {
-                token: t(1),
-                host: HostAttributes {
-                    name: "w1".into(),
-                    cpus: 4,
-                    mem_mb: 2048,
-                    spool_dir: "/spool".into(),
-                    job_users: JobUsers::EachUser { root: false },
-                },
-                held: vec![HeldJob {
-                    id: 9,
-                    attempt: 2,
-                    phase: HeldPhase::Suspended,
-                }],
-            },
-            Command::Submit {
-                token: t(u128::MAX - 1),
-                spec: JobSpec {
-                    name: "sim".into(),
-                    user: "alice".into(),
-                    queue: "high".into(),
-                    command: vec!["sh".into(), "-c".into(), "echo hi".into()],
-                    env: vec![("A".into(), "1".into())],
-                    cwd: "/home/alice".into(),
-                    cpus: 2,
-                    mem_mb: 512,
-                    priority: -3,
-                },
-            },
-            Command::Dispatch {
-                token: t(3),
-                id: 1,
-                host: "w1".into(),
-            },
-            Command::JobStarted {
-                token: t(4),
-                id: 1,
-                attempt: 1,
-                host: "w1".into(),
-            },
-            Command::ControlJob {
-                token: t(5),
-                id: 1,
-                action: JobAction::Kill,
-                by: Some("alice".into()),
-            },
-            Command::JobFinished {
-                token: t(6),
-                id: 1,
-                attempt: 1,
-                host: "w1".into(),
-                end: JobEnd::Failed("no such file".into()),
-            },
-            Command::ControlQueue {
-                token: t(7),
-                name: "high".into(),
-                action: QueueAction::Inactivate,
-            },
-            Command::ControlHost {
-                token: t(8),
-                name: "w1".into(),
-                action: HostAction::Close,
-            },
-            Command::SetHostAvailable {
-                name: "w1".into(),
-                available: false,
-            },
-            Command::HostLost { name: "w1".into() },
-            Command::AcquireScheduler {
-                token: t(9),
-                name: "s1".into(),
-                instance: 42,
-                ttl_ms: 3000,
-            },
-            Command::DispatchBatch {
-                token: t(10),
-                epoch: 1,
-                placements: vec![Placement {
-                    id: 1,
-                    host: "w1".into(),
-                }],
-            },
-            Command::SetPendReasons {
-                token: t(11),
-                epoch: 1,
-                reasons: vec![(1, "queue normal is inactive".into())],
-            },
-            Command::CreateToken {
-                token: t(12),
-                id: "00112233445566ff".into(),
-                user: "alice".into(),
-                role: Role::Operator,
-                hash: [7; 32],
-                expires_in_ms: Some(86_400_000),
-            },
-            Command::CreateToken {
-                token: t(13),
-                id: "ffeeddccbbaa9988".into(),
-                user: "bob".into(),
-                role: Role::User,
-                hash: [9; 32],
-                expires_in_ms: None,
-            },
-            Command::RevokeToken {
-                token: t(14),
-                id: "ffeeddccbbaa9988".into(),
-            },
-            // Refused here (the state holds jobs); appended to format 6, which left every
-            // earlier command's bytes as they were.
-            Command::Restore {
-                token: t(15),
-                state: Box::new(State::default().into_record()),
-            },
-            // Refused here (no restore under token 15 was applied); appended to format 6.
-            Command::RestoreJobs {
-                token: t(16),
-                base: t(15),
-                jobs: vec![JobRecord::from(Job {
-                    id: 9,
-                    spec: JobSpec {
-                        command: vec!["true".into()],
-                        ..JobSpec::default()
-                    },
-                    state: JobState::Running,
-                    pend_reason: None,
-                    reason: None,
-                    host: Some("w1".into()),
-                    attempt: 1,
-                    exit_code: None,
-                    signal: None,
-                    submit_time_ms: 5,
-                    start_time_ms: Some(6),
-                    end_time_ms: None,
-                    output_dir: None,
-                })],
-                intents: vec![(9, EndIntentRecord::Kill)],
-            },
-        ]
-    }
-
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    /// The bytes of [`every_command`] and of the state they leave, in store format
-    /// [`STORE_FORMAT`]. They must never change within a format.
-    const GOLDEN_FORMAT: u32 = 6;
-    const GOLDEN_LOG: &str = "130a0701046869676864010301027731048010062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c6963650480080506030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838100f010001066e6f726d616c3c010100000000000011100f01090000000104747275650000000000020000010277310100000501060000010900";
-    const GOLDEN_SNAPSHOT: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c010001000010010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e010f020a4e7468697320636c757374657220616c726561647920686f6c6473206a6f6273202869647320757020746f2031293a20726573746f7265206f6e6c7920696e746f2061206e657720636c757374657210020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd31";
-
-    #[test]
-    fn the_stored_encoding_is_the_golden_one_of_its_format() {
-        let commands = every_command();
-        let log = crate::store::encode(&commands).unwrap();
-        let mut state = State::default();
-        for cmd in commands.clone() {
-            state.apply(1_700_000_000_000, cmd);
-        }
-        let snapshot = state.snapshot_bytes().unwrap();
-        // The streamed encoding is exactly the record's.
-        assert_eq!(
-            snapshot,
-            crate::store::encode(&state.clone().into_record()).unwrap()
-        );
-        let raise = "the stored encoding of commands or state changed: raise store::STORE_FORMAT \
-                     and set GOLDEN_FORMAT, GOLDEN_LOG and GOLDEN_SNAPSHOT to the new values";
-        assert_eq!(STORE_FORMAT, GOLDEN_FORMAT, "{raise}");
-        assert_eq!(hex(&log), GOLDEN_LOG, "{raise} (log)");
-        assert_eq!(hex(&snapshot), GOLDEN_SNAPSHOT, "{raise} (snapshot)");
-        // And they read back as what was written.
-        assert_eq!(
-            crate::store::decode::<Vec<Command>>(&log).unwrap(),
-            commands
-        );
-        let back = State::from_record(crate::store::decode(&snapshot).unwrap());
-        assert_eq!(back, state);
-    }
-}
+mod tests;

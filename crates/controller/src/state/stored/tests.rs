@@ -1,0 +1,524 @@
+//! The stored formats: the golden bytes of every format this build reads, the migration
+//! between them on those bytes, and round trips over arbitrary values.
+
+use proptest::prelude::*;
+use xce_client::types::{
+    HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobState, PendCode,
+    QueueAction, Role,
+};
+
+use super::migrate::downgrade_job;
+use super::*;
+use crate::state::LostPolicy;
+use crate::store::format::encode_marked;
+use crate::store::{Batch, STORE_FORMAT};
+
+/// One command of every kind format 6 holds, every field set: format 6's own golden test's,
+/// in today's types.
+fn every_v6_command() -> Vec<Command> {
+    let t = RequestToken;
+    vec![
+        Command::Barrier {
+            term: 7,
+            queues: vec![QueueDef {
+                name: "high".into(),
+                priority: 50,
+                on_host_lost: LostPolicy::Exit,
+            }],
+        },
+        Command::RegisterHost {
+            token: t(1),
+            host: HostAttributes {
+                name: "w1".into(),
+                resources: Resources::new(4, 2048),
+                spool_dir: "/spool".into(),
+                job_users: crate::state::JobUsers::EachUser { root: false },
+            },
+            held: vec![HeldJob {
+                id: 9,
+                attempt: 2,
+                phase: HeldPhase::Suspended,
+            }],
+        },
+        Command::Submit {
+            token: t(u128::MAX - 1),
+            spec: JobSpec {
+                name: "sim".into(),
+                user: "alice".into(),
+                queue: "high".into(),
+                command: vec!["sh".into(), "-c".into(), "echo hi".into()],
+                env: vec![("A".into(), "1".into())],
+                cwd: "/home/alice".into(),
+                resources: Resources::new(2, 512),
+                priority: -3,
+                limits: Limits::default(),
+            },
+        },
+        Command::Dispatch {
+            token: t(3),
+            id: 1,
+            host: "w1".into(),
+        },
+        Command::JobStarted {
+            token: t(4),
+            id: 1,
+            attempt: 1,
+            host: "w1".into(),
+        },
+        Command::ControlJob {
+            token: t(5),
+            id: 1,
+            action: JobAction::Kill,
+            by: Some("alice".into()),
+        },
+        Command::JobFinished {
+            token: t(6),
+            id: 1,
+            attempt: 1,
+            host: "w1".into(),
+            end: JobEnd::Failed("no such file".into()),
+        },
+        Command::ControlQueue {
+            token: t(7),
+            name: "high".into(),
+            action: QueueAction::Inactivate,
+        },
+        Command::ControlHost {
+            token: t(8),
+            name: "w1".into(),
+            action: HostAction::Close,
+        },
+        Command::SetHostAvailable {
+            name: "w1".into(),
+            available: false,
+        },
+        Command::HostLost { name: "w1".into() },
+        Command::AcquireScheduler {
+            token: t(9),
+            name: "s1".into(),
+            instance: 42,
+            ttl_ms: 3000,
+        },
+        Command::DispatchBatch {
+            token: t(10),
+            epoch: 1,
+            placements: vec![Placement {
+                id: 1,
+                host: "w1".into(),
+            }],
+        },
+        Command::SetPendReasons {
+            token: t(11),
+            epoch: 1,
+            // Format 6 holds the text; the code is read from it.
+            reasons: vec![(
+                1,
+                PendReason::new(PendCode::QueueInactive, "queue normal is inactive"),
+            )],
+        },
+        Command::CreateToken {
+            token: t(12),
+            id: "00112233445566ff".into(),
+            user: "alice".into(),
+            role: Role::Operator,
+            hash: [7; 32],
+            expires_in_ms: Some(86_400_000),
+        },
+        Command::CreateToken {
+            token: t(13),
+            id: "ffeeddccbbaa9988".into(),
+            user: "bob".into(),
+            role: Role::User,
+            hash: [9; 32],
+            expires_in_ms: None,
+        },
+        Command::RevokeToken {
+            token: t(14),
+            id: "ffeeddccbbaa9988".into(),
+        },
+        // Refused here (the state holds jobs).
+        Command::Restore {
+            token: t(15),
+            state: Box::new(State::default().into_record()),
+        },
+        // Refused here (no restore under token 15 was applied).
+        Command::RestoreJobs {
+            token: t(16),
+            base: t(15),
+            jobs: vec![JobRecord::from(Job {
+                id: 9,
+                spec: JobSpec {
+                    command: vec!["true".into()],
+                    ..JobSpec::default()
+                },
+                state: JobState::Running,
+                pend_reason: None,
+                pend_code: None,
+                reason: None,
+                result: None,
+                host: Some("w1".into()),
+                attempt: 1,
+                exit_code: None,
+                signal: None,
+                submit_time_ms: 5,
+                start_time_ms: Some(6),
+                end_time_ms: None,
+                output_dir: None,
+            })],
+            intents: vec![(9, EndIntentRecord::Kill)],
+        },
+    ]
+}
+
+/// One command of every kind the current format holds, every field set: format 6's, the
+/// raise to this version, then what only the current format holds.
+fn every_command() -> Vec<Command> {
+    let t = RequestToken;
+    let mut gpu = Resources::new(1, 64);
+    gpu.set_gres("gpu:a100", 2);
+    let mut commands = every_v6_command();
+    commands.extend([
+        Command::RaiseVersion { to: STORE_FORMAT },
+        Command::RegisterHost {
+            token: t(17),
+            host: HostAttributes {
+                name: "w2".into(),
+                resources: {
+                    let mut r = Resources::new(8, 4096);
+                    r.set_gres("gpu:a100", 4);
+                    r
+                },
+                spool_dir: "/spool2".into(),
+                job_users: crate::state::JobUsers::Any,
+            },
+            held: Vec::new(),
+        },
+        Command::Submit {
+            token: t(18),
+            spec: JobSpec {
+                command: vec!["train".into()],
+                resources: gpu,
+                limits: Limits {
+                    time_limit_s: Some(2),
+                },
+                ..JobSpec::default()
+            },
+        },
+        Command::Dispatch {
+            token: t(19),
+            id: 2,
+            host: "w2".into(),
+        },
+        Command::JobFinished {
+            token: t(20),
+            id: 2,
+            attempt: 1,
+            host: "w2".into(),
+            end: JobEnd::TimedOut {
+                exit_code: None,
+                signal: Some(15),
+            },
+        },
+        Command::SetPendReasons {
+            token: t(21),
+            epoch: 1,
+            reasons: vec![(2, PendReason::new(PendCode::TooBig, "no host with 9 gpu"))],
+        },
+    ]);
+    commands
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The commands applied in order to a new state, at one time.
+fn applied(commands: &[Command]) -> State {
+    let mut state = State::default();
+    for cmd in commands.iter().cloned() {
+        state.apply(1_700_000_000_000, cmd);
+    }
+    state
+}
+
+/// Format 6's golden bytes, as the builds of format 6 wrote them (their own golden test):
+/// [`every_v6_command`] as records, and the snapshot of the state they leave.
+const GOLDEN_LOG_6: &str = "130a0701046869676864010301027731048010062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c6963650480080506030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b010101187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838100f010001066e6f726d616c3c010100000000000011100f01090000000104747275650000000000020000010277310100000501060000010900";
+const GOLDEN_SNAPSHOT_6: &str = "0201010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636504800805050001066b696c6c65640102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c02046869676864010001066e6f726d616c3c01010001027731048010062f73706f6f6c010001000010010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e010f020a4e7468697320636c757374657220616c726561647920686f6c6473206a6f6273202869647320757020746f2031293a20726573746f7265206f6e6c7920696e746f2061206e657720636c757374657210020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd31";
+
+/// The current format's golden bytes: [`every_command`] as one batch, and the snapshot of
+/// the state they leave. They never change within a format: a change to a stored record is
+/// a new format (raise `store::STORE_FORMAT`, write its migration, keep these as the older
+/// format's golden bytes).
+const GOLDEN_FORMAT: u32 = 7;
+const GOLDEN_BATCH: &str = "8780808080808080800180d095ffbc31190a070104686967686401030102773104801000062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636502800400050006030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b01010103187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838100f010001066e6f726d616c3c01010000000000000611100f01090000000104747275650000000000000002000000000102773101000005010600000109001207031102773208802001086770753a6131303004072f73706f6f6c32000000120000000105747261696e0000014001086770753a6131303002000102061302027732081402010277320400011e0d1501010204126e6f20686f73742077697468203920677075";
+const GOLDEN_SNAPSHOT: &str = "878080808080808080010302010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636502800400050005000001066b696c6c656401020102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c020000066e6f726d616c0105747261696e0000014001086770753a6131303002000102050000011a74696d65206c696d6974206f6620303a303220726561636865640103010277320100011e80d095ffbc310180d095ffbc310180d095ffbc3101072f73706f6f6c3202046869676864010001066e6f726d616c3c0101000202773104801000062f73706f6f6c0100010002773208802001086770753a6131303004072f73706f6f6c320000010015010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e010f020a4e7468697320636c757374657220616c726561647920686f6c6473206a6f6273202869647320757020746f2031293a20726573746f7265206f6e6c7920696e746f2061206e657720636c757374657210020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465110400120002130114011501010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd3107";
+
+/// Format 6 is still written, byte for byte as before, while a cluster's version is 6: a
+/// member on the older build applies what a new primary replicates, and a data dir stays
+/// the older build's to read.
+#[test]
+fn format_6_is_written_as_its_builds_wrote_it() {
+    let commands = every_v6_command();
+    let old: Vec<v6::CommandRecord> = commands
+        .iter()
+        .cloned()
+        .map(|c| downgrade_command(CommandRecord::from(c)).unwrap())
+        .collect();
+    assert_eq!(hex(&postcard::to_stdvec(&old).unwrap()), GOLDEN_LOG_6);
+    let state = applied(&commands);
+    assert_eq!(state.active_version(), 6);
+    assert_eq!(hex(&state.snapshot_bytes().unwrap()), GOLDEN_SNAPSHOT_6);
+}
+
+/// Format 6's bytes read as the same commands and the same state, with what format 7 adds
+/// derived: a job's result from its state and reason, a pending job's code from its text.
+#[test]
+fn format_6_golden_bytes_migrate_to_what_applying_gives() {
+    let old: Vec<v6::CommandRecord> = postcard::from_bytes(&unhex(GOLDEN_LOG_6)).unwrap();
+    let read: Vec<Command> = old
+        .into_iter()
+        .map(|c| Command::from(upgrade_command(c).unwrap()))
+        .collect();
+    assert_eq!(read, every_v6_command());
+    let state = applied(&every_v6_command());
+    let back = State::from_record(decode_state(&unhex(GOLDEN_SNAPSHOT_6)).unwrap());
+    assert_eq!(back, state);
+    // The killed job's result, derived from format 6's reason, is the one apply gave it.
+    let job = back.job(1).unwrap();
+    assert_eq!(
+        (job.state, job.reason.as_deref(), job.result),
+        (JobState::Exited, Some("killed"), Some(JobResult::Cancelled))
+    );
+}
+
+#[test]
+fn the_stored_encoding_is_the_golden_one_of_its_format() {
+    let commands = every_command();
+    let batch = Batch {
+        at_ms: 1_700_000_000_000,
+        format: STORE_FORMAT,
+        commands: commands.clone(),
+    };
+    let log = postcard::to_stdvec(&batch).unwrap();
+    let state = applied(&commands);
+    assert_eq!(state.active_version(), STORE_FORMAT);
+    let snapshot = state.snapshot_bytes().unwrap();
+    // The streamed encoding is exactly the record's.
+    assert_eq!(
+        snapshot,
+        encode_marked(STORE_FORMAT, &state.clone().into_record()).unwrap()
+    );
+    let raise = "the stored encoding of commands or state changed: raise store::STORE_FORMAT, \
+                 write the migration from the format before, keep these golden bytes as that \
+                 format's, and set GOLDEN_FORMAT, GOLDEN_BATCH and GOLDEN_SNAPSHOT";
+    assert_eq!(STORE_FORMAT, GOLDEN_FORMAT, "{raise}");
+    assert_eq!(hex(&log), GOLDEN_BATCH, "{raise} (batch)");
+    assert_eq!(hex(&snapshot), GOLDEN_SNAPSHOT, "{raise} (snapshot)");
+    // And they read back as what was written.
+    assert_eq!(postcard::from_bytes::<Batch>(&log).unwrap(), batch);
+    let back = State::from_record(decode_state(&snapshot).unwrap());
+    assert_eq!(back, state);
+    // The timed-out job is stored with its result: format 6 could not hold it.
+    let job = back.job(2).unwrap();
+    assert_eq!(job.result, Some(JobResult::Timeout));
+    assert_eq!(job.reason.as_deref(), Some("time limit of 0:02 reached"));
+    assert!(downgrade_job(JobRecord::from(job.clone())).is_err());
+}
+
+/// What only the current format holds is refused in a format-6 cluster, naming it; what
+/// both hold goes through format 6 unchanged.
+#[test]
+fn a_command_format_6_cannot_hold_is_refused_naming_what_needs_the_newer_version() {
+    let newer = every_command().split_off(every_v6_command().len());
+    let refusals: Vec<String> = newer
+        .into_iter()
+        .filter_map(|c| fit_format(6, c).err())
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(
+        refusals,
+        [
+            "gres needs cluster version 7",
+            "gres needs cluster version 7",
+            "a timeout needs cluster version 7",
+        ]
+    );
+    for cmd in every_v6_command() {
+        assert_eq!(fit_format(6, cmd.clone()).unwrap(), cmd);
+    }
+    let mut limited = JobSpec {
+        command: vec!["x".into()],
+        ..JobSpec::default()
+    };
+    limited.limits.time_limit_s = Some(60);
+    let e = fit_format(
+        6,
+        Command::Submit {
+            token: RequestToken(1),
+            spec: limited,
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.to_string(), "time_limit_s needs cluster version 7");
+}
+
+/// How every way a job ends reads in format 6: the result `apply` gives is the one derived
+/// from what format 6 stores, so a replica restarting from a format-6 snapshot agrees with
+/// one that applied the log.
+#[test]
+fn every_way_a_job_ends_has_its_result_and_format_6_derives_the_same() {
+    use crate::state::testing::*;
+    // (what happens to a running job on w1, the result it ends with)
+    type Ending = (&'static str, fn(&mut State), Option<JobResult>);
+    let endings: Vec<Ending> = vec![
+        (
+            "exit 0",
+            |s| drop(finish(s, 90, 1, 1, JobEnd::Exit(0))),
+            Some(JobResult::Completed),
+        ),
+        (
+            "exit 3",
+            |s| drop(finish(s, 90, 1, 1, JobEnd::Exit(3))),
+            Some(JobResult::Failed),
+        ),
+        (
+            "a signal",
+            |s| drop(finish(s, 90, 1, 1, JobEnd::Signal(11))),
+            Some(JobResult::Failed),
+        ),
+        (
+            "never ran",
+            |s| {
+                drop(finish(
+                    s,
+                    90,
+                    1,
+                    1,
+                    JobEnd::Failed("command not found: x".into()),
+                ))
+            },
+            Some(JobResult::Failed),
+        ),
+        (
+            "the OOM killer",
+            |s| drop(finish(s, 90, 1, 1, JobEnd::OutOfMemory)),
+            Some(JobResult::OutOfMemory),
+        ),
+        (
+            "a kill order",
+            |s| {
+                control(s, 91, 1, JobAction::Kill);
+                finish(s, 90, 1, 1, JobEnd::Signal(15));
+            },
+            Some(JobResult::Cancelled),
+        ),
+        (
+            "a requeue",
+            |s| {
+                control(s, 91, 1, JobAction::Requeue);
+                finish(s, 90, 1, 1, JobEnd::Signal(15));
+            },
+            None,
+        ),
+        (
+            "its host lost (queue policy exit)",
+            |s| {
+                s.apply(
+                    2,
+                    Command::SetHostAvailable {
+                        name: "w1".into(),
+                        available: false,
+                    },
+                );
+                s.apply(3, Command::HostLost { name: "w1".into() });
+            },
+            Some(JobResult::NodeFail),
+        ),
+        (
+            "a kill while pending",
+            |s| {
+                control(s, 91, 1, JobAction::Requeue);
+                finish(s, 90, 1, 1, JobEnd::Signal(15));
+                control(s, 92, 1, JobAction::Kill);
+            },
+            Some(JobResult::Cancelled),
+        ),
+    ];
+    for (what, end, expected) in endings {
+        let mut s = running_on_w1(1);
+        // The job's queue ends jobs whose host is lost.
+        s.queues.get_mut("normal").unwrap().on_host_lost = LostPolicy::Exit;
+        end(&mut s);
+        let job = s.job(1).unwrap().clone();
+        assert_eq!(job.result, expected, "{what}: {job:?}");
+        let v6 = downgrade_job(JobRecord::from(job.clone())).unwrap();
+        let back = Job::from(migrate::upgrade_job(v6).unwrap());
+        assert_eq!(back, job, "{what}: format 6 derives another result");
+    }
+    // A timeout exists from format 7 on only.
+    let mut s = running_on_w1(1);
+    finish(
+        &mut s,
+        90,
+        1,
+        1,
+        JobEnd::TimedOut {
+            exit_code: None,
+            signal: Some(9),
+        },
+    );
+    let job = s.job(1).unwrap();
+    assert_eq!(
+        (job.state, job.result, job.signal),
+        (JobState::Exited, Some(JobResult::Timeout), Some(9))
+    );
+}
+
+proptest! {
+    /// Every job the current format holds reads back as itself; and through format 6, where
+    /// it fits, it reads back the same again (the step is lossless both ways).
+    #[test]
+    fn any_job_round_trips_through_its_record_and_format_6(job in xce_client::testing::job()) {
+        let record = JobRecord::from(job.clone());
+        let bytes = postcard::to_stdvec(&record).unwrap();
+        prop_assert_eq!(Job::from(postcard::from_bytes::<JobRecord>(&bytes).unwrap()), job);
+        if let Ok(old) = downgrade_job(record) {
+            let up = migrate::upgrade_job(old.clone()).unwrap();
+            prop_assert_eq!(downgrade_job(up).unwrap(), old);
+        }
+    }
+
+    /// Every command the current format holds reads back from a batch as itself.
+    #[test]
+    fn any_submit_or_join_round_trips_through_a_batch(
+        spec in xce_client::testing::spec(),
+        host in xce_client::testing::attributes(),
+        end in xce_client::testing::end(),
+        reason in xce_client::testing::pend_reason(),
+    ) {
+        let t = RequestToken(7);
+        let commands = [
+            Command::Submit { token: t, spec },
+            Command::RegisterHost { token: t, host, held: Vec::new() },
+            Command::JobFinished { token: t, id: 1, attempt: 2, host: "w".into(), end },
+            Command::SetPendReasons { token: t, epoch: 3, reasons: vec![(4, reason)] },
+        ];
+        for format in [6, STORE_FORMAT] {
+            let fitted: Vec<Command> = commands
+                .iter()
+                .filter_map(|c| fit_format(format, c.clone()).ok())
+                .collect();
+            let batch = Batch { at_ms: 9, format, commands: fitted };
+            let bytes = postcard::to_stdvec(&batch).unwrap();
+            prop_assert_eq!(postcard::from_bytes::<Batch>(&bytes).unwrap(), batch);
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Strategies for arbitrary domain values, for property tests of every boundary a value
+//! crosses (the wire here, the stored records in the controller). Each builds its type with
+//! a struct literal naming every field, so a field added to a domain type fails to compile
+//! here until it is generated, and then fails each boundary's round trip until that boundary
+//! carries it (docs/checklists/new-job-field.md).
+//!
+//! What a boundary cannot tell apart is not generated: empty optional text (the wire's empty
+//! text is `None`), zero times and counts (`0` is "none"), and values beyond the wire's
+//! signed fields.
+
+use proptest::collection::{btree_map, vec};
+use proptest::option;
+use proptest::prelude::*;
+
+use crate::types::{
+    ClusterEvent, ClusterInfo, Host, HostAttributes, HostState, Job, JobEnd, JobResult, JobSpec,
+    JobState, JobUsers, Limits, Member, MemberRole, PendCode, PendReason, Resources, SchedulerInfo,
+};
+
+/// Text of any characters but control ones, possibly empty.
+pub fn text() -> impl Strategy<Value = String> {
+    "[^\\p{Cc}]{0,12}"
+}
+
+/// Text that is not empty: what an optional text field holds when it is set.
+pub fn some_text() -> impl Strategy<Value = String> {
+    "[^\\p{Cc}]{1,12}"
+}
+
+fn opt_text() -> impl Strategy<Value = Option<String>> {
+    option::of(some_text())
+}
+
+fn opt_ms() -> impl Strategy<Value = Option<u64>> {
+    option::of(1..u64::MAX)
+}
+
+/// Any amount of resources the wire carries (cpus and memory within its signed fields).
+pub fn resources() -> impl Strategy<Value = Resources> {
+    (
+        0..=i32::MAX as u32,
+        0..=i64::MAX as u64,
+        btree_map("[a-z]{1,6}(:[a-z0-9]{1,4})?", 1..u64::MAX, 0..3),
+    )
+        .prop_map(|(cpus, mem_mb, gres)| Resources { cpus, mem_mb, gres })
+}
+
+/// Any limits.
+pub fn limits() -> impl Strategy<Value = Limits> {
+    option::of(1..=u32::MAX).prop_map(|time_limit_s| Limits { time_limit_s })
+}
+
+/// Any job spec.
+pub fn spec() -> impl Strategy<Value = JobSpec> {
+    (
+        (text(), text(), text()),
+        vec(text(), 0..4),
+        vec((some_text(), text()), 0..3),
+        text(),
+        resources(),
+        any::<i32>(),
+        limits(),
+    )
+        .prop_map(
+            |((name, user, queue), command, env, cwd, resources, priority, limits)| JobSpec {
+                name,
+                user,
+                queue,
+                command,
+                env,
+                cwd,
+                resources,
+                priority,
+                limits,
+            },
+        )
+}
+
+/// Any job.
+pub fn job() -> impl Strategy<Value = Job> {
+    (
+        (any::<u64>(), spec(), prop::sample::select(JobState::ALL)),
+        (opt_text(), option::of(pend_code()), opt_text()),
+        (option::of(job_result()), opt_text(), any::<u32>()),
+        (option::of(any::<i32>()), option::of(any::<i32>())),
+        (any::<u64>(), opt_ms(), opt_ms(), opt_text()),
+    )
+        .prop_map(
+            |(
+                (id, spec, state),
+                (pend_reason, pend_code, reason),
+                (result, host, attempt),
+                (exit_code, signal),
+                (submit_time_ms, start_time_ms, end_time_ms, output_dir),
+            )| Job {
+                id,
+                spec,
+                state,
+                pend_reason,
+                pend_code,
+                reason,
+                result,
+                host,
+                attempt,
+                exit_code,
+                signal,
+                submit_time_ms,
+                start_time_ms,
+                end_time_ms,
+                output_dir,
+            },
+        )
+}
+
+/// Any pending code.
+pub fn pend_code() -> impl Strategy<Value = PendCode> {
+    prop::sample::select(PendCode::ALL)
+}
+
+/// Any result.
+pub fn job_result() -> impl Strategy<Value = JobResult> {
+    prop::sample::select(JobResult::ALL)
+}
+
+/// Any reason a pending job waits.
+pub fn pend_reason() -> impl Strategy<Value = PendReason> {
+    (pend_code(), text()).prop_map(|(code, text)| PendReason { code, text })
+}
+
+/// Whose jobs a host runs.
+pub fn job_users() -> impl Strategy<Value = JobUsers> {
+    prop_oneof![
+        Just(JobUsers::Any),
+        any::<bool>().prop_map(|root| JobUsers::EachUser { root }),
+        text().prop_map(JobUsers::Only),
+    ]
+}
+
+/// Any host as reported.
+pub fn host() -> impl Strategy<Value = Host> {
+    (
+        text(),
+        resources(),
+        prop::sample::select(HostState::ALL),
+        any::<u32>(),
+        resources(),
+        job_users(),
+    )
+        .prop_map(|(name, capacity, state, running, used, job_users)| Host {
+            name,
+            capacity,
+            state,
+            running,
+            used,
+            job_users,
+        })
+}
+
+/// Any host attributes a worker reports.
+pub fn attributes() -> impl Strategy<Value = HostAttributes> {
+    (text(), resources(), text(), job_users()).prop_map(
+        |(name, resources, spool_dir, job_users)| HostAttributes {
+            name,
+            resources,
+            spool_dir,
+            job_users,
+        },
+    )
+}
+
+/// Any way an attempt ends.
+pub fn end() -> impl Strategy<Value = JobEnd> {
+    prop_oneof![
+        any::<i32>().prop_map(JobEnd::Exit),
+        any::<i32>().prop_map(JobEnd::Signal),
+        text().prop_map(JobEnd::Failed),
+        Just(JobEnd::OutOfMemory),
+        (option::of(any::<i32>()), option::of(any::<i32>()))
+            .prop_map(|(exit_code, signal)| JobEnd::TimedOut { exit_code, signal }),
+    ]
+}
+
+/// Any event a subscriber sees.
+pub fn event() -> impl Strategy<Value = ClusterEvent> {
+    let job = (
+        (
+            any::<u64>(),
+            any::<u64>(),
+            prop::sample::select(JobState::ALL),
+        ),
+        (opt_text(), any::<u32>(), text(), text()),
+        (
+            opt_text(),
+            option::of(pend_code()),
+            opt_text(),
+            option::of(job_result()),
+        ),
+    )
+        .prop_map(
+            |(
+                (index, id, state),
+                (host, attempt, queue, user),
+                (pend_reason, pend_code, reason, result),
+            )| ClusterEvent::Job {
+                index,
+                id,
+                state,
+                host,
+                attempt,
+                queue,
+                user,
+                pend_reason,
+                pend_code,
+                reason,
+                result,
+            },
+        );
+    let host = (any::<u64>(), text(), prop::sample::select(HostState::ALL))
+        .prop_map(|(index, name, state)| ClusterEvent::Host { index, name, state });
+    let queue = (
+        any::<u64>(),
+        text(),
+        any::<i32>(),
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(index, name, priority, open, active)| ClusterEvent::Queue {
+                index,
+                name,
+                priority,
+                open,
+                active,
+            },
+        );
+    prop_oneof![job, host, queue]
+}
+
+/// Any cluster report.
+pub fn cluster() -> impl Strategy<Value = ClusterInfo> {
+    let member = (
+        text(),
+        text(),
+        prop::sample::select(MemberRole::ALL),
+        option::of(1..=u32::MAX),
+    )
+        .prop_map(|(name, addr, role, version)| Member {
+            name,
+            addr,
+            role,
+            version,
+        });
+    let scheduler =
+        (text(), any::<bool>()).prop_map(|(name, active)| SchedulerInfo { name, active });
+    (
+        opt_text(),
+        any::<u64>(),
+        vec(member, 0..4),
+        vec(scheduler, 0..3),
+        any::<u32>(),
+    )
+        .prop_map(
+            |(primary, term, members, schedulers, active_version)| ClusterInfo {
+                primary,
+                term,
+                members,
+                schedulers,
+                active_version,
+            },
+        )
+}
