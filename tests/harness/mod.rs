@@ -443,6 +443,32 @@ impl Cluster {
         .await
     }
 
+    /// Waits until the cluster runs the newest version every member's build does (the
+    /// primary raises it by itself once it has heard every member), and returns it: what a
+    /// request using a newer feature (a time limit) needs.
+    pub async fn wait_version(&self) -> u32 {
+        let client = self.client();
+        wait_for(
+            "the cluster's version raised",
+            Duration::from_secs(30),
+            || {
+                let client = client.clone();
+                async move {
+                    let info = client.call(GetCluster).await.ok()?;
+                    let newest = info
+                        .members
+                        .iter()
+                        .map(|m| m.version)
+                        .collect::<Option<Vec<u32>>>()?
+                        .into_iter()
+                        .min()?;
+                    (info.active_version == newest).then_some(newest)
+                }
+            },
+        )
+        .await
+    }
+
     /// Waits until the primary reports every running controller as a standby.
     pub async fn wait_all_standbys(&self) -> (usize, ClusterInfo) {
         let running = self
