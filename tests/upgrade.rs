@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use xce_client::ops::all_jobs;
 use xce_client::types::JobFilter;
-use xce_tests::{background_submits, bin, json_of, Cluster};
+use xce_tests::{background_submits, bin, json_of, wait_for, Cluster};
 
 /// Every load loop is bounded by count and by time.
 const MAX_CALLS: usize = 2_000;
@@ -113,5 +113,165 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
         ids, acked,
         "the cluster's jobs are exactly the acknowledged ones"
     );
+    cluster.assert_no_errors();
+}
+
+/// The committed store fixture: three controllers' data dirs and a backup made by the last
+/// build of store format 6 (`scripts/make-store-fixture`), with a manifest of what they held.
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-format-6")
+}
+
+/// Stops the fixture's controllers however the test ends.
+struct Controllers(Vec<xce_devcluster::process::Process>);
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        for p in &mut self.0 {
+            p.kill_quietly();
+        }
+    }
+}
+
+/// How this build shows a job the format-6 build listed: every key it printed, unchanged,
+/// and what this build adds derived from it (a result for an ended job, the pending code of
+/// a job that waits with no scheduler, no time limit).
+fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
+    let mut job = old.clone();
+    let state = old["state"].as_str().unwrap();
+    let result = match (state, old["reason"].as_str()) {
+        ("done", _) => serde_json::json!("completed"),
+        ("exited", Some("killed")) => serde_json::json!("cancelled"),
+        ("exited", _) => serde_json::json!("failed"),
+        _ => serde_json::Value::Null,
+    };
+    let code = if state == "pending" {
+        serde_json::json!("no_scheduler")
+    } else {
+        serde_json::Value::Null
+    };
+    let map = job.as_object_mut().unwrap();
+    map.insert("result".into(), result);
+    map.insert("pend_code".into(), code);
+    map.insert("time_limit_s".into(), serde_json::Value::Null);
+    job
+}
+
+/// The data dirs of a three-controller cluster written by the format-6 build start on this
+/// build, which serves every job, queue, host and token as it was (adding only the new keys,
+/// derived), raises the cluster's version once all three run it (their identities then name
+/// format 7), takes a time limit; and that build's backup restores into a new cluster.
+#[tokio::test]
+async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture().join("manifest.json")).unwrap()).unwrap();
+    let peers = manifest["peers"].as_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let mut controllers = Controllers(Vec::new());
+    let config = fixture().join("controller.yaml");
+    for c in manifest["controllers"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let data = dir.path().join(name);
+        std::fs::create_dir_all(&data).unwrap();
+        for file in ["identity.json", "xce.redb"] {
+            std::fs::copy(fixture().join(name).join(file), data.join(file)).unwrap();
+        }
+        let args = [
+            "--name",
+            name,
+            "--peers",
+            &peers,
+            "--data-dir",
+            &data.to_string_lossy(),
+            "--config",
+            &config.to_string_lossy(),
+        ];
+        let mut p = xce_devcluster::process::Process::new(
+            name.to_string(),
+            bin("xce-controller"),
+            args.iter().map(|a| a.to_string()).collect(),
+            dir.path().join(format!("{name}.log")),
+        );
+        p.start("info").unwrap();
+        controllers.0.push(p);
+    }
+    let cli = |args: &[&str]| xce_tests::xce(&peers, args);
+    let version = wait_for("the cluster's version raised", Duration::from_secs(60), || async {
+        let out = cli(&["-o", "json", "cluster"]);
+        let info = out.status.success().then(|| json_of(&out))?;
+        let v = info["active_version"].as_u64()?;
+        (v > 6).then_some(v)
+    })
+    .await;
+    // Every job as the format-6 build listed it.
+    for old in manifest["jobs"].as_array().unwrap() {
+        let id = old["id"].as_u64().unwrap();
+        let out = cli(&["-o", "json", "job", &id.to_string()]);
+        assert!(out.status.success(), "job {id}: {out:?}");
+        assert_eq!(json_of(&out), as_this_build_shows(old), "job {id}");
+    }
+    // Queues as listed; hosts as listed (with the memory they use, a key added since).
+    let out = cli(&["-o", "json", "queues"]);
+    assert_eq!(json_of(&out), manifest["queues"]);
+    let out = cli(&["-o", "json", "hosts"]);
+    let hosts = json_of(&out);
+    for (new, old) in hosts.as_array().unwrap().iter().zip(manifest["hosts"].as_array().unwrap()) {
+        for (key, value) in old.as_object().unwrap() {
+            assert_eq!(&new[key], value, "host {}: {key}", old["name"]);
+        }
+    }
+    // Tokens: the same ones listed; the revoked one still refused, a live one still works.
+    let out = cli(&["-o", "json", "token", "list"]);
+    assert_eq!(json_of(&out), manifest["tokens"]);
+    let with_token = |token: &str| {
+        std::process::Command::new(bin("xce"))
+            .args(["-o", "json", "jobs", "--limit", "1"])
+            .env("XCE_PEERS", &peers)
+            .env("XCE_TOKEN", token)
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    let bob = with_token(manifest["token_secrets"]["bob"].as_str().unwrap());
+    assert!(!bob.status.success(), "a revoked token was taken");
+    assert_eq!(json_of(&bob)["error"]["code"], "auth");
+    let alice = with_token(manifest["token_secrets"]["alice"].as_str().unwrap());
+    assert!(alice.status.success(), "{alice:?}");
+    // The new version's records are written, after each data dir's identity says so.
+    let out = cli(&["-o", "json", "submit", "--time", "1:00", "-q", "normal", "--", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    let id = json_of(&out)["id"].as_u64().unwrap();
+    let out = cli(&["-o", "json", "job", &id.to_string()]);
+    assert_eq!(json_of(&out)["time_limit_s"], 60);
+    for c in manifest["controllers"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let path = dir.path().join(name).join("identity.json");
+        wait_for(&format!("{name}'s identity raised"), Duration::from_secs(30), || async {
+            let id: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+            (id["format"].as_u64()? == version).then_some(())
+        })
+        .await;
+    }
+    for p in &mut controllers.0 {
+        let status = p.stop(Duration::from_secs(10)).unwrap();
+        assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    }
+
+    // The format-6 build's backup, into a new cluster of this build.
+    let cluster = Cluster::start(1);
+    cluster.wait_primary().await;
+    let backup = fixture().join("backup.xcebk");
+    cluster.xce_ok(&["admin", "snapshot", "restore", &backup.to_string_lossy()]);
+    for old in manifest["jobs"].as_array().unwrap() {
+        let id = old["id"].as_u64().unwrap();
+        let out = cluster.xce_ok(&["-o", "json", "job", &id.to_string()]);
+        let restored = json_of(&out);
+        for key in ["state", "reason", "exit_code", "signal", "attempt", "command", "user"] {
+            assert_eq!(restored[key], old[key], "job {id}: {key}");
+        }
+        assert_eq!(restored["result"], as_this_build_shows(old)["result"], "job {id}");
+    }
     cluster.assert_no_errors();
 }

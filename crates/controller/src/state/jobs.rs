@@ -389,9 +389,13 @@ mod tests {
         assert_eq!(job.spec.resources.cpus, 1);
         assert_eq!(job.submit_time_ms, 1000);
         assert_eq!(job.pend_reason, None);
+        let shown = s.shown(job.clone(), 1000);
         assert_eq!(
-            s.shown(job.clone(), 1000).pend_reason.as_deref(),
-            Some(super::super::PEND_NO_SCHEDULER)
+            (shown.pend_reason.as_deref(), shown.pend_code),
+            (
+                Some(super::super::PEND_NO_SCHEDULER),
+                Some(xce_client::types::PendCode::NoScheduler)
+            )
         );
     }
 

@@ -117,6 +117,8 @@ impl State {
     /// job), after what it last recorded (a requeue, a lost host).
     pub fn shown(&self, mut job: Job, now_ms: u64) -> Job {
         if job.state == JobState::Pending && self.scheduler_lease(now_ms).is_none() {
+            // Whatever it waited for before, nothing places it now.
+            job.pend_code = Some(xce_client::types::PendCode::NoScheduler);
             let none = super::PEND_NO_SCHEDULER;
             job.pend_reason = Some(match job.pend_reason.take() {
                 Some(recorded) => format!("{recorded}; {none}"),
