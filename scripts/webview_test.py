@@ -44,6 +44,11 @@ def job_state(driver, job_id):
     return rows[0].text if rows else None
 
 
+def job_result(driver, job_id):
+    rows = driver.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-id="{job_id}"] td.result')
+    return rows[0].text if rows else None
+
+
 def main(xce):
     dev = subprocess.Popen(
         [xce, "dev", "-o", "json", "--workers", "1"],
@@ -58,7 +63,9 @@ def main(xce):
         pids = {d["name"]: d["pid"] for d in info["daemons"]}
         options = Options()
         options.binary_location = "/usr/bin/chromium"
-        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        # 1280 px wide: the narrowest a queue's last column must not be clipped at.
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    "--window-size=1280,900"):
             options.add_argument(arg)
         driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
         driver.get(api + "/")
@@ -73,6 +80,24 @@ def main(xce):
         )
         assert "authentication" in warning.lower(), warning
         print(f"webview: the page warns: {warning}")
+        # The state filter lists exactly the states the API document enumerates (from the
+        # cluster's own enum).
+        with urllib.request.urlopen(api + "/openapi.json") as r:
+            doc = json.load(r)
+        states = doc["components"]["schemas"]["JobJson"]["properties"]["state"]["enum"]
+        listed = wait("the state filter", 30, lambda: [
+            o.text for o in driver.find_elements(By.CSS_SELECTOR, "#f-state option")
+        ][1:] or None)
+        assert listed == states, (listed, states)
+        print(f"webview: the state filter lists {listed}")
+        # No column of the queue table is clipped at 1280 px.
+        wait("the queue table", 30, lambda: driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr"))
+        box = driver.execute_script(
+            "const s = document.querySelector('#queues').closest('section').getBoundingClientRect();"
+            "const c = document.querySelector('#queues tbody tr td:last-child').getBoundingClientRect();"
+            "return [s.right, c.right];"
+        )
+        assert box[1] <= box[0], f"the queue table's last column ends at {box[1]}, past its box at {box[0]}"
         # A marker that a reload would lose.
         driver.execute_script("window.__notReloaded = true;")
 
@@ -82,6 +107,7 @@ def main(xce):
         # It runs for a second: seen before its end, the change below is a live update.
         assert first != "done", f"job {job_id} was already done when it appeared"
         wait(f"job {job_id} done on the page", 60, lambda: job_state(driver, job_id) == "done")
+        wait(f"job {job_id}'s result on the page", 30, lambda: job_result(driver, job_id) == "completed")
         assert driver.execute_script("return window.__notReloaded === true;"), "the page reloaded"
         print(f"webview: job {job_id} went from {first} to done without a reload")
 

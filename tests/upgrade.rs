@@ -1,7 +1,10 @@
-//! A rolling upgrade: every controller restarted in turn on a new build (same store format)
-//! while clients go on submitting, through a failover client and through one-shot CLI
-//! processes. No call may fail, and every acknowledged job must be there afterwards.
-//! CI rolls onto a copy of this build; `XCE_UPGRADE_FROM=DIR` rolls from an older build.
+//! Upgrades onto this build. A rolling upgrade from the build of the store format before this
+//! one (tests/upgrade-from.commit, built by scripts/upgrade-from-build) under load, with no
+//! client error: while any member runs the older build the cluster stays at its version and
+//! what needs the newer one is refused naming who holds it back; once every member runs this
+//! build the primary raises the version by itself, after which the older build refuses the
+//! data dir. And this build starting on the data dirs and the backup that build wrote (the
+//! committed fixture, `tests/fixtures/store-format-6`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,44 +13,76 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use xce_client::ops::all_jobs;
-use xce_client::types::JobFilter;
+use xce_client::ops::{all_jobs, GetCluster, Submit};
+use xce_client::types::{JobFilter, JobSpec, Limits, RequestToken};
+use xce_client::{ClientError, Status};
 use xce_tests::{background_submits, bin, json_of, wait_for, Cluster};
 
 /// Every load loop is bounded by count and by time.
-const MAX_CALLS: usize = 2_000;
-const MAX_SPAN: Duration = Duration::from_secs(120);
+const MAX_CALLS: usize = 3_000;
+const MAX_SPAN: Duration = Duration::from_secs(180);
+
+/// The directory holding the xce-controller a rolling upgrade starts from: `XCE_UPGRADE_FROM`
+/// (an absolute path), else what `scripts/upgrade-from-build` makes of
+/// tests/upgrade-from.commit (built the first time it is asked: minutes; CI builds it before
+/// the tests run).
+fn older_build() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XCE_UPGRADE_FROM") {
+        return PathBuf::from(dir);
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/upgrade-from-build");
+    let out = std::process::Command::new(&script).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(printed.lines().last().unwrap().trim())
+}
+
+/// Which binary controller `c` runs now.
+fn running(c: &xce_devcluster::Daemon) -> PathBuf {
+    std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap()
+}
+
+/// A job with a time limit: what needs cluster version 7.
+fn limited(seconds: u32) -> Submit {
+    Submit {
+        token: RequestToken::random(),
+        spec: JobSpec {
+            command: vec!["true".into()],
+            limits: Limits {
+                time_limit_s: Some(seconds),
+            },
+            ..JobSpec::default()
+        },
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
-    // XCE_UPGRADE_FROM=DIR: the cluster starts on an older build's controller (in DIR, with
-    // the same store format) and rolls to this build's. Without it the "new build" is this
-    // build's controller copied to another path, which proves the procedure only.
-    let dir = tempfile::tempdir().unwrap();
-    let (mut cluster, new) = match std::env::var_os("XCE_UPGRADE_FROM") {
-        Some(old) => {
-            let builder = Cluster::builder().bin_dir(PathBuf::from(old));
-            let new = bin("xce-controller").canonicalize().unwrap();
-            (builder.controllers(3).start(), new)
-        }
-        None => {
-            let new = dir.path().join("xce-controller-next");
-            std::fs::copy(bin("xce-controller"), &new).unwrap();
-            (
-                Cluster::builder().controllers(3).start(),
-                new.canonicalize().unwrap(),
-            )
-        }
-    };
+async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raises_the_version() {
+    let old = older_build().join("xce-controller").canonicalize().unwrap();
+    let new = bin("xce-controller").canonicalize().unwrap();
+    assert_ne!(old, new);
+    let mut cluster = Cluster::builder()
+        .bin_dir(old.parent().unwrap().to_path_buf())
+        .controllers(3)
+        .start();
     let (primary, _) = cluster.wait_all_standbys().await;
     for c in cluster.controllers() {
-        let exe = std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap();
-        assert_ne!(exe, new, "{} already runs the new build", c.name);
+        assert_eq!(running(c), old, "{} runs another build", c.name);
     }
 
+    // Under load: a failover client, and one-shot CLI processes.
     let stop = Arc::new(AtomicBool::new(false));
-    let client = cluster.client_with_default_budget();
-    let library = background_submits(client, stop.clone(), MAX_CALLS, MAX_SPAN);
+    let library = background_submits(
+        cluster.client_with_default_budget(),
+        stop.clone(),
+        MAX_CALLS,
+        MAX_SPAN,
+    );
     let peers = cluster.peers.clone();
     let one_shots = {
         let stop = stop.clone();
@@ -69,22 +104,91 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
         })
     };
 
-    // Standbys first, the primary last, as an operator would; each back and caught up (a
-    // primary and both standbys answering) before the next goes down.
-    let order = (1..=3).map(|k| (primary + k) % 3);
-    for i in order {
+    // The standbys first, each back and caught up before the next goes down.
+    for k in 1..=2 {
+        let i = (primary + k) % 3;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let status = cluster.stop(i).await;
-        assert!(status.success(), "c{} stopped with {status}", i + 1);
+        assert!(
+            cluster.stop(i).await.success(),
+            "c{} did not stop cleanly",
+            i + 1
+        );
         cluster.replace_binary(i, new.clone());
         cluster.restart(i);
         cluster.wait_all_standbys().await;
     }
+    // The primary still runs the older build, which would drop a time limit it does not
+    // know: the client asks the cluster's version first and refuses.
+    let out = cluster.xce(&["-o", "json", "submit", "--time", "1:00", "--", "true"]);
+    assert!(!out.status.success(), "{out:?}");
+    let error = json_of(&out)["error"].clone();
+    assert_eq!(error["code"], "invalid", "{error}");
+    let old_primary = cluster.controllers()[primary].name.clone();
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("time_limit_s needs cluster version 7") && message.contains(&old_primary),
+        "{message}"
+    );
+
+    // The older primary restarted on its older build: a primary of this build is elected,
+    // and while a member runs the older build the cluster's version stays 6: what needs 7 is
+    // refused, naming that member.
+    assert!(cluster.stop(primary).await.success());
+    // Kept down until a standby of this build leads (restarted at once, it would go on
+    // leading its term).
+    let (now_primary, _) = cluster.wait_primary().await;
+    assert_ne!(now_primary, primary);
+    cluster.restart(primary);
+    cluster.wait_all_standbys().await;
+    let client = cluster.client();
+    let info = wait_for(
+        "the older member's version heard",
+        Duration::from_secs(30),
+        || {
+            let client = client.clone();
+            let name = old_primary.clone();
+            async move {
+                let info = client.call(GetCluster).await.ok()?;
+                let member = info.members.iter().find(|m| m.name == name)?;
+                (member.version == Some(6)).then_some(info)
+            }
+        },
+    )
+    .await;
+    assert_eq!(info.active_version, 6);
+    match client.call(limited(60)).await {
+        Err(ClientError::Status {
+            status: Status::Invalid,
+            message,
+        }) => assert!(
+            message.contains("needs cluster version 7")
+                && message.contains(&format!("{old_primary} (version 6)")),
+            "{message}"
+        ),
+        other => panic!("a time limit taken while a member runs the older build: {other:?}"),
+    }
+
+    // The last member onto this build: the primary raises the version by itself.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(cluster.stop(primary).await.success());
+    cluster.replace_binary(primary, new.clone());
+    cluster.restart(primary);
+    cluster.wait_all_standbys().await;
+    assert_eq!(cluster.wait_version().await, 7);
+    let id = client.call(limited(60)).await.unwrap();
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!(job.spec.limits.time_limit_s, Some(60));
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--time", "0:30", "--", "true"]);
+    let id = json_of(&out)["id"].as_u64().unwrap();
+    assert_eq!(
+        cluster.job(id).await.unwrap().spec.limits.time_limit_s,
+        Some(30)
+    );
+
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
     let (lib_acked, lib_failed) = library.await.unwrap();
     let (cli_acked, cli_failed) = one_shots.join().unwrap();
-
     assert!(
         lib_failed.is_empty(),
         "failover client errors: {lib_failed:?}"
@@ -96,16 +200,18 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
         lib_acked.len(),
         cli_acked.len()
     );
-    // Every controller runs the new build.
     for c in cluster.controllers() {
-        let exe = std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap();
-        assert_eq!(exe, new, "{} runs {}", c.name, exe.display());
+        assert_eq!(running(c), new, "{} runs another build", c.name);
     }
-    // And every acknowledged job is there, once.
+    // Every acknowledged job is there, once (beside the two with time limits).
     let jobs = all_jobs(&cluster.client(), JobFilter::default())
         .await
         .unwrap();
-    let mut ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    let mut ids: Vec<u64> = jobs
+        .iter()
+        .filter(|j| j.spec.limits.time_limit_s.is_none())
+        .map(|j| j.id)
+        .collect();
     ids.sort_unstable();
     let mut acked: Vec<u64> = lib_acked.into_iter().chain(cli_acked).collect();
     acked.sort_unstable();
@@ -113,7 +219,26 @@ async fn restarting_every_controller_on_a_new_build_in_turn_fails_no_call() {
         ids, acked,
         "the cluster's jobs are exactly the acknowledged ones"
     );
+
     cluster.assert_no_errors();
+
+    // Once raised, the older build refuses a member's data dir by name (an ERROR in its log,
+    // after the check above).
+    let i = (now_primary + 1) % 3;
+    assert!(cluster.stop(i).await.success());
+    cluster.replace_binary(i, old.clone());
+    cluster.restart(i);
+    let daemon = &mut cluster.local.controllers[i];
+    let status = wait_for("the older build to refuse", Duration::from_secs(30), || {
+        std::future::ready(daemon.process.exited())
+    })
+    .await;
+    assert!(!status.success());
+    let log = std::fs::read_to_string(&cluster.local.controllers[i].log).unwrap();
+    assert!(log.contains("store format 7"), "{log}");
+    cluster.replace_binary(i, new.clone());
+    cluster.restart(i);
+    cluster.wait_all_standbys().await;
 }
 
 /// The committed store fixture: three controllers' data dirs and a backup made by the last
@@ -196,12 +321,16 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
         controllers.0.push(p);
     }
     let cli = |args: &[&str]| xce_tests::xce(&peers, args);
-    let version = wait_for("the cluster's version raised", Duration::from_secs(60), || async {
-        let out = cli(&["-o", "json", "cluster"]);
-        let info = out.status.success().then(|| json_of(&out))?;
-        let v = info["active_version"].as_u64()?;
-        (v > 6).then_some(v)
-    })
+    let version = wait_for(
+        "the cluster's version raised",
+        Duration::from_secs(60),
+        || async {
+            let out = cli(&["-o", "json", "cluster"]);
+            let info = out.status.success().then(|| json_of(&out))?;
+            let v = info["active_version"].as_u64()?;
+            (v > 6).then_some(v)
+        },
+    )
     .await;
     // Every job as the format-6 build listed it.
     for old in manifest["jobs"].as_array().unwrap() {
@@ -215,7 +344,12 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     assert_eq!(json_of(&out), manifest["queues"]);
     let out = cli(&["-o", "json", "hosts"]);
     let hosts = json_of(&out);
-    for (new, old) in hosts.as_array().unwrap().iter().zip(manifest["hosts"].as_array().unwrap()) {
+    for (new, old) in hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(manifest["hosts"].as_array().unwrap())
+    {
         for (key, value) in old.as_object().unwrap() {
             assert_eq!(&new[key], value, "host {}: {key}", old["name"]);
         }
@@ -239,7 +373,9 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     let alice = with_token(manifest["token_secrets"]["alice"].as_str().unwrap());
     assert!(alice.status.success(), "{alice:?}");
     // The new version's records are written, after each data dir's identity says so.
-    let out = cli(&["-o", "json", "submit", "--time", "1:00", "-q", "normal", "--", "true"]);
+    let out = cli(&[
+        "-o", "json", "submit", "--time", "1:00", "-q", "normal", "--", "true",
+    ]);
     assert!(out.status.success(), "{out:?}");
     let id = json_of(&out)["id"].as_u64().unwrap();
     let out = cli(&["-o", "json", "job", &id.to_string()]);
@@ -247,11 +383,15 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     for c in manifest["controllers"].as_array().unwrap() {
         let name = c["name"].as_str().unwrap();
         let path = dir.path().join(name).join("identity.json");
-        wait_for(&format!("{name}'s identity raised"), Duration::from_secs(30), || async {
-            let id: serde_json::Value =
-                serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
-            (id["format"].as_u64()? == version).then_some(())
-        })
+        wait_for(
+            &format!("{name}'s identity raised"),
+            Duration::from_secs(30),
+            || async {
+                let id: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+                (id["format"].as_u64()? == version).then_some(())
+            },
+        )
         .await;
     }
     for p in &mut controllers.0 {
@@ -268,10 +408,22 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
         let id = old["id"].as_u64().unwrap();
         let out = cluster.xce_ok(&["-o", "json", "job", &id.to_string()]);
         let restored = json_of(&out);
-        for key in ["state", "reason", "exit_code", "signal", "attempt", "command", "user"] {
+        for key in [
+            "state",
+            "reason",
+            "exit_code",
+            "signal",
+            "attempt",
+            "command",
+            "user",
+        ] {
             assert_eq!(restored[key], old[key], "job {id}: {key}");
         }
-        assert_eq!(restored["result"], as_this_build_shows(old)["result"], "job {id}");
+        assert_eq!(
+            restored["result"],
+            as_this_build_shows(old)["result"],
+            "job {id}"
+        );
     }
     cluster.assert_no_errors();
 }

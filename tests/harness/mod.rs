@@ -443,9 +443,9 @@ impl Cluster {
         .await
     }
 
-    /// Waits until the cluster runs the newest version every member's build does (the
-    /// primary raises it by itself once it has heard every member), and returns it: what a
-    /// request using a newer feature (a time limit) needs.
+    /// Waits until the cluster runs the newest version any member's build does (the primary
+    /// raises it by itself once every member runs it), and returns it: what a request using
+    /// a newer feature (a time limit) needs.
     pub async fn wait_version(&self) -> u32 {
         let client = self.client();
         wait_for(
@@ -461,7 +461,7 @@ impl Cluster {
                         .map(|m| m.version)
                         .collect::<Option<Vec<u32>>>()?
                         .into_iter()
-                        .min()?;
+                        .max()?;
                     (info.active_version == newest).then_some(newest)
                 }
             },

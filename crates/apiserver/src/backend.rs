@@ -213,6 +213,8 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             Ok(match call {
                 Call::Submit { token, spec } => {
+                    // A primary of an older build would drop what it does not know.
+                    xce_client::version::check(&client, &spec).await?;
                     Answer::Submitted(Self::act(client, who, SubmitJob { token, spec }).await?)
                 }
                 Call::GetJob(id) => Answer::Job(Self::act(client, who, GetJob { id }).await?),

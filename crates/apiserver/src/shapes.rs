@@ -98,6 +98,17 @@ fn env_schema() -> utoipa::openapi::schema::Object {
         .build()
 }
 
+/// A comma-separated list of job states: its pattern made from the names of the cluster's
+/// own enum, so the document cannot list a state the cluster does not know, or miss one.
+fn job_states_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let one = format!("({})", xce_client::types::JobState::NAMES.join("|"));
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!("^({one}(,{one})*)?$")))
+        .build()
+}
+
 /// The most jobs one page may hold (the cluster's cap).
 pub const MAX_LIMIT: u32 = 5000;
 
@@ -123,9 +134,7 @@ pub struct JobPageJson {
 #[into_params(parameter_in = Query)]
 pub struct ListJobsQuery {
     /// Job states, comma-separated (`pending,running`).
-    #[param(
-        pattern = r"^((pending|dispatched|running|suspended|done|exited)(,(pending|dispatched|running|suspended|done|exited))*)?$"
-    )]
+    #[param(schema_with = job_states_schema)]
     pub state: Option<String>,
     pub queue: Option<String>,
     pub user: Option<String>,

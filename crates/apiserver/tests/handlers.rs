@@ -390,6 +390,48 @@ async fn the_openapi_document_lists_every_route() {
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }
 
+/// Every list of a job's states, results and pending codes in the document is the cluster's
+/// own enum's, so neither the document nor the web view (which reads it) can drift from it.
+#[tokio::test]
+async fn the_document_s_state_result_and_pending_lists_are_the_enums() {
+    use xce_client::types::{JobResult, JobState, PendCode};
+    let app = app(false, cluster());
+    let (_, _, doc) = send(&app.router, get("/openapi.json")).await;
+    let props = &doc["components"]["schemas"]["JobJson"]["properties"];
+    let names =
+        |v: &serde_json::Value| -> Vec<serde_json::Value> { v["enum"].as_array().unwrap().clone() };
+    let with_null = |list: &[&str]| -> Vec<serde_json::Value> {
+        let mut v: Vec<serde_json::Value> = list.iter().map(|n| serde_json::json!(n)).collect();
+        v.push(serde_json::Value::Null);
+        v
+    };
+    assert_eq!(
+        names(&props["state"]),
+        JobState::NAMES
+            .iter()
+            .map(|n| serde_json::json!(n))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(names(&props["result"]), with_null(JobResult::NAMES));
+    assert_eq!(names(&props["pend_code"]), with_null(PendCode::NAMES));
+    // The listing's state filter takes exactly those names, comma-separated.
+    let param = doc["paths"]["/v1/jobs"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "state")
+        .unwrap()
+        .clone();
+    let pattern = param["schema"]["pattern"].as_str().unwrap();
+    for state in JobState::NAMES {
+        assert!(pattern.contains(state), "{pattern} lacks {state}");
+    }
+    let (status, _, _) = send(&app.router, get("/v1/jobs?state=pending,exited")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = send(&app.router, get("/v1/jobs?state=lost")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+}
+
 #[tokio::test]
 async fn metrics_count_requests_by_route() {
     let app = app(false, cluster());

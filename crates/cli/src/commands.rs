@@ -347,6 +347,8 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         },
     };
     let (c, hint) = client(cli);
+    // A time limit needs a cluster that knows it: a primary of an older build would drop it.
+    check(f, xce_client::version::check(&c, &spec).await);
     let op = Submit {
         token: RequestToken::random(),
         spec,

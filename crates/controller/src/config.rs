@@ -142,6 +142,10 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     /// Rules for submitted jobs.
     pub jobs: JobsFile,
+    /// Keep the cluster at this version even once every member runs a newer build, so that
+    /// a rollback to the older build stays possible (as CockroachDB's
+    /// `preserve_downgrade_option`); remove it to let the primary raise the version.
+    pub hold_version: Option<u32>,
     /// TLS files (`ca`, `cert`, `key`); the `--tls-*` flags win over them.
     pub tls: TlsFile,
     /// Where Prometheus metrics are served (`host:port`); none by default.
@@ -200,6 +204,8 @@ pub struct Config {
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
     pub jobs: JobRules,
+    /// The version the cluster is held at, if any (`hold_version`).
+    pub hold_version: Option<u32>,
     pub write_timeout: Duration,
     pub read_timeout: Duration,
     /// How long a request waits for a primary during an election before `noMaster`.
@@ -292,6 +298,7 @@ impl Config {
             hosts: file.hosts,
             limits: file.limits,
             jobs: file.jobs.rules()?,
+            hold_version: file.hold_version,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
             // Long enough to cover a whole election (lease plus timeout) and the new barrier.
@@ -462,6 +469,14 @@ pub fn parse_file(text: &str) -> Result<FileConfig, String> {
 }
 
 fn validate_file(file: &FileConfig) -> Result<(), ConfigError> {
+    if let Some(v) = file.hold_version {
+        use crate::store::{OLDEST_FORMAT, STORE_FORMAT};
+        if !(OLDEST_FORMAT..=STORE_FORMAT).contains(&v) {
+            return Err(ConfigError::Invalid(format!(
+                "hold_version: {v} is not a version this build runs ({OLDEST_FORMAT} to {STORE_FORMAT})"
+            )));
+        }
+    }
     if file.limits.max_connections < 16 {
         return Err(ConfigError::Invalid(
             "limits.max_connections must be at least 16 (peers and workers need room)".into(),

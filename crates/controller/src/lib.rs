@@ -83,6 +83,7 @@ pub async fn run(
         state,
         config.queues.clone(),
         config.jobs,
+        config.hold_version,
         Timeouts {
             write: config.write_timeout,
             read: config.read_timeout,

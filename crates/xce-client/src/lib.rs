@@ -32,6 +32,7 @@ pub mod tls;
 pub mod tokens;
 pub mod transport;
 pub mod types;
+pub mod version;
 pub mod wire;
 
 pub use candidates::{parse_candidates, Candidate, CandidateError, MAX_CANDIDATES};

@@ -92,6 +92,8 @@ pub struct Node {
     reach: Arc<Reachability>,
     /// What a submitted job may ask for (the cluster's maximum time limit).
     pub job_rules: crate::config::JobRules,
+    /// The version the cluster is held at by configuration (`hold_version`), if any.
+    hold_version: Option<u32>,
     timeouts: Timeouts,
     lease: Arc<Lease>,
     /// When this node last accepted entries or a heartbeat from a leader. A standby whose
@@ -157,6 +159,7 @@ impl Node {
         state: SharedState,
         queues: Vec<QueueDef>,
         job_rules: crate::config::JobRules,
+        hold_version: Option<u32>,
         timeouts: Timeouts,
         network: Network,
         metrics: crate::metrics::Metrics,
@@ -174,6 +177,7 @@ impl Node {
             ready_term: watch::Sender::new(0),
             reach: network.reach.clone(),
             job_rules,
+            hold_version,
             timeouts,
             lease: network.lease.clone(),
             last_leader_contact: std::sync::Mutex::new(tokio::time::Instant::now()),

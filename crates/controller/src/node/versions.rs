@@ -60,7 +60,11 @@ impl Node {
                 None => Some(format!("{} (not heard from)", member.name)),
             })
             .collect();
-        let behind = if behind.is_empty() {
+        let behind = if let Some(hold) = self.hold_version.filter(|h| *h < e.needs) {
+            format!(
+                "the primary's configuration holds the cluster at version {hold} (hold_version)"
+            )
+        } else if behind.is_empty() {
             "every controller runs it now, and the primary is raising the version: try again"
                 .to_string()
         } else {
@@ -123,17 +127,22 @@ pub(super) async fn run_versions(node: Arc<Node>, mut network: Network) {
             .iter()
             .map(|(id, _)| node.member_version(*id))
             .collect();
-        if let Some(to) = raise_to(active, &versions) {
+        if let Some(to) = raise_to(active, &versions, node.hold_version) {
             raise(&node, active, to).await;
         }
     }
 }
 
 /// The version to raise the cluster to, if any: the oldest any member runs, when every member
-/// has answered and that is newer than `active` (never past this build's own).
-fn raise_to(active: u32, versions: &[Option<u32>]) -> Option<u32> {
+/// has answered and that is newer than `active` (never past this build's own, nor past the
+/// version the cluster is held at).
+fn raise_to(active: u32, versions: &[Option<u32>], hold: Option<u32>) -> Option<u32> {
     let oldest = versions.iter().copied().collect::<Option<Vec<u32>>>()?;
-    let common = oldest.into_iter().min()?.min(STORE_FORMAT);
+    let common = oldest
+        .into_iter()
+        .min()?
+        .min(STORE_FORMAT)
+        .min(hold.unwrap_or(u32::MAX));
     (common > active).then_some(common)
 }
 
@@ -159,15 +168,17 @@ mod tests {
     fn the_version_is_raised_only_when_every_member_runs_a_newer_one() {
         let v = STORE_FORMAT;
         assert_eq!(
-            raise_to(6, &[Some(v), Some(v), Some(v)]),
+            raise_to(6, &[Some(v), Some(v), Some(v)], None),
             Some(v).filter(|v| *v > 6)
         );
         // One older member, or one not heard from, holds it back.
-        assert_eq!(raise_to(6, &[Some(v), Some(6), Some(v)]), None);
-        assert_eq!(raise_to(6, &[Some(v), None, Some(v)]), None);
+        assert_eq!(raise_to(6, &[Some(v), Some(6), Some(v)], None), None);
+        assert_eq!(raise_to(6, &[Some(v), None, Some(v)], None), None);
         // Never down, never sideways, never past this build.
-        assert_eq!(raise_to(v, &[Some(v), Some(v)]), None);
-        assert_eq!(raise_to(6, &[Some(v + 5), Some(v + 1)]), Some(v));
-        assert_eq!(raise_to(6, &[]), None);
+        assert_eq!(raise_to(v, &[Some(v), Some(v)], None), None);
+        assert_eq!(raise_to(6, &[Some(v + 5), Some(v + 1)], None), Some(v));
+        assert_eq!(raise_to(6, &[], None), None);
+        // Nor past the version the configuration holds it at.
+        assert_eq!(raise_to(6, &[Some(v), Some(v)], Some(6)), None);
     }
 }

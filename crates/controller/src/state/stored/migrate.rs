@@ -100,11 +100,11 @@ fn downgrade_spec(s: SpecRecord) -> Result<v6::SpecRecord, NotInFormat> {
         priority,
         limits,
     } = s;
-    if !resources.gres.is_empty() {
-        return Err(not_in_6("gres"));
-    }
     if limits.time_limit_s.is_some() {
         return Err(not_in_6("time_limit_s"));
+    }
+    if !resources.gres.is_empty() {
+        return Err(not_in_6("gres"));
     }
     Ok(v6::SpecRecord {
         name,

@@ -347,7 +347,7 @@ fn a_command_format_6_cannot_hold_is_refused_naming_what_needs_the_newer_version
         refusals,
         [
             "gres needs cluster version 7",
-            "gres needs cluster version 7",
+            "time_limit_s needs cluster version 7",
             "a timeout needs cluster version 7",
         ]
     );
@@ -483,6 +483,15 @@ fn every_way_a_job_ends_has_its_result_and_format_6_derives_the_same() {
 }
 
 proptest! {
+    /// The client asks the cluster's version first for exactly the specs a format-6 cluster
+    /// refuses (`xce_client::version`): the two cannot disagree.
+    #[test]
+    fn the_client_knows_what_needs_a_newer_version(spec in xce_client::testing::spec()) {
+        let refused = fit_format(6, Command::Submit { token: RequestToken(1), spec: spec.clone() }).err();
+        let needs = xce_client::version::needed_by(&spec);
+        prop_assert_eq!(refused.map(|e| (e.needs, e.what)), needs);
+    }
+
     /// Every job the current format holds reads back as itself; and through format 6, where
     /// it fits, it reads back the same again (the step is lossless both ways).
     #[test]

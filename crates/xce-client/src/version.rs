@@ -1,0 +1,80 @@
+//! Cluster versions, client side. A controller build runs a cluster version (its store
+//! format); the cluster runs the *active* version, raised by the primary once every member
+//! runs a newer build. A request that uses what a newer version added (a time limit, generic
+//! resources) is refused by a primary of this build while the cluster runs an older one; a
+//! primary of an older build would not refuse it but drop what it does not know, so a client
+//! that sends such a request asks the cluster's version first ([`check`]).
+
+use crate::client::{Client, ClientError};
+use crate::ops::GetCluster;
+use crate::transport::Transport;
+use crate::types::JobSpec;
+use crate::Status;
+
+/// The first cluster version with time limits and generic resources.
+pub const TIME_LIMITS_AND_GRES: u32 = 7;
+
+/// The cluster version `spec` needs, and the field that needs it; `None` when every version
+/// takes it.
+pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
+    if spec.limits.time_limit_s.is_some() {
+        Some((TIME_LIMITS_AND_GRES, "time_limit_s"))
+    } else if !spec.resources.gres.is_empty() {
+        Some((TIME_LIMITS_AND_GRES, "gres"))
+    } else {
+        None
+    }
+}
+
+/// Refuses (`invalid`, naming the members on older builds) a spec that needs a newer cluster
+/// version than the one the cluster runs; costs a round trip only for such a spec.
+pub async fn check<T: Transport>(client: &Client<T>, spec: &JobSpec) -> Result<(), ClientError> {
+    let Some((needs, what)) = needed_by(spec) else {
+        return Ok(());
+    };
+    let info = client.call(GetCluster).await?;
+    if info.active_version >= needs {
+        return Ok(());
+    }
+    // A primary of a build from before versions were reported says 0 for both.
+    let runs = match info.active_version {
+        0 => "an older version (its primary runs a build from before cluster versions)".to_string(),
+        v => format!("version {v}"),
+    };
+    let behind: Vec<String> = info
+        .members
+        .iter()
+        .filter_map(|m| match m.version {
+            Some(v) if v >= needs => None,
+            Some(v) => Some(format!("{} (version {v})", m.name)),
+            None => Some(format!("{} (an older build, or not heard from)", m.name)),
+        })
+        .collect();
+    Err(ClientError::Status {
+        status: Status::Invalid,
+        message: format!(
+            "{what} needs cluster version {needs}, and this cluster runs {runs} until every controller runs a build of version {needs} or newer; still on older builds: {}",
+            behind.join(", ")
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Limits, Resources};
+
+    #[test]
+    fn only_what_an_older_version_lacks_needs_a_newer_one() {
+        let mut spec = JobSpec::default();
+        assert_eq!(needed_by(&spec), None);
+        spec.resources = Resources::new(64, 1 << 20);
+        assert_eq!(needed_by(&spec), None);
+        spec.resources.set_gres("gpu", 1);
+        assert_eq!(needed_by(&spec), Some((7, "gres")));
+        spec.limits = Limits {
+            time_limit_s: Some(1),
+        };
+        assert_eq!(needed_by(&spec), Some((7, "time_limit_s")));
+    }
+}
