@@ -20,7 +20,9 @@ fn jobs_of(cluster: &Cluster) -> Vec<serde_json::Value> {
     let listed = json_of(&cluster.xce_ok(&["-o", "json", "jobs"]));
     let mut jobs = listed.as_array().unwrap().clone();
     for job in &mut jobs {
+        // Why a job waits says whether a scheduler holds the lease right now.
         job.as_object_mut().unwrap().remove("pend_reason");
+        job.as_object_mut().unwrap().remove("pend_code");
     }
     jobs
 }

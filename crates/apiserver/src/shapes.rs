@@ -42,9 +42,10 @@ pub struct SubmitRequest {
     #[schema(pattern = r"^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$")]
     pub user: Option<String>,
     /// Wall-clock seconds the job may run, not counting time suspended (0 or none: no
-    /// limit); over the cluster's maximum is refused.
+    /// limit). At most the cluster's maximum: the controllers' `jobs.max_time_limit`, whose
+    /// default (365 days) this document states; a cluster configured lower refuses more.
     #[serde(default, deserialize_with = "whole_number")]
-    #[schema(minimum = 0, maximum = 4294967295u32)]
+    #[schema(minimum = 0, maximum = 31536000)]
     pub time_limit_s: Option<u32>,
 }
 

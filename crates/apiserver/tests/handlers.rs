@@ -430,6 +430,13 @@ async fn the_document_s_state_result_and_pending_lists_are_the_enums() {
     assert_eq!(status, StatusCode::OK);
     let (status, _, body) = send(&app.router, get("/v1/jobs?state=lost")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    // The time limit's stated maximum is the clusters' default one.
+    let limit = &doc["components"]["schemas"]["SubmitRequest"]["properties"]["time_limit_s"];
+    assert_eq!(
+        limit["maximum"],
+        xce_client::time_limit::DEFAULT_MAX_S,
+        "{limit}"
+    );
 }
 
 #[tokio::test]

@@ -6,6 +6,10 @@
 //! seconds: `0:02` is two seconds. Like Slurm, fields are not range-checked (`90` is ninety
 //! minutes, `0:90` ninety seconds); a bare number is minutes.
 
+/// The longest time limit a cluster takes unless configured otherwise (the controller's
+/// `jobs.max_time_limit`): 365 days.
+pub const DEFAULT_MAX_S: u32 = 365 * 86_400;
+
 /// The forms [`parse`] accepts, for error messages.
 pub const FORMS: &str =
     "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS (0, -1 or UNLIMITED: no limit)";

@@ -7,7 +7,7 @@ use xce_client::time_limit;
 use xce_client::types::JobSpec;
 
 /// The longest time limit a cluster takes unless configured otherwise: 365 days.
-pub const DEFAULT_MAX_TIME_LIMIT_S: u32 = 365 * 86_400;
+pub const DEFAULT_MAX_TIME_LIMIT_S: u32 = time_limit::DEFAULT_MAX_S;
 
 /// Refuses a spec whose time limit is over the cluster's `max_s`, naming both.
 pub fn check(spec: &JobSpec, max_s: u32) -> Result<(), String> {

@@ -10,7 +10,15 @@
 //! proposed in a format-6 cluster only as `upgrade(downgrade(c))` ([`fit_format`]), so the
 //! primary applies exactly what its followers decode, and a result or code computed by
 //! `apply` is the one a replica restarting from a format-6 snapshot derives (tested for every
-//! way a job ends in `state::tests`).
+//! way a job ends in `stored::tests`).
+//!
+//! One limit of deriving: `apply` gives an operator's kill, the OOM killer and a lost host
+//! their own reasons ("killed", "out of memory", "host NAME lost"), and a format-6 record's
+//! result is read back from those texts. A worker that reported a failure whose text is
+//! exactly one of them (no worker does: its failures name the command or the directory)
+//! would read back as that kind of end from a format-6 snapshot, while replicas that applied
+//! the report say `failed`: only until the cluster's version is raised, after which results
+//! are stored.
 
 use xce_client::types::{JobResult, PendCode};
 
