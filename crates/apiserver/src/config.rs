@@ -30,7 +30,7 @@ pub struct FileConfig {
     /// Plain HTTP or backend connections beyond loopback, as `--insecure`.
     pub insecure: Option<bool>,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
-    pub log: xce_client::logging::LogFile,
+    pub log: xce_daemon::logging::LogFile,
 }
 
 /// `backend:` keys.
@@ -125,14 +125,8 @@ pub enum ConfigError {
     Peers(CandidateError),
     #[error("backend: no controllers given (--peers, XCE_PEERS, backend.peers, or backend.address and backend.port)")]
     NoPeers,
-    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
-    #[error("read config file {path}: {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error("config file {path}: {detail}")]
-    Parse { path: PathBuf, detail: String },
+    #[error(transparent)]
+    File(#[from] xce_daemon::config::FileError),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -164,22 +158,12 @@ pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 10_000;
 
 /// Reads the YAML file; an empty file is every default.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    parse_file(&text).map_err(|detail| ConfigError::Parse {
-        path: path.to_path_buf(),
-        detail,
-    })
+    Ok(xce_daemon::config::read_file(path)?)
 }
 
 /// Parses the YAML text of a config file.
 pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    serde_yaml::from_str(text).map_err(|e| e.to_string())
+    xce_daemon::config::parse(text)
 }
 
 /// Layers flags and environment over the file and validates the result.

@@ -95,13 +95,13 @@ pub async fn run(
         controllers = config.peers.len(),
         "apiserver listening"
     );
-    xce_client::systemd::ready("apiserver serving");
+    xce_daemon::systemd::ready("apiserver serving");
     // Pinged while every thread of the runtime that serves the requests makes progress.
-    xce_client::systemd::keep_alive_threads(tokio::runtime::Handle::current(), || true)
+    xce_daemon::systemd::keep_alive_threads(tokio::runtime::Handle::current(), || true)
         .context("start the watchdog thread")?;
     let shutdown = async {
         shutdown.await;
-        xce_client::systemd::stopping();
+        xce_daemon::systemd::stopping();
     };
     server::serve(listener, app, config.limits, https, shutdown).await;
     info!("apiserver stopped");

@@ -16,49 +16,32 @@ struct Args {
     /// Controller candidates: name=host:port,...
     #[arg(long, env = "XCE_PEERS")]
     peers: Option<String>,
-    /// YAML file with the same settings (flags and XCE_* environment win).
-    #[arg(long, env = "XCE_CONFIG")]
-    config: Option<PathBuf>,
-    #[command(flatten)]
-    log: xce_client::logging::LogArgs,
-    #[command(flatten)]
-    tls: xce_client::tls::TlsArgs,
     /// HTTPS certificate for the listener.
     #[arg(long, env = "XCE_HTTPS_CERT")]
     https_cert: Option<PathBuf>,
     /// HTTPS private key for the listener.
     #[arg(long, env = "XCE_HTTPS_KEY")]
     https_key: Option<PathBuf>,
-    /// Serve plain HTTP, or reach controllers without TLS, beyond loopback.
-    #[arg(long, env = "XCE_INSECURE")]
-    insecure: bool,
-    /// Validate the configuration and exit.
-    #[arg(long)]
-    check_config: bool,
+    #[command(flatten)]
+    daemon: xce_daemon::DaemonArgs,
 }
 
 fn main() {
-    xce_client::systemd::init();
-    if let Err(e) = real_main() {
-        eprintln!("xce-apiserver: {e:#}");
-        std::process::exit(1);
-    }
+    xce_daemon::main("xce-apiserver", real_main);
 }
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let file = match &args.config {
-        Some(path) => config::read_file(path)?,
-        None => FileConfig::default(),
-    };
-    args.log.resolve(&file.log, "info").install()?;
+    let d = args.daemon;
+    let file: FileConfig = xce_daemon::config::read_optional(d.config.as_deref())?;
+    d.log.resolve(&file.log, "info").install()?;
     let over = Overrides {
         listen: args.listen,
         peers: args.peers,
-        tls: args.tls,
+        tls: d.tls,
         https_cert: args.https_cert,
         https_key: args.https_key,
-        insecure: args.insecure,
+        insecure: d.insecure,
     };
     let config = config::resolve(over, file)?;
     // Beyond loopback: bearer tokens never cross a network in plaintext, and the backend
@@ -71,24 +54,20 @@ fn real_main() -> anyhow::Result<()> {
             config.insecure,
         )?;
     }
-    match &config.tls {
-        Some(paths) if args.check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
-        Some(_) => {}
-        None => {
-            let addrs: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
-            xce_client::tls::allow_plaintext(
-                "xce-apiserver",
-                addrs.iter().map(String::as_str),
-                config.insecure,
-            )?;
-        }
-    }
+    let addrs: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
+    xce_daemon::check_transport(
+        "xce-apiserver",
+        config.tls.as_ref(),
+        addrs.iter().map(String::as_str),
+        config.insecure,
+        d.check_config,
+    )?;
     if let Some(https) = &config.https {
-        if args.check_config {
+        if d.check_config {
             drop(xce_apiserver::server::HttpsAcceptor::load(https.clone())?);
         }
     }
-    if args.check_config {
+    if d.check_config {
         println!("configuration ok: apiserver on {listen}");
         return Ok(());
     }

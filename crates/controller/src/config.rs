@@ -151,7 +151,7 @@ pub struct FileConfig {
     /// Where Prometheus metrics are served (`host:port`); none by default.
     pub metrics_listen: Option<String>,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
-    pub log: xce_client::logging::LogFile,
+    pub log: xce_daemon::logging::LogFile,
 }
 
 /// Why a configuration was rejected.
@@ -163,14 +163,8 @@ pub enum ConfigError {
     UnknownName { name: String, known: String },
     #[error("--peers: every candidate needs a name (name=host:port); {entry:?} has none")]
     UnnamedPeer { entry: String },
-    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
-    #[error("read config file {path}: {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error("config file {path}: {detail}")]
-    Parse { path: PathBuf, detail: String },
+    #[error(transparent)]
+    File(#[from] xce_daemon::config::FileError),
     #[error("config file: {0}")]
     Invalid(String),
     #[error("--raft-addrs: {0}")]
@@ -219,7 +213,7 @@ pub struct Config {
     /// Where Prometheus metrics are served (`--metrics-listen`, or `metrics_listen`).
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The file's `log:` keys, for `main`'s log setup.
-    pub log: xce_client::logging::LogFile,
+    pub log: xce_daemon::logging::LogFile,
 }
 
 impl Config {
@@ -424,19 +418,12 @@ impl Config {
 }
 
 fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    parse_file(&text).map_err(|detail| ConfigError::Parse {
-        path: path.to_path_buf(),
-        detail,
-    })
+    Ok(xce_daemon::config::read_file(path)?)
 }
 
 /// A metrics address, or an error naming `key`.
 fn metrics_addr(key: &str, addr: &str) -> Result<std::net::SocketAddr, ConfigError> {
-    xce_client::metrics::listen_addr(key, addr).map_err(ConfigError::Invalid)
+    xce_daemon::metrics::listen_addr(key, addr).map_err(ConfigError::Invalid)
 }
 
 /// The candidates, and where this controller (`name`) is among them.
@@ -462,10 +449,7 @@ fn check_peers(name: &str, peers: &str) -> Result<(Vec<Candidate>, usize), Confi
 
 /// Parses the YAML text of a config file.
 pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    serde_yaml::from_str(text).map_err(|e| e.to_string())
+    xce_daemon::config::parse(text)
 }
 
 fn validate_file(file: &FileConfig) -> Result<(), ConfigError> {

@@ -97,9 +97,9 @@ pub async fn run(
         metrics.clone(),
     );
     if let Some(addr) = config.metrics_listen {
-        let listener = xce_client::metrics::bind(addr).await?;
+        let listener = xce_daemon::metrics::bind(addr).await?;
         let registry = Arc::new(metrics.registry(node.clone(), log));
-        tokio::spawn(xce_client::metrics::serve(listener, registry));
+        tokio::spawn(xce_daemon::metrics::serve(listener, registry));
     }
     tokio::spawn(metrics.watch_leader(raft.clone()));
     info!(
@@ -108,18 +108,18 @@ pub async fn run(
         peers = config.peers.len(),
         "controller started"
     );
-    xce_client::systemd::ready(&format!("controller {} serving", config.name));
+    xce_daemon::systemd::ready(&format!("controller {} serving", config.name));
     // Pinged from this LocalSet, which serves every request: a stuck loop, or a Raft core
     // that has ended, stops the pings.
     let core = raft.metrics();
-    tokio::task::spawn_local(xce_client::systemd::keep_alive(move || {
+    tokio::task::spawn_local(xce_daemon::systemd::keep_alive(move || {
         core.has_changed().is_ok()
     }));
     tokio::select! {
         () = network::serve(listener, node.clone(), config.limits, tls) => {}
         () = shutdown => {}
     }
-    xce_client::systemd::stopping();
+    xce_daemon::systemd::stopping();
     info!(node = %config.name, "controller shutting down");
     node.stop_raft_calls(Duration::from_secs(1)).await;
     raft.shutdown().await.ok();

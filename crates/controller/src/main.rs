@@ -19,9 +19,6 @@ struct Args {
     /// Where the Raft log, vote and snapshots live (or `data_dir:`).
     #[arg(long, env = "XCE_DATA_DIR")]
     data_dir: Option<PathBuf>,
-    /// Optional YAML file: these settings, queues, Raft tuning, limits, TLS, logs.
-    #[arg(long, env = "XCE_CONFIG")]
-    config: Option<PathBuf>,
     /// Address to listen on instead of this controller's own --peers address
     /// (for example 0.0.0.0:7101).
     #[arg(long, env = "XCE_LISTEN")]
@@ -38,74 +35,52 @@ struct Args {
     #[arg(long, env = "XCE_METRICS_LISTEN")]
     metrics_listen: Option<String>,
     #[command(flatten)]
-    log: xce_client::logging::LogArgs,
-    #[command(flatten)]
-    tls: xce_client::tls::TlsArgs,
-    /// Run without TLS on addresses beyond loopback (no authentication at all).
-    #[arg(long, env = "XCE_INSECURE")]
-    insecure: bool,
-    /// Validate the configuration and exit.
-    #[arg(long)]
-    check_config: bool,
+    daemon: xce_daemon::DaemonArgs,
 }
 
 fn main() {
-    xce_client::systemd::init();
-    if let Err(e) = real_main() {
-        eprintln!("xce-controller: {e:#}");
-        std::process::exit(1);
-    }
+    xce_daemon::main("xce-controller", real_main);
 }
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let d = &args.daemon;
     let mut config = Config::load(
         args.name.as_deref(),
         args.peers.as_deref(),
         args.data_dir.as_deref(),
-        args.config.as_deref(),
+        d.config.as_deref(),
     )?;
-    args.log
-        .resolve(&config.log, "info,openraft=warn")
-        .install()?;
+    d.log.resolve(&config.log, "info,openraft=warn").install()?;
     if args.join {
         config = config.joining();
     }
     if let Some(spec) = &args.raft_addrs {
         config = config.with_raft_addrs(spec)?;
     }
-    config = config.with_tls(&args.tls)?;
+    config = config.with_tls(&d.tls)?;
     if let Some(addr) = &args.metrics_listen {
         config = config.with_metrics_listen(addr)?;
     }
     let listen = args.listen.unwrap_or_else(|| config.me().addr());
-    match &config.tls {
-        // Loaded by the daemon itself; here only to report a bad file without starting.
-        Some(paths) if args.check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
-        Some(_) => {}
-        None => {
-            let peers: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
-            let addrs = peers
-                .iter()
-                .chain(config.raft_addrs.values())
-                .chain([&listen]);
-            xce_client::tls::allow_plaintext(
-                "xce-controller",
-                addrs.map(String::as_str),
-                args.insecure,
-            )?;
-        }
-    }
+    let peers: Vec<String> = config.peers.iter().map(|c| c.addr()).collect();
+    let addrs = peers
+        .iter()
+        .chain(config.raft_addrs.values())
+        .chain([&listen]);
+    xce_daemon::check_transport(
+        "xce-controller",
+        config.tls.as_ref(),
+        addrs.map(String::as_str),
+        d.insecure,
+        d.check_config,
+    )?;
     config.openraft()?;
-    if args.check_config {
+    if d.check_config {
         println!("configuration is valid");
         return Ok(());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("start runtime")?;
-    runtime.block_on(async {
+    xce_daemon::runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;

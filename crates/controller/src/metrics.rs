@@ -8,8 +8,8 @@ use std::sync::Arc;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use xce_client::metrics::{Figure, Live};
 use xce_client::types::JobState;
+use xce_daemon::metrics::{Figure, Live};
 
 use crate::node::Node;
 use crate::store::LogStore;

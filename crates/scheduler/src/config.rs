@@ -2,7 +2,7 @@
 //! optional YAML file, validated into one [`Config`]. Unknown YAML keys are an error naming
 //! the key.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -30,7 +30,7 @@ pub struct FileConfig {
     /// Where Prometheus metrics are served (`host:port`), as `--metrics-listen`.
     pub metrics_listen: Option<String>,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
-    pub log: xce_client::logging::LogFile,
+    pub log: xce_daemon::logging::LogFile,
 }
 
 /// What flags and environment gave (`None`: not given).
@@ -68,14 +68,8 @@ pub enum ConfigError {
     NoPeers,
     #[error("--name: {0}")]
     Name(String),
-    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
-    #[error("read config file {path}: {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error("config file {path}: {detail}")]
-    Parse { path: PathBuf, detail: String },
+    #[error(transparent)]
+    File(#[from] xce_daemon::config::FileError),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -100,22 +94,12 @@ pub const DEFAULT_REREAD_MS: u64 = 60_000;
 
 /// Reads the YAML file.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    parse_file(&text).map_err(|detail| ConfigError::Parse {
-        path: path.to_path_buf(),
-        detail,
-    })
+    Ok(xce_daemon::config::read_file(path)?)
 }
 
 /// Parses the YAML text of a config file; an empty file is every default.
 pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    serde_yaml::from_str(text).map_err(|e| e.to_string())
+    xce_daemon::config::parse(text)
 }
 
 /// Layers flags and environment over the file and validates the result.
@@ -165,7 +149,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
     let tls = over.tls.resolve(&file.tls)?;
     let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
         Some(addr) => Some(
-            xce_client::metrics::listen_addr("--metrics-listen", &addr)
+            xce_daemon::metrics::listen_addr("--metrics-listen", &addr)
                 .map_err(ConfigError::Invalid)?,
         ),
         None => None,

@@ -62,8 +62,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let (requests_tx, requests) = mpsc::channel(pipeline::REQUESTS_BUFFERED);
     let (feedback_tx, feedback) = mpsc::unbounded_channel();
     if let Some(addr) = config.metrics_listen {
-        let listener = xce_client::metrics::bind(addr).await?;
-        tokio::spawn(xce_client::metrics::serve(
+        let listener = xce_daemon::metrics::bind(addr).await?;
+        tokio::spawn(xce_daemon::metrics::serve(
             listener,
             Arc::new(metrics::registry()),
         ));
@@ -120,9 +120,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             )),
         ),
     ];
-    xce_client::systemd::ready(&format!("scheduler {} running", config.name));
+    xce_daemon::systemd::ready(&format!("scheduler {} running", config.name));
     // Every task's end stops the scheduler (below); the pings prove this loop still turns.
-    tokio::spawn(xce_client::systemd::keep_alive(|| true));
+    tokio::spawn(xce_daemon::systemd::keep_alive(|| true));
     // Every task runs until shutdown: one that ends before it (or panics) would leave a
     // scheduler that holds the lease and places nothing, locking its standby out. Exit
     // instead, so that the standby (or the service manager) takes over.
@@ -134,7 +134,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Some(which)
         }
     };
-    xce_client::systemd::stopping();
+    xce_daemon::systemd::stopping();
     stop_tx.send_replace(true);
     match ended {
         None => info!(scheduler = %config.name, "stopping"),

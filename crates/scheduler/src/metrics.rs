@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use prometheus_client::registry::Registry;
-use xce_client::metrics::{Figure, Live};
+use xce_daemon::metrics::{Figure, Live};
 
 /// Placements the cluster accepted.
 pub static PLACEMENTS: AtomicU64 = AtomicU64::new(0);

@@ -39,7 +39,7 @@ pub struct FileConfig {
     /// TLS files (`ca`, `cert`, `key`), as `--tls-ca`, `--tls-cert`, `--tls-key`.
     pub tls: TlsFile,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
-    pub log: xce_client::logging::LogFile,
+    pub log: xce_daemon::logging::LogFile,
 }
 
 /// Whether jobs get cgroups.
@@ -114,14 +114,8 @@ pub enum ConfigError {
     Missing(&'static str, &'static str),
     #[error("--name: {0}")]
     Name(String),
-    // Not named `source`: as the source too, a chain (`{:#}`) would print it twice.
-    #[error("read config file {path}: {error}")]
-    Read {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    #[error("config file {path}: {detail}")]
-    Parse { path: PathBuf, detail: String },
+    #[error(transparent)]
+    File(#[from] xce_daemon::config::FileError),
     #[error("{0}")]
     Invalid(String),
     #[error("{0}")]
@@ -145,22 +139,12 @@ pub const DEFAULT_RESYNC_MS: u64 = 60_000;
 
 /// Reads the YAML file; an empty file is every default.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    parse_file(&text).map_err(|detail| ConfigError::Parse {
-        path: path.to_path_buf(),
-        detail,
-    })
+    Ok(xce_daemon::config::read_file(path)?)
 }
 
 /// Parses the YAML text of a config file.
 pub fn parse_file(text: &str) -> Result<FileConfig, String> {
-    if text.trim().is_empty() {
-        return Ok(FileConfig::default());
-    }
-    serde_yaml::from_str(text).map_err(|e| e.to_string())
+    xce_daemon::config::parse(text)
 }
 
 /// Layers flags and environment over the file and validates the result.
@@ -203,7 +187,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Settings, ConfigErro
     let tls = over.tls.resolve(&file.tls)?;
     let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
         Some(addr) => Some(
-            xce_client::metrics::listen_addr("--metrics-listen", &addr)
+            xce_daemon::metrics::listen_addr("--metrics-listen", &addr)
                 .map_err(ConfigError::Invalid)?,
         ),
         None => None,

@@ -69,7 +69,7 @@ pub struct JobSettings {
     /// Whose jobs run here and as whom: with `EachUser`, each job as its own user.
     pub job_users: xce_client::types::JobUsers,
     /// The log settings the shims take on (the shim's default without).
-    pub log: Option<xce_client::logging::LogSettings>,
+    pub log: Option<xce_daemon::logging::LogSettings>,
 }
 
 /// Everything the worker's attempts share.

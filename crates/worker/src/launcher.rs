@@ -77,7 +77,7 @@ pub struct Launched {
 /// The worker's side: starts the launcher when first needed and again after it died.
 pub struct Launcher {
     exe: std::path::PathBuf,
-    log: Option<xce_client::logging::LogSettings>,
+    log: Option<xce_daemon::logging::LogSettings>,
     live: Mutex<Option<Live>>,
 }
 
@@ -94,7 +94,7 @@ struct Live {
 
 impl Launcher {
     /// A launcher of `exe`'s shims, with the worker's log settings; nothing runs yet.
-    pub fn new(exe: std::path::PathBuf, log: Option<xce_client::logging::LogSettings>) -> Self {
+    pub fn new(exe: std::path::PathBuf, log: Option<xce_daemon::logging::LogSettings>) -> Self {
         Launcher {
             exe,
             log,

@@ -55,7 +55,7 @@ pub struct Config {
     /// Where Prometheus metrics are served.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The worker's log settings, handed to its job shims (whose lines go to its stderr).
-    pub log: Option<xce_client::logging::LogSettings>,
+    pub log: Option<xce_daemon::logging::LogSettings>,
 }
 
 /// Why the worker refused to start.
@@ -160,9 +160,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     jobs.recover()?;
     client.set_rejoin(rejoin_action(&config, agent, jobs.clone(), lease.clone()));
     if let Some(addr) = config.metrics_listen {
-        let listener = xce_client::metrics::bind(addr).await?;
+        let listener = xce_daemon::metrics::bind(addr).await?;
         let registry = metrics::registry(jobs.clone(), client.clone());
-        tokio::spawn(xce_client::metrics::serve(listener, Arc::new(registry)));
+        tokio::spawn(xce_daemon::metrics::serve(listener, Arc::new(registry)));
     }
     let served = jobs.clone();
     let (start_lease, start_client) = (lease.clone(), client.clone());
@@ -210,9 +210,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         lease.clone(),
         stop_tx.subscribe(),
     ));
-    xce_client::systemd::ready(&format!("worker {} running", config.name));
+    xce_daemon::systemd::ready(&format!("worker {} running", config.name));
     let beating = beats.abort_handle();
-    tokio::spawn(xce_client::systemd::keep_alive(move || {
+    tokio::spawn(xce_daemon::systemd::keep_alive(move || {
         !beating.is_finished()
     }));
     let confinement = cgroups.as_ref().map_or_else(
@@ -245,7 +245,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             () = tokio::time::sleep(config.heartbeat) => {}
         }
     }
-    xce_client::systemd::stopping();
+    xce_daemon::systemd::stopping();
     stop_tx.send_replace(true);
     let _ = beats.await;
     jobs.stop_all().await;

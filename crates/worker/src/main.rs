@@ -20,9 +20,6 @@ struct Args {
     /// Where job output and the outbox live.
     #[arg(long, env = "XCE_SPOOL_DIR")]
     spool_dir: Option<PathBuf>,
-    /// YAML file with the same settings (flags and XCE_* environment win).
-    #[arg(long, env = "XCE_CONFIG")]
-    config: Option<PathBuf>,
     /// CPUs offered (default: detected).
     #[arg(long, env = "XCE_CPUS")]
     cpus: Option<u32>,
@@ -45,13 +42,6 @@ struct Args {
     /// job).
     #[arg(long, env = "XCE_CGROUPS", value_enum)]
     cgroups: Option<CgroupMode>,
-    #[command(flatten)]
-    log: xce_client::logging::LogArgs,
-    #[command(flatten)]
-    tls: xce_client::tls::TlsArgs,
-    /// Run without TLS to controllers beyond loopback (no authentication at all).
-    #[arg(long, env = "XCE_INSECURE")]
-    insecure: bool,
     /// Whom jobs run as: `user` (each job as its user, with their groups; needs root, the
     /// default as root), `worker` (only this account's jobs, as itself; the default otherwise)
     /// or `any` (every job as this account, whoever submitted it: dev and test clusters).
@@ -64,9 +54,8 @@ struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
     #[arg(long, env = "XCE_METRICS_LISTEN")]
     metrics_listen: Option<String>,
-    /// Validate the configuration and exit.
-    #[arg(long)]
-    check_config: bool,
+    #[command(flatten)]
+    daemon: xce_daemon::DaemonArgs,
 }
 
 /// Whose jobs this worker runs, from its settings and the account it runs as.
@@ -113,7 +102,7 @@ fn job_users(settings: &Settings) -> anyhow::Result<JobUsers> {
 }
 
 fn main() {
-    xce_client::systemd::init();
+    xce_daemon::systemd::init();
     // The per-job supervisor, and the launcher that forks it, are this same program, so they
     // are always the worker's version.
     let role: Option<fn() -> i32> = match std::env::args_os().nth(1).as_deref() {
@@ -124,24 +113,19 @@ fn main() {
     if let Some(role_main) = role {
         // The worker's own settings, handed over (already checked by the worker); a
         // launcher's forked shims keep them.
-        let _ = xce_client::logging::LogSettings::take_handoff().install();
+        let _ = xce_daemon::logging::LogSettings::take_handoff().install();
         std::process::exit(role_main());
     }
-    if let Err(e) = real_main() {
-        eprintln!("xce-worker: {e:#}");
-        std::process::exit(1);
-    }
+    xce_daemon::main("xce-worker", real_main);
 }
 
 fn real_main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let file = match &args.config {
-        Some(path) => config::read_file(path)?,
-        None => FileConfig::default(),
-    };
-    let log = args.log.resolve(&file.log, "info");
+    let d = args.daemon;
+    let file: FileConfig = xce_daemon::config::read_optional(d.config.as_deref())?;
+    let log = d.log.resolve(&file.log, "info");
     log.install()?;
-    let check_config = args.check_config;
+    let check_config = d.check_config;
     let over = Overrides {
         peers: args.peers,
         name: args.name,
@@ -154,29 +138,23 @@ fn real_main() -> anyhow::Result<()> {
         cgroups: args.cgroups,
         run_jobs_as: args.run_jobs_as,
         allow_root_jobs: args.allow_root_jobs,
-        insecure: args.insecure,
+        insecure: d.insecure,
         metrics_listen: args.metrics_listen,
-        tls: args.tls,
+        tls: d.tls,
     };
     let settings = config::resolve(over, file)?;
     let mem_mb = match settings.mem_mb {
         Some(m) => m,
         None => host::detect_mem_mb().context("detect memory (give --mem-mb)")?,
     };
-    match &settings.tls {
-        // Loaded (and its identity checked) by the worker itself; here only to report a
-        // bad file without starting.
-        Some(paths) if check_config => drop(xce_client::tls::Tls::load(paths.clone())?),
-        Some(_) => {}
-        None => {
-            let addrs: Vec<String> = settings.peers.iter().map(|c| c.addr()).collect();
-            xce_client::tls::allow_plaintext(
-                "xce-worker",
-                addrs.iter().map(String::as_str),
-                settings.insecure,
-            )?;
-        }
-    }
+    let addrs: Vec<String> = settings.peers.iter().map(|c| c.addr()).collect();
+    xce_daemon::check_transport(
+        "xce-worker",
+        settings.tls.as_ref(),
+        addrs.iter().map(String::as_str),
+        settings.insecure,
+        check_config,
+    )?;
     let job_users = job_users(&settings)?;
     if check_config {
         println!("configuration ok: worker {}", settings.name);
@@ -199,11 +177,7 @@ fn real_main() -> anyhow::Result<()> {
         log: Some(log),
     };
     xce_worker::prepare_spool(&config.spool_dir)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("start runtime")?;
-    runtime.block_on(xce_worker::run(config, xce_client::shutdown::signal()))
+    xce_daemon::runtime()?.block_on(xce_worker::run(config, xce_client::shutdown::signal()))
 }
 
 /// This very program, to run as the shim launcher: `/proc/self/exe` where there is one, which

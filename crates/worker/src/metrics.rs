@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
-use xce_client::metrics::{Figure, Live};
+use xce_daemon::metrics::{Figure, Live};
 
 /// Heartbeats a primary acknowledged.
 pub static HEARTBEATS: AtomicU64 = AtomicU64::new(0);

@@ -14,17 +14,12 @@ pub mod events;
 pub mod fit;
 pub mod inbound;
 pub mod json;
-#[cfg(feature = "logging")]
-pub mod logging;
-#[cfg(feature = "metrics")]
-pub mod metrics;
 pub mod ops;
 pub mod publish;
 pub mod random;
 pub mod resources;
 pub mod shutdown;
 pub mod socket;
-pub mod systemd;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod time_limit;
