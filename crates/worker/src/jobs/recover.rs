@@ -1,0 +1,136 @@
+//! Picking up what a previous run of this worker left: the shims still running are
+//! adopted, what none vouches for is killed, and undelivered reports are sent again.
+
+use super::*;
+
+impl Jobs {
+    /// Picks up where a previous run of this worker stopped, before it joins: attempts whose
+    /// shim still runs are adopted (the resync tells the primary they are still here), what
+    /// no live shim vouches for is killed (the resync requeues it), and reports not delivered
+    /// are sent again.
+    pub fn recover(self: &Arc<Self>) -> anyhow::Result<()> {
+        let mut adopted = Vec::new();
+        let mut killed = 0;
+        let swept = self.records.sweep_unfinished();
+        if swept > 0 {
+            info!(
+                records = swept,
+                "removed records the previous run's shims never finished"
+            );
+        }
+        for ((id, attempt), record) in self.records.scan()? {
+            let live = record.and_then(|r| Some((r.shim.filter(ProcRecord::alive)?, r.job)));
+            let Some((shim, job)) = live else {
+                // An end its shim appended but did not move: the outbox has it now.
+                self.outbox
+                    .take_from_record(&self.records.path(id, attempt));
+                self.records.kill_leftover(id, attempt, record.as_ref());
+                killed += 1;
+                continue;
+            };
+            let phase = if procs::is_stopped(job.pid) {
+                HeldPhase::Suspended
+            } else {
+                HeldPhase::Running
+            };
+            info!(
+                job = id,
+                attempt,
+                shim = shim.pid,
+                ?phase,
+                "adopted an attempt the previous run of this worker started"
+            );
+            self.table().insert(
+                id,
+                Held {
+                    shim: Some(shim),
+                    pgid: Some(job.pid),
+                    ..Held::new(attempt, phase)
+                },
+            );
+            adopted.push((id, attempt));
+        }
+        if let Some(cgroups) = &self.settings.cgroups {
+            // Cgroups of attempts nothing vouches for: emptied and removed.
+            for (id, attempt) in cgroups.attempts() {
+                if !adopted.contains(&(id, attempt)) {
+                    cgroups.job(id, attempt).remove();
+                }
+            }
+        }
+        let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobsBut(adopted.clone()));
+        if escaped > 0 {
+            warn!(
+                processes = escaped,
+                "killed processes of the previous run's jobs that no live shim vouches for"
+            );
+        }
+        let resent = self.resend_reports(&adopted)?;
+        for &(id, attempt) in &adopted {
+            let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
+            // Whether its start was acknowledged is not known: it is sent again.
+            let start = resent
+                .get(&(id, attempt))
+                .cloned()
+                .unwrap_or_else(|| Report::started(id, attempt));
+            tokio::spawn(
+                async move { jobs.watch_adopted(id, attempt, start).await }.instrument(span),
+            );
+        }
+        info!(
+            adopted = adopted.len(),
+            killed,
+            resent = resent.len(),
+            "recovered the previous run's attempts"
+        );
+        Ok(())
+    }
+
+    /// Sends again what the previous run left in the outbox: the ends of attempts that are
+    /// over, and (from older workers) the starts of adopted ones, returned so their ends can
+    /// follow them.
+    pub(super) fn resend_reports(
+        self: &Arc<Self>,
+        adopted: &[(JobId, u32)],
+    ) -> anyhow::Result<HashMap<(JobId, u32), Report>> {
+        let live: HashSet<(JobId, u32)> = adopted.iter().copied().collect();
+        let (reports, bad) = self.outbox.load(&live)?;
+        for b in bad {
+            warn!(file = %b, "unreadable report left in the outbox");
+        }
+        // Starts live in memory now: an older worker's start files are read once and go.
+        for r in reports.iter().filter(|r| r.end.is_none()) {
+            let _ = self.outbox.remove(r);
+        }
+        let mut by_attempt: HashMap<(JobId, u32), Vec<Report>> = HashMap::new();
+        for r in reports {
+            by_attempt.entry((r.id, r.attempt)).or_default().push(r);
+        }
+        let mut starts = HashMap::new();
+        for (key, reports) in by_attempt {
+            let (id, attempt) = key;
+            if live.contains(&key) {
+                // Its end, if the shim just wrote it, is the adopted attempt's watcher's.
+                if let Some(start) = reports.into_iter().find(|r| r.end.is_none()) {
+                    starts.insert(key, start);
+                }
+                continue;
+            }
+            if reports.iter().all(|r| r.end.is_none()) {
+                // Started but its end was never recorded: the attempt is gone; the resync
+                // tells the primary.
+                continue;
+            }
+            self.table()
+                .insert(id, Held::new(attempt, HeldPhase::Finished));
+            let jobs = self.clone();
+            tokio::spawn(async move {
+                for r in reports {
+                    jobs.deliver(r).await;
+                }
+                jobs.release(id, attempt);
+            });
+        }
+        Ok(starts)
+    }
+}

@@ -1,0 +1,172 @@
+//! Starting the job: inside its cgroup where there is one, as its user where the worker runs
+//! each job as its user, in its own process group, output to the spool, tied to this shim's
+//! life.
+
+use super::*;
+
+/// Starts the job, inside its cgroup where there is one: the shim enters the job's cgroup,
+/// spawns the job (which inherits it) and goes back to the shims' cgroup.
+pub(super) fn spawn_confined(spec: &ShimSpec) -> Result<Child, String> {
+    let Some(cgroups) = &spec.cgroups else {
+        return spawn_job(spec);
+    };
+    let cg = cgroups.job(spec.id, spec.attempt);
+    cg.create(spec.limits)
+        .map_err(|e| format!("cannot create the job's cgroup: {e}"))?;
+    let me = std::process::id() as i32;
+    cg.enter(me)
+        .map_err(|e| format!("cannot enter the job's cgroup: {e}"))?;
+    let spawned = spawn_job(spec);
+    let homes = cgroups.shims();
+    if let Err(e) = cgroup::enter_all(homes.iter().map(PathBuf::as_path), me) {
+        // A shim inside its job's cgroup would die with the job, or freeze with it.
+        if let Ok(mut child) = spawned {
+            procs::signal_group(child.id() as i32, Signal::SIGKILL);
+            let _ = child.wait();
+        }
+        return Err(format!("cannot leave the job's cgroup: {e}"));
+    }
+    spawned
+}
+
+/// Starts the job in its own process group, with its command, environment and working
+/// directory, output to the spool.
+pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
+    let Some((program, args)) = spec.command.split_first() else {
+        return Err("empty command".into());
+    };
+    if let Some(why) = &spec.refused {
+        return Err(format!("this worker does not run the job: {why}"));
+    }
+    let account = spec.run_as.as_ref().map(RunAs::resolve).transpose()?;
+    let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
+    let open = |p: &Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Readable by the job's user alone, and never through a link planted in the spool.
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(if account.is_some() { 0o600 } else { 0o644 })
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(p)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        // The job's output is its user's.
+        if let Some(a) = &account {
+            nix::unistd::fchown(&file, Some(a.uid), Some(a.gid))
+                .map_err(|e| format!("cannot give {} to {}: {e}", p.display(), a.name))?;
+        }
+        Ok::<_, String>(file)
+    };
+    let mut command = Command::new(program);
+    match &account {
+        // As root the directory is checked here; as a user it is entered after the switch
+        // (in `become_account`), so a job can never run where its user may not go.
+        None => {
+            if !spec.cwd.is_dir() {
+                return Err(format!(
+                    "working directory {} does not exist",
+                    spec.cwd.display()
+                ));
+            }
+            command
+                .current_dir(&spec.cwd)
+                // Its own process group: kill and suspend reach the whole job.
+                .process_group(0);
+        }
+        Some(a) => {
+            // A login's environment, not the worker's; the job's own variables, set below,
+            // win.
+            command
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("USER", &a.name)
+                .env("LOGNAME", &a.name)
+                .env("HOME", &a.home)
+                .env("SHELL", &a.shell);
+            let cwd = if spec.cwd.as_os_str().is_empty() {
+                a.home.clone()
+            } else {
+                spec.cwd.clone()
+            };
+            become_account(&mut command, a, &cwd)?;
+        }
+    }
+    die_with_this_shim(&mut command);
+    let who = account
+        .as_ref()
+        .map(|a| format!(" as {}", a.name))
+        .unwrap_or_default();
+    command
+        .args(args)
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        // Who the job is, for the job itself, and a mark that lets a restarted worker find
+        // every process its previous run started, even one that left the process group.
+        .env(procs::ENV_JOB_ID, spec.id.to_string())
+        .env(procs::ENV_ATTEMPT, spec.attempt.to_string())
+        .env(procs::ENV_SPOOL_MARK, &spec.spool)
+        .stdin(Stdio::null())
+        .stdout(open(&out)?)
+        .stderr(open(&err)?)
+        .spawn()
+        .map_err(|e| match e.kind() {
+            // As a user, the switch and the directory can fail too: say all of it.
+            _ if !who.is_empty() => format!("cannot start {program}{who}: {e}"),
+            std::io::ErrorKind::NotFound => format!("command not found: {program}"),
+            std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
+            _ => format!("cannot start {program}: {e}"),
+        })
+}
+
+/// Ties the job's life to this shim's: a shim killed (with its worker, say: then nothing
+/// would fence the job, report it or adopt it) takes the job's leader with it, by the
+/// kernel's parent-death signal. Set after the switch to the job's user (`become_account`
+/// runs first), since a change of credentials clears it; a shim gone before it was set is
+/// caught by the parent check.
+#[allow(unsafe_code)]
+pub(super) fn die_with_this_shim(command: &mut Command) {
+    let shim = nix::unistd::getpid();
+    // SAFETY: the closure runs in the forked child before exec and makes only two system
+    // calls (prctl, getppid), both async-signal-safe, allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+            if nix::unistd::getppid() != shim {
+                return Err(std::io::Error::other("its shim is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes the job's process `account` before it runs the job's program: a session of its
+/// own (its own process group, so kill and suspend reach the whole job, and no terminal of
+/// the worker's to reach), its supplementary groups, then its group, then its user (in that
+/// order: each needs the privilege the next gives up), and only then its working directory.
+/// std's `Command::uid` would drop every supplementary group, and setting them is not stable
+/// std yet, so the calls are made here.
+#[allow(unsafe_code)]
+pub(super) fn become_account(
+    command: &mut Command,
+    account: &Account,
+    cwd: &Path,
+) -> Result<(), String> {
+    let (uid, gid, groups) = (account.uid, account.gid, account.groups.clone());
+    let cwd = std::ffi::CString::new(cwd.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("working directory {}: holds a NUL", cwd.display()))?;
+    // SAFETY: the closure runs in the forked child before exec. It makes only system calls
+    // (setsid, setgroups, setgid, setuid, chdir), all async-signal-safe, on data prepared
+    // before the fork, and allocates nothing (nix passes the slice and the C string straight
+    // to libc).
+    unsafe {
+        command.pre_exec(move || {
+            nix::unistd::setsid()?;
+            nix::unistd::setgroups(&groups)?;
+            nix::unistd::setgid(gid)?;
+            nix::unistd::setuid(uid)?;
+            nix::unistd::chdir(cwd.as_c_str())?;
+            Ok(())
+        });
+    }
+    Ok(())
+}
