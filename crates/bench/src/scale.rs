@@ -49,6 +49,12 @@ pub struct ScaleArgs {
     /// Give up when loading takes longer than this many seconds.
     #[arg(long, default_value_t = 1800)]
     load_timeout_s: u64,
+    /// Load at this cluster version (held by the controllers' `hold_version`), so that the
+    /// data dirs are written in that store format, and restart without the hold: the restart
+    /// then reads (migrates) the older format, and the version is raised after it. Its time
+    /// is `scale_restart_ready_s` as before; how long the raise took is printed beside it.
+    #[arg(long)]
+    load_at_version: Option<u32>,
 }
 
 /// The controllers' log filter: warnings, plus openraft's lines on snapshots and on what a
@@ -69,7 +75,11 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
     ensure!(args.jobs > 0, "--jobs must be at least 1");
     ensure!(args.snapshot_logs > 0, "--snapshot-logs must be at least 1");
     let config = format!("raft:\n  snapshot_logs: {}\n", args.snapshot_logs);
-    let mut cluster = BenchCluster::start_configured(args.controllers, &config, LOG_FILTER).await?;
+    let held = match args.load_at_version {
+        Some(v) => format!("{config}hold_version: {v}\n"),
+        None => config.clone(),
+    };
+    let mut cluster = BenchCluster::start_configured(args.controllers, &held, LOG_FILTER).await?;
     let pids = controller_pids(&cluster)?;
     let baseline = rss_all(&pids);
     eprintln!(
@@ -157,6 +167,26 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
         .map(|t| t.matches(INITIAL_STATE).count())
         .collect();
 
+    if let Some(v) = args.load_at_version {
+        // The data dirs hold that format only: their identities say so.
+        for d in &cluster.local.controllers {
+            let identity: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(d.data_dir.join("identity.json")).context("read identity.json")?,
+            )?;
+            ensure!(
+                identity["format"].as_u64() == Some(v.into()),
+                "{} was written in store format {}, not {v}",
+                d.name,
+                identity["format"]
+            );
+        }
+        let file = cluster
+            .local
+            .config_file()
+            .context("the controllers have no config file")?;
+        std::fs::write(file, &config).context("write the controllers' config")?;
+        eprintln!("xce-bench scale: the data dirs hold store format {v}; restarting without holding the version");
+    }
     let probe = cluster.client(ClientConfig {
         call_timeout: Duration::from_secs(2),
         retry: RetryPolicy {
@@ -197,6 +227,25 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
         restart_ready.as_secs_f64(),
         fmt_mib(&after_restart)
     );
+    if let Some(v) = args.load_at_version {
+        // No longer held: the primary raises the version by itself.
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let raised = loop {
+            let info = client.call(GetCluster).await?;
+            if info.active_version > v {
+                break info.active_version;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "the cluster's version stayed {v} for 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        eprintln!(
+            "xce-bench scale: version raised from {v} to {raised} {:.2} s after starting every controller",
+            restart_started.elapsed().as_secs_f64()
+        );
+    }
     // A primary serves once a majority is up: the last controller may still be opening its
     // store, so wait (bounded) until each has logged the state it restarted with.
     let logged_deadline = Instant::now() + Duration::from_secs(30);

@@ -216,7 +216,13 @@ pub fn cluster(format: Format, c: &ClusterInfo) {
         or_dash(c.primary.as_deref()),
         c.term
     );
-    println!("cluster version: {}", c.active_version);
+    match c.hold_version {
+        Some(hold) => println!(
+            "cluster version: {} (held at {hold} by hold_version)",
+            c.active_version
+        ),
+        None => println!("cluster version: {}", c.active_version),
+    }
     println!("{:<10} {:<24} {:<12} VERSION", "NAME", "ADDRESS", "ROLE");
     for m in &c.members {
         let version = m.version.map_or_else(|| "-".to_string(), |v| v.to_string());

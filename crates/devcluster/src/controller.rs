@@ -33,7 +33,24 @@ pub(crate) fn args(
     args
 }
 
-/// The primary's name, once one is elected and serves.
-pub(crate) async fn primary(client: &Client) -> Option<String> {
-    client.call(GetCluster).await.ok()?.primary
+/// The primary's name once one serves and the cluster runs the newest version its members'
+/// builds do, or the one it is held at (the primary raises it within a moment of hearing them
+/// all), so that what needs it (a time limit) is taken at once. A primary of a build from
+/// before versions says 0: it is ready as soon as it serves.
+pub(crate) async fn primary_at_newest_version(client: &Client) -> Option<String> {
+    let info = client.call(GetCluster).await.ok()?;
+    let primary = info.primary.clone()?;
+    if info.active_version == 0 {
+        return Some(primary);
+    }
+    let newest = info
+        .members
+        .iter()
+        .map(|m| m.version)
+        .collect::<Option<Vec<u32>>>()?;
+    let target = newest
+        .into_iter()
+        .max()?
+        .min(info.hold_version.unwrap_or(u32::MAX));
+    (info.active_version >= target).then_some(primary)
 }

@@ -326,6 +326,12 @@ pub struct DevCluster {
 }
 
 impl DevCluster {
+    /// The controllers' config file, if they were given one: what a later start of a
+    /// controller reads again (a benchmark changes it between a load and a restart).
+    pub fn config_file(&self) -> Option<&std::path::Path> {
+        self.spec.config.as_deref()
+    }
+
     /// Lays out the cluster and starts every daemon (see [`DevCluster::wait_ready`]).
     pub fn start(spec: ClusterSpec) -> Result<DevCluster, LaunchError> {
         std::fs::create_dir_all(&spec.data_dir)

@@ -22,7 +22,7 @@ impl DevCluster {
         let workers: Vec<String> = self.workers.iter().map(|w| w.name.clone()).collect();
         let schedulers = !self.schedulers.is_empty();
         let apiservers: Vec<String> = self.apiservers.iter().map(|a| a.addr()).collect();
-        let mut what = "a primary".to_string();
+        let mut what = "a primary at its newest version".to_string();
         if !workers.is_empty() {
             what += &format!(", workers {}", workers.join(", "));
         }
@@ -36,7 +36,7 @@ impl DevCluster {
             let workers = workers.clone();
             let apiservers = apiservers.clone();
             async move {
-                let primary = controller::primary(&client).await?;
+                let primary = controller::primary_at_newest_version(&client).await?;
                 if !worker::all_up(&client, &workers).await {
                     return None;
                 }

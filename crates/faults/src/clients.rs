@@ -37,7 +37,7 @@ pub type Log = Arc<Mutex<Vec<Submit>>>;
 
 /// The job every submit runs: it records its attempt's start, a line every 200 ms while it
 /// runs, and its end, each with its shell's pid, appending to `<records>/<job id>`; it runs
-/// for 0–2 s.
+/// for `ticks` × 200 ms.
 pub fn script(records: &Path, ticks: u32) -> String {
     format!(
         "f={dir}/$XCE_JOB_ID; a=$XCE_JOB_ATTEMPT; \
@@ -47,6 +47,20 @@ pub fn script(records: &Path, ticks: u32) -> String {
         dir = records.display()
     )
 }
+
+/// One submit in four runs for 3 s under a 1 s time limit, which it must meet once
+/// (the checker's `timed_out_once_never_early`); the others run 0–2 s with none.
+fn workload(rng: &mut rand::rngs::StdRng) -> (u32, Option<u32>) {
+    if rng.random_ratio(1, 4) {
+        (TIMED_TICKS, Some(TIMED_LIMIT_S))
+    } else {
+        (rng.random_range(0..=10), None)
+    }
+}
+
+/// A timed job's run (3 s) and its limit (1 s).
+const TIMED_TICKS: u32 = 15;
+const TIMED_LIMIT_S: u32 = 1;
 
 fn record(log: &Log, submit: Submit) {
     log.lock().unwrap_or_else(|p| p.into_inner()).push(submit);
@@ -65,9 +79,10 @@ pub async fn cli_submitter(
     while !*stop.borrow() {
         n += 1;
         let name = format!("cli{me}-{n}");
-        let script = script(&target.records, rng.random_range(0..=10));
+        let (ticks, limit) = workload(&mut rng);
+        let script = script(&target.records, ticks);
         let started = target.t0.elapsed();
-        let outcome = cli_submit(&target, &name, &script).await;
+        let outcome = cli_submit(&target, &name, &script, limit).await;
         record(
             &log,
             Submit {
@@ -82,20 +97,27 @@ pub async fn cli_submitter(
     }
 }
 
-async fn cli_submit(target: &Target, name: &str, script: &str) -> Result<u64, ClientFailure> {
+async fn cli_submit(
+    target: &Target,
+    name: &str,
+    script: &str,
+    limit_s: Option<u32>,
+) -> Result<u64, ClientFailure> {
     let records = target.records.display().to_string();
     let mut cmd = tokio::process::Command::new(&target.xce);
-    cmd.args([
-        "-o", "json", "submit", "--name", name, "--cwd", &records, "--", "sh", "-c",
-    ])
-    .arg(script)
-    .env("XCE_PEERS", &target.peers)
-    .env("XDG_CACHE_HOME", &target.home)
-    .env("XDG_CONFIG_HOME", target.home.join("config"))
-    .env_remove("RUST_LOG")
-    .env_remove("XCE_TOKEN")
-    .stdin(std::process::Stdio::null())
-    .kill_on_drop(true);
+    cmd.args(["-o", "json", "submit", "--name", name, "--cwd", &records]);
+    if let Some(limit) = limit_s {
+        cmd.args(["--time", &format!("0:{limit:02}")]);
+    }
+    cmd.args(["--", "sh", "-c"])
+        .arg(script)
+        .env("XCE_PEERS", &target.peers)
+        .env("XDG_CACHE_HOME", &target.home)
+        .env("XDG_CONFIG_HOME", target.home.join("config"))
+        .env_remove("RUST_LOG")
+        .env_remove("XCE_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
     let out = match tokio::time::timeout(CALL_DEADLINE, cmd.output()).await {
         Err(_) => {
             return Err(failure(
@@ -136,10 +158,12 @@ pub async fn http_submitter(target: Target, seed: u64, log: Log, stop: watch::Re
     while !*stop.borrow() {
         n += 1;
         let name = format!("http-{n}");
+        let (ticks, limit) = workload(&mut rng);
         let body = serde_json::json!({
             "name": name,
             "cwd": target.records.display().to_string(),
-            "command": ["sh", "-c", script(&target.records, rng.random_range(0..=10))],
+            "command": ["sh", "-c", script(&target.records, ticks)],
+            "time_limit_s": limit,
         })
         .to_string();
         let first = Instant::now();

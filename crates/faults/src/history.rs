@@ -8,7 +8,10 @@
 //!   attempts, or two copies of one.
 //! - **No attempt ran twice**: a job that runs again (its worker died mid-run, its host was
 //!   lost) does so as a new attempt, so nothing an old copy left can pass for the new one.
-//! - **Every job final**, and every job succeeded (each runs a script that exits 0).
+//! - **Every job final**, and every job succeeded (each runs a script that exits 0), but for
+//!   those given a time limit shorter than their run: each of those **timed out, once, never
+//!   before its limit** (it ended with result `timeout`; its last run lasted at least the limit,
+//!   by its own records, and no run outlived it).
 //! - **Client errors**: a failed call is allowed only as `clusterNotReady` (HTTP 503), and
 //!   only while a majority of controllers was down (a window the nemesis recorded).
 
@@ -52,8 +55,16 @@ pub struct FinalJob {
     pub name: String,
     pub state: String,
     pub reason: Option<String>,
+    /// How it ended (`timeout`, ...), once it has.
+    pub result: Option<String>,
+    /// Its time limit in seconds, if it was given one.
+    pub time_limit_s: Option<u32>,
     pub attempt: u32,
 }
+
+/// How far a job's own records may stray from its time limit: its shell notes a line every
+/// 200 ms, starts a moment after its shim's clock does, and dies at SIGTERM.
+const LIMIT_SLACK: Duration = Duration::from_millis(400);
 
 /// One run of a job, as its shell recorded it (nanoseconds of the wall clock): an attempt,
 /// and the pid of the shell that ran it (two copies of one attempt are two runs).
@@ -111,7 +122,7 @@ pub struct Window {
 }
 
 /// Everything the checker reads.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct History {
     pub submits: Vec<Submit>,
     pub jobs: Vec<FinalJob>,
@@ -128,6 +139,7 @@ pub struct Verdict {
     pub no_attempt_ran_twice: bool,
     pub every_job_final: bool,
     pub every_job_succeeded: bool,
+    pub timed_out_once_never_early: bool,
     pub only_allowed_client_errors: bool,
     pub violations: Vec<String>,
 }
@@ -139,6 +151,7 @@ impl Verdict {
             && self.no_attempt_ran_twice
             && self.every_job_final
             && self.every_job_succeeded
+            && self.timed_out_once_never_early
             && self.only_allowed_client_errors
     }
 }
@@ -160,7 +173,7 @@ pub fn check(h: &History) -> Verdict {
     let failed: Vec<String> = h
         .jobs
         .iter()
-        .filter(|j| j.state == "exited")
+        .filter(|j| j.state == "exited" && j.time_limit_s.is_none())
         .map(|j| {
             format!(
                 "job {} ({}) exited: {}",
@@ -170,9 +183,12 @@ pub fn check(h: &History) -> Verdict {
             )
         })
         .collect();
+    let limits = time_limits(h);
     let errors = client_errors(h);
     let mut violations = Vec::new();
-    for list in [&once, &overlaps, &twice, &not_final, &failed, &errors] {
+    for list in [
+        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors,
+    ] {
         violations.extend(list.iter().take(LISTED).cloned());
     }
     Verdict {
@@ -181,6 +197,7 @@ pub fn check(h: &History) -> Verdict {
         no_attempt_ran_twice: twice.is_empty(),
         every_job_final: not_final.is_empty(),
         every_job_succeeded: failed.is_empty(),
+        timed_out_once_never_early: limits.is_empty(),
         only_allowed_client_errors: errors.is_empty(),
         violations,
     }
@@ -254,6 +271,52 @@ fn attempts_run_twice(h: &History) -> Vec<String> {
     out
 }
 
+/// Every job given a limit shorter than its run ended `timeout` (the state machine ends a job
+/// once), its last run lasted the limit (never stopped early), and no run outlived it.
+fn time_limits(h: &History) -> Vec<String> {
+    let mut out = Vec::new();
+    for j in &h.jobs {
+        let Some(limit_s) = j.time_limit_s else {
+            continue;
+        };
+        let limit = Duration::from_secs(limit_s.into());
+        if (j.state.as_str(), j.result.as_deref()) != ("exited", Some("timeout")) {
+            out.push(format!(
+                "job {} ({}) with a {limit_s} s limit ended {} ({})",
+                j.id,
+                j.name,
+                j.state,
+                j.result.as_deref().unwrap_or("no result")
+            ));
+            continue;
+        }
+        let runs = h.records.get(&j.id).map_or(&[][..], Vec::as_slice);
+        let span = |r: &AttemptRecord| Duration::from_nanos(r.last_ns.saturating_sub(r.first_ns));
+        if let Some(r) = runs.iter().find(|r| span(r) > limit + LIMIT_SLACK) {
+            out.push(format!(
+                "job {} attempt {} ran {:?}, past its {limit_s} s limit",
+                j.id,
+                r.attempt,
+                span(r)
+            ));
+        }
+        match runs.iter().max_by_key(|r| r.first_ns) {
+            Some(last) if last.ended => out.push(format!(
+                "job {} timed out, yet its last run (attempt {}) ran to its end",
+                j.id, last.attempt
+            )),
+            Some(last) if span(last) + LIMIT_SLACK < limit => out.push(format!(
+                "job {} timed out after {:?}, before its {limit_s} s limit",
+                j.id,
+                span(last)
+            )),
+            Some(_) => {}
+            None => out.push(format!("job {} timed out without ever running", j.id)),
+        }
+    }
+    out
+}
+
 fn client_errors(h: &History) -> Vec<String> {
     let in_window = |s: &Submit| {
         h.majority_down.iter().any(|w| {
@@ -309,6 +372,8 @@ mod tests {
             name: name.into(),
             state: state.into(),
             reason: None,
+            result: None,
+            time_limit_s: None,
             attempt: 1,
         }
     }
@@ -400,6 +465,52 @@ mod tests {
         exited.jobs[0].state = "exited".into();
         let v = check(&exited);
         assert!(v.every_job_final && !v.every_job_succeeded);
+    }
+
+    #[test]
+    fn a_limited_job_must_time_out_once_at_its_limit() {
+        let s = 1_000_000_000u64;
+        let mut timed = clean();
+        timed.jobs.push(FinalJob {
+            result: Some("timeout".into()),
+            time_limit_s: Some(1),
+            ..job(2, "t", "exited")
+        });
+        // Its first run stopped by a lost host after 0.5 s, its second at the limit.
+        let text = format!(
+            "start 1 {} 7\nalive 1 {} 7\nstart 2 {} 8\nalive 2 {} 8\n",
+            s,
+            s + s / 2,
+            3 * s,
+            3 * s + 9 * s / 10
+        );
+        timed.records.insert(2, parse_records(&text));
+        let v = check(&timed);
+        assert!(v.ok(), "{v:?}");
+        // It ended otherwise, or early, or ran past its limit, or to its own end.
+        let mut done = timed.clone();
+        done.jobs[1].result = Some("completed".into());
+        assert!(!check(&done).timed_out_once_never_early);
+        let mut early = timed.clone();
+        early.records.insert(
+            2,
+            parse_records(&format!("start 1 {s} 7\nalive 1 {} 7\n", s + s / 3)),
+        );
+        assert!(!check(&early).timed_out_once_never_early);
+        let mut late = timed.clone();
+        late.records.insert(
+            2,
+            parse_records(&format!("start 1 {s} 7\nalive 1 {} 7\n", 3 * s)),
+        );
+        assert!(!check(&late).timed_out_once_never_early);
+        let mut ended = timed.clone();
+        ended.records.insert(
+            2,
+            parse_records(&format!("start 1 {s} 7\nend 1 {} 7\n", 2 * s)),
+        );
+        assert!(!check(&ended).timed_out_once_never_early);
+        // And it is not counted as a failed job.
+        assert!(check(&timed).every_job_succeeded);
     }
 
     #[test]

@@ -259,6 +259,8 @@ async fn drain(client: &Client) -> Result<Vec<FinalJob>, (Vec<FinalJob>, String)
                         name: j.spec.name.clone(),
                         state: j.state.name().to_string(),
                         reason: j.reason.clone(),
+                        result: j.result.map(|r| r.name().to_string()),
+                        time_limit_s: j.spec.limits.time_limit_s,
                         attempt: j.attempt,
                     })
                     .collect()

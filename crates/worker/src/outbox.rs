@@ -13,7 +13,8 @@
 //!
 //! Why the record becomes the report rather than one more file: a job should cost its spool
 //! as few files created and deleted as possible. On ext4 without a journal every inode
-//! deleted in the last half minute is skipped, one by one, by every later create, so a busy
+//! deleted in the last minute (ext4's `recently_deleted`; longer while its inode table
+//! block is dirty) is skipped, one by one, by every later create, so a busy
 //! worker's per-job file churn made each create slower the faster jobs ran.
 //!
 //! For the same reason an acknowledged report's file is not deleted but kept as a spare

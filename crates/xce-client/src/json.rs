@@ -206,6 +206,8 @@ shape! {
         pub schedulers: Vec<SchedulerJson>,
         /// The cluster version in force; raised once every member runs a newer build.
         pub active_version: u32,
+        /// The version the primary's configuration holds the cluster at; `null`: none.
+        pub hold_version: Option<u32>,
     }
 }
 
@@ -233,6 +235,7 @@ impl From<&ClusterInfo> for ClusterJson {
                 })
                 .collect(),
             active_version: info.active_version,
+            hold_version: info.hold_version,
         }
     }
 }

@@ -258,14 +258,16 @@ pub fn cluster() -> impl Strategy<Value = ClusterInfo> {
         vec(member, 0..4),
         vec(scheduler, 0..3),
         any::<u32>(),
+        option::of(1..=u32::MAX),
     )
         .prop_map(
-            |(primary, term, members, schedulers, active_version)| ClusterInfo {
+            |(primary, term, members, schedulers, active_version, hold_version)| ClusterInfo {
                 primary,
                 term,
                 members,
                 schedulers,
                 active_version,
+                hold_version,
             },
         )
 }

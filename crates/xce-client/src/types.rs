@@ -292,6 +292,9 @@ pub struct ClusterInfo {
     /// The cluster version in force: what every member can apply. Raised by the primary once
     /// every member runs a build of a newer one, never lowered.
     pub active_version: u32,
+    /// The version the primary's configuration holds the cluster at (`hold_version`), if
+    /// any: it is not raised past it.
+    pub hold_version: Option<u32>,
 }
 
 /// One scheduler decision: run the job on the host.

@@ -372,6 +372,7 @@ pub fn write_cluster(mut b: w::cluster_info::Builder<'_>, c: &ClusterInfo) {
         mb.set_version(m.version.unwrap_or(0));
     }
     b.set_active_version(c.active_version);
+    b.set_hold_version(c.hold_version.unwrap_or(0));
     let mut schedulers = b.init_schedulers(c.schedulers.len() as u32);
     for (i, s) in c.schedulers.iter().enumerate() {
         let mut sb = schedulers.reborrow().get(i as u32);
@@ -410,6 +411,7 @@ pub fn read_cluster(r: w::cluster_info::Reader<'_>) -> Result<ClusterInfo, Error
         members,
         schedulers,
         active_version: r.get_active_version(),
+        hold_version: Some(r.get_hold_version()).filter(|v| *v > 0),
     })
 }
 

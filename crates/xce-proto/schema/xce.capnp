@@ -173,6 +173,8 @@ struct ClusterInfo {
   # The cluster version in force (what every member can apply); raised by the primary once
   # every member runs a newer build, never lowered.
   activeVersion @4 :UInt32;
+  # The version the primary's configuration holds the cluster at (`hold_version`); 0: none.
+  holdVersion @5 :UInt32;
 }
 
 # Filter for `listJobs`; empty fields mean "any".

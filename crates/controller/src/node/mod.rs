@@ -387,6 +387,7 @@ impl Node {
             members,
             schedulers: self.schedulers(active),
             active_version: self.active_version(),
+            hold_version: self.hold_version,
         })
     }
 }
