@@ -64,9 +64,8 @@ pub struct JobsArgs {
     /// Only jobs in this queue.
     #[arg(long, short = 'q')]
     queue: Option<String>,
-    /// Only jobs in these states (repeatable): pending, dispatched, running, suspended, done,
-    /// exited.
-    #[arg(long)]
+    /// Only jobs in these states (repeatable).
+    #[arg(long, value_parser = job_states())]
     state: Vec<JobState>,
     /// Only jobs of this user.
     #[arg(long, short = 'u')]
@@ -280,6 +279,13 @@ fn count(f: Format, field: &str, value: i64, max: i64) -> i64 {
         );
     }
     value
+}
+
+/// The `--state` values, listed in `--help` from the enum the cluster uses: never a second
+/// list to keep in step.
+fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(JobState::NAMES).try_map(|s| s.parse::<JobState>())
 }
 
 /// A `--time` as given: seconds, or `None` for no limit.
