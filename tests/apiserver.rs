@@ -74,6 +74,28 @@ async fn jobs_are_submitted_listed_read_and_killed_over_http_and_a_key_submits_o
     assert_eq!(ended["reason"], "killed");
     assert_eq!(api.get("/v1/jobs/424242").await.status, 404);
 
+    // A time limit is kept and read back; one past the cluster's maximum is refused by name.
+    let limited = api
+        .post(
+            "/v1/jobs",
+            &json!({"command": ["true"], "time_limit_s": 90}),
+        )
+        .await;
+    assert_eq!(limited.status, 201, "{:?}", limited.body);
+    let limited_id = limited.body["id"].as_u64().unwrap();
+    let read = api.get(&format!("/v1/jobs/{limited_id}")).await;
+    assert_eq!(read.body["time_limit_s"], 90, "{:?}", read.body);
+    let too_long = api
+        .post(
+            "/v1/jobs",
+            &json!({"command": ["true"], "time_limit_s": 400 * 86_400}),
+        )
+        .await;
+    assert_eq!(too_long.status, 400, "{:?}", too_long.body);
+    assert_eq!(too_long.body["error"]["code"], "invalid");
+    let message = too_long.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("time_limit_s"), "{message}");
+
     // One key, one job: again, and again after the apiserver restarted.
     let keyed = || async {
         api.request(

@@ -248,6 +248,16 @@ async fn a_malformed_or_too_long_time_limit_is_refused_naming_it() {
         err.contains("\"1h\"") && err.contains("D-HH:MM:SS"),
         "{err}"
     );
+    // Under `-o json` a malformed one is an `invalid` error like any other bad field.
+    let out = cluster.xce(&["-o", "json", "submit", "--time", "1:2:3:4", "--", "true"]);
+    assert!(!out.status.success());
+    let e = json_of(&out);
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("\"1:2:3:4\"") && message.contains("D-HH:MM:SS"),
+        "{message}"
+    );
     let out = cluster.xce(&["-o", "json", "submit", "--time", "2-00", "--", "true"]);
     assert!(!out.status.success());
     let e = json_of(&out);

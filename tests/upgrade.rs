@@ -239,6 +239,28 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.replace_binary(i, new.clone());
     cluster.restart(i);
     cluster.wait_all_standbys().await;
+
+    // Nor is a controller of the older build added: it could not apply version 7's records.
+    // (The cluster was started from the older build's directory, so a joining one runs it.)
+    let (c4, addr) = cluster.start_joining("c4");
+    assert_eq!(running(&cluster.controllers()[c4]), old);
+    let add = format!("c4={addr}");
+    let error = wait_for("the addition refused", Duration::from_secs(30), || {
+        let out = cluster.xce(&["-o", "json", "admin", "members", "add", &add]);
+        let error = json_of(&out)["error"].clone();
+        // `notReady` while it has not started listening yet.
+        std::future::ready((error["code"] != "notReady").then_some(error))
+    })
+    .await;
+    assert_eq!(error["code"], "invalid", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("c4 runs a build of cluster version 6")
+            && message.contains("runs version 7"),
+        "{message}"
+    );
+    let members = json_of(&cluster.xce_ok(&["-o", "json", "admin", "members"]));
+    assert_eq!(members["members"].as_array().unwrap().len(), 3, "{members}");
 }
 
 /// The committed store fixture: three controllers' data dirs and a backup made by the last

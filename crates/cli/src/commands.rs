@@ -35,8 +35,8 @@ pub struct SubmitArgs {
     /// D-HH, D-HH:MM or D-HH:MM:SS (as Slurm's --time; a bare number is minutes); 0 or
     /// UNLIMITED for none. At the limit it gets SIGTERM, then SIGKILL after the worker's
     /// kill grace, and ends `exited` with result `timeout`.
-    #[arg(long, short = 't', value_name = "TIME", value_parser = parse_time)]
-    time: Option<TimeLimitArg>,
+    #[arg(long, short = 't', value_name = "TIME")]
+    time: Option<String>,
     /// Job name.
     #[arg(long, short = 'J')]
     name: Option<String>,
@@ -288,14 +288,14 @@ fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
     clap::builder::PossibleValuesParser::new(JobState::NAMES).try_map(|s| s.parse::<JobState>())
 }
 
-/// A `--time` as given: seconds, or `None` for no limit.
-#[derive(Debug, Clone, Copy)]
-struct TimeLimitArg(Option<u32>);
-
-fn parse_time(s: &str) -> Result<TimeLimitArg, String> {
-    xce_client::time_limit::parse(s)
-        .map(TimeLimitArg)
-        .map_err(|e| e.to_string())
+/// A `--time`, in seconds (`None`: no limit). Parsed here rather than by clap so that a bad
+/// value is refused like every other bad field: `invalid`, in JSON under `-o json`.
+fn time_limit(f: Format, given: Option<&str>) -> Option<u32> {
+    let given = given?;
+    match xce_client::time_limit::parse(given) {
+        Ok(seconds) => seconds,
+        Err(e) => fail(f, "invalid", &e.to_string()),
+    }
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {
@@ -349,7 +349,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         ),
         priority: args.priority,
         limits: Limits {
-            time_limit_s: args.time.and_then(|t| t.0),
+            time_limit_s: time_limit(f, args.time.as_deref()),
         },
     };
     let (c, hint) = client(cli);

@@ -6,7 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::types::{ClusterInfo, Host, Job, JobSpec, Limits, Queue, Resources};
+use crate::types::{
+    ClusterInfo, Host, Job, JobSpec, Limits, Member, Queue, Resources, SchedulerInfo,
+};
 
 /// Derives the OpenAPI schema of a shape when the `openapi` feature is on.
 macro_rules! shape {
@@ -138,13 +140,22 @@ shape! {
 
 impl From<&Queue> for QueueJson {
     fn from(queue: &Queue) -> QueueJson {
+        // Destructured whole: a new queue field fails to compile here until it is shown.
+        let Queue {
+            name,
+            priority,
+            open,
+            active,
+            pending,
+            running,
+        } = queue;
         QueueJson {
-            name: queue.name.clone(),
-            priority: queue.priority,
-            open: queue.open,
-            active: queue.active,
-            pending: queue.pending,
-            running: queue.running,
+            name: name.clone(),
+            priority: *priority,
+            open: *open,
+            active: *active,
+            pending: *pending,
+            running: *running,
         }
     }
 }
@@ -165,14 +176,24 @@ shape! {
 
 impl From<&Host> for HostJson {
     fn from(host: &Host) -> HostJson {
+        // Destructured whole: a new host field fails to compile here until it is shown (or
+        // named as deliberately not shown, like `job_users`, which is the worker's business).
+        let Host {
+            name,
+            capacity,
+            state,
+            running,
+            used,
+            job_users: _,
+        } = host;
         HostJson {
-            name: host.name.clone(),
-            cpus: host.capacity.cpus,
-            mem_mb: host.capacity.mem_mb,
-            state: host.state.name().to_string(),
-            running: host.running,
-            cpus_used: host.used.cpus,
-            mem_mb_used: host.used.mem_mb,
+            name: name.clone(),
+            cpus: capacity.cpus,
+            mem_mb: capacity.mem_mb,
+            state: state.name().to_string(),
+            running: *running,
+            cpus_used: used.cpus,
+            mem_mb_used: used.mem_mb,
         }
     }
 }
@@ -213,29 +234,49 @@ shape! {
 
 impl From<&ClusterInfo> for ClusterJson {
     fn from(info: &ClusterInfo) -> ClusterJson {
+        // Destructured whole: a new field fails to compile here until it is shown.
+        let ClusterInfo {
+            primary,
+            term,
+            members,
+            schedulers,
+            active_version,
+            hold_version,
+        } = info;
         ClusterJson {
-            primary: info.primary.clone(),
-            term: info.term,
-            members: info
-                .members
-                .iter()
-                .map(|m| MemberJson {
-                    name: m.name.clone(),
-                    addr: m.addr.clone(),
-                    role: m.role.name().to_string(),
-                    version: m.version,
-                })
-                .collect(),
-            schedulers: info
-                .schedulers
-                .iter()
-                .map(|s| SchedulerJson {
-                    name: s.name.clone(),
-                    active: s.active,
-                })
-                .collect(),
-            active_version: info.active_version,
-            hold_version: info.hold_version,
+            primary: primary.clone(),
+            term: *term,
+            members: members.iter().map(MemberJson::from).collect(),
+            schedulers: schedulers.iter().map(SchedulerJson::from).collect(),
+            active_version: *active_version,
+            hold_version: *hold_version,
+        }
+    }
+}
+
+impl From<&Member> for MemberJson {
+    fn from(member: &Member) -> MemberJson {
+        let Member {
+            name,
+            addr,
+            role,
+            version,
+        } = member;
+        MemberJson {
+            name: name.clone(),
+            addr: addr.clone(),
+            role: role.name().to_string(),
+            version: *version,
+        }
+    }
+}
+
+impl From<&SchedulerInfo> for SchedulerJson {
+    fn from(scheduler: &SchedulerInfo) -> SchedulerJson {
+        let SchedulerInfo { name, active } = scheduler;
+        SchedulerJson {
+            name: name.clone(),
+            active: *active,
         }
     }
 }
@@ -254,12 +295,19 @@ shape! {
 
 impl From<&crate::types::TokenInfo> for TokenJson {
     fn from(t: &crate::types::TokenInfo) -> TokenJson {
+        let crate::types::TokenInfo {
+            id,
+            user,
+            role,
+            created_ms,
+            expires_ms,
+        } = t;
         TokenJson {
-            id: t.id.clone(),
-            user: t.user.clone(),
-            role: t.role.name().to_string(),
-            created: rfc3339(t.created_ms),
-            expires: t.expires_ms.map(rfc3339),
+            id: id.clone(),
+            user: user.clone(),
+            role: role.name().to_string(),
+            created: rfc3339(*created_ms),
+            expires: expires_ms.map(rfc3339),
         }
     }
 }

@@ -150,6 +150,7 @@ impl Node {
         } else {
             BasicNode { addr: addr.clone() }
         };
+        self.check_build_of(id, name, &node).await?;
         let _call = self.raft_call().ok_or_else(|| self.shutting_down())?;
         let caught_up = tokio::time::timeout(CATCH_UP, self.raft.add_learner(id, node, true));
         match caught_up.await {

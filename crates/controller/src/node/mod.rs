@@ -118,6 +118,9 @@ pub struct Node {
     /// The cluster version each member's build runs, as this primary last heard it
     /// (`versions`).
     member_versions: std::sync::Mutex<std::collections::HashMap<NodeId, u32>>,
+    /// For one-off questions to a controller that is not a member yet (the build a controller
+    /// being added runs).
+    network: Network,
     /// The backup being read out in frames, if any (see [`Node::backup_frame`]).
     held_backup: backup::BackupSlot,
     metrics: crate::metrics::Metrics,
@@ -188,6 +191,7 @@ impl Node {
             heartbeats: std::sync::Mutex::new(std::collections::HashMap::new()),
             schedulers_seen: std::sync::Mutex::new(std::collections::HashMap::new()),
             member_versions: std::sync::Mutex::new(std::collections::HashMap::new()),
+            network: network.clone(),
             held_backup: std::sync::Arc::new(std::sync::Mutex::new(None)),
             metrics,
             raft_calls: std::sync::atomic::AtomicUsize::new(0),

@@ -80,6 +80,38 @@ impl Node {
     }
 }
 
+impl Node {
+    /// Refuses to add a controller whose build cannot apply the cluster's version: it would
+    /// stop at the first record it cannot read, a voter lost to the majority.
+    pub(super) async fn check_build_of(
+        &self,
+        id: NodeId,
+        name: &str,
+        node: &openraft::BasicNode,
+    ) -> Result<(), ReplyHeader> {
+        let active = self.active_version();
+        let mut peer = self.network.clone().new_client(id, node).await;
+        match peer.build_info(ANSWER_WITHIN).await {
+            Ok(info) if info.version >= active => Ok(()),
+            Ok(info) => Err(ReplyHeader::status(
+                Status::Invalid,
+                format!(
+                    "{name} runs a build of cluster version {} ({}), and this cluster runs \
+                     version {active}: start it on a build of version {active} or newer",
+                    info.version, info.build
+                ),
+            )),
+            Err(e) => Err(ReplyHeader::status(
+                Status::NotReady,
+                format!(
+                    "{name} did not say which cluster version its build runs ({e}): is it an \
+                     xce controller started with --join?"
+                ),
+            )),
+        }
+    }
+}
+
 /// The primary's loop: ask, remember, raise when every member runs a newer version.
 pub(super) async fn run_versions(node: Arc<Node>, mut network: Network) {
     let mut peers: BTreeMap<NodeId, PeerClient> = BTreeMap::new();
