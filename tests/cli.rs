@@ -302,7 +302,8 @@ async fn two_hundred_thousand_jobs_list_completely_in_text_and_json() {
     let bad = cluster.xce(&["jobs", "--state", "sleeping"]);
     assert!(!bad.status.success());
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("expected one of: pending"),
+        String::from_utf8_lossy(&bad.stderr).contains("'sleeping'")
+            && String::from_utf8_lossy(&bad.stderr).contains("possible values: pending"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );

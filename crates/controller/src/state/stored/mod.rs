@@ -11,6 +11,7 @@
 //! or snapshot was written in travels with its bytes (`crate::store::format`).
 
 pub mod migrate;
+mod mirror;
 pub mod v6;
 
 use std::collections::BTreeMap;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
     HeldJob, HostAttributes, Job, JobEnd, JobResult, JobSpec, Limits, PendCode, PendReason,
-    Placement, RequestToken, Resources,
+    RequestToken, Resources,
 };
 
 pub use migrate::{downgrade_command, fit_format, upgrade_command, NotInFormat};
@@ -30,9 +31,11 @@ pub use v6::{
     SchedulerLeaseRecord, StatusRecord, UserTokenRecord,
 };
 
+use self::mirror::{mirror_same, mirror_structs, mirror_variants, mirror_via_from};
 use super::index::Index;
 use super::{
-    Command, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow, UserToken,
+    Command, EndIntent, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow,
+    UserToken,
 };
 
 /// `From` both ways between a domain enum and its record, variant for variant.
@@ -53,6 +56,8 @@ macro_rules! record_enum {
                 match v { $($record::$variant => $domain::$variant),+ }
             }
         }
+
+        mirror_via_from!($record => $domain);
     )+};
 }
 
@@ -98,21 +103,6 @@ pub struct LimitsRecord {
     pub time_limit_s: Option<u32>,
 }
 
-impl From<Limits> for LimitsRecord {
-    fn from(l: Limits) -> Self {
-        let Limits { time_limit_s } = l;
-        LimitsRecord { time_limit_s }
-    }
-}
-
-impl From<LimitsRecord> for Limits {
-    fn from(l: LimitsRecord) -> Self {
-        Limits {
-            time_limit_s: l.time_limit_s,
-        }
-    }
-}
-
 /// A job spec as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpecRecord {
@@ -125,49 +115,6 @@ pub struct SpecRecord {
     pub resources: ResourcesRecord,
     pub priority: i32,
     pub limits: LimitsRecord,
-}
-
-impl From<JobSpec> for SpecRecord {
-    fn from(s: JobSpec) -> Self {
-        let JobSpec {
-            name,
-            user,
-            queue,
-            command,
-            env,
-            cwd,
-            resources,
-            priority,
-            limits,
-        } = s;
-        SpecRecord {
-            name,
-            user,
-            queue,
-            command,
-            env,
-            cwd,
-            resources: resources.into(),
-            priority,
-            limits: limits.into(),
-        }
-    }
-}
-
-impl From<SpecRecord> for JobSpec {
-    fn from(s: SpecRecord) -> Self {
-        JobSpec {
-            name: s.name,
-            user: s.user,
-            queue: s.queue,
-            command: s.command,
-            env: s.env,
-            cwd: s.cwd,
-            resources: s.resources.into(),
-            priority: s.priority,
-            limits: s.limits.into(),
-        }
-    }
 }
 
 /// A job as stored in a snapshot.
@@ -190,68 +137,35 @@ pub struct JobRecord {
     pub output_dir: Option<String>,
 }
 
-impl From<Job> for JobRecord {
-    fn from(j: Job) -> Self {
-        // Every field named: a field added to a job fails to compile here until it is stored
-        // (docs/checklists/new-job-field.md).
-        let Job {
-            id,
-            spec,
-            state,
-            pend_reason,
-            pend_code,
-            reason,
-            result,
-            host,
-            attempt,
-            exit_code,
-            signal,
-            submit_time_ms,
-            start_time_ms,
-            end_time_ms,
-            output_dir,
-        } = j;
-        JobRecord {
-            id,
-            spec: spec.into(),
-            state: state.into(),
-            pend_reason,
-            pend_code: pend_code.map(Into::into),
-            reason,
-            result: result.map(Into::into),
-            host,
-            attempt,
-            exit_code,
-            signal,
-            submit_time_ms,
-            start_time_ms,
-            end_time_ms,
-            output_dir,
-        }
+mirror_structs! {
+    LimitsRecord <=> Limits { time_limit_s }
+    SpecRecord <=> JobSpec { name, user, queue, command, env, cwd, resources, priority, limits }
+    JobRecord <=> Job {
+        id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
+        submit_time_ms, start_time_ms, end_time_ms, output_dir,
     }
+    HostAttributesRecord <=> HostAttributes { name, resources, spool_dir, job_users }
+    HeldRecord <=> HeldJob { id, attempt, phase }
+    PendReasonRecord <=> PendReason { code, text }
+    QueueDefRecord <=> QueueDef { name, priority, on_host_lost }
 }
 
-impl From<JobRecord> for Job {
-    fn from(j: JobRecord) -> Self {
-        Job {
-            id: j.id,
-            spec: j.spec.into(),
-            state: j.state.into(),
-            pend_reason: j.pend_reason,
-            pend_code: j.pend_code.map(Into::into),
-            reason: j.reason,
-            result: j.result.map(Into::into),
-            host: j.host,
-            attempt: j.attempt,
-            exit_code: j.exit_code,
-            signal: j.signal,
-            submit_time_ms: j.submit_time_ms,
-            start_time_ms: j.start_time_ms,
-            end_time_ms: j.end_time_ms,
-            output_dir: j.output_dir,
-        }
-    }
+mirror_via_from! {
+    ResourcesRecord => Resources,
+    EndRecord => JobEnd,
+    JobStateRecord => xce_client::types::JobState,
+    JobActionRecord => xce_client::types::JobAction,
+    QueueActionRecord => xce_client::types::QueueAction,
+    HostActionRecord => xce_client::types::HostAction,
+    HeldPhaseRecord => xce_client::types::HeldPhase,
+    LostPolicyRecord => super::LostPolicy,
+    RoleRecord => xce_client::types::Role,
+    JobUsersRecord => xce_client::types::JobUsers,
+    EndIntentRecord => EndIntent,
 }
+
+// Records a command carries as they are.
+mirror_same!(JobRecord, StateRecord, EndIntentRecord);
 
 /// A worker's host attributes as stored in a join.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -387,378 +301,51 @@ pub enum CommandRecord {
     },
 }
 
-fn held_record(h: HeldJob) -> HeldRecord {
-    HeldRecord {
-        id: h.id,
-        attempt: h.attempt,
-        phase: h.phase.into(),
-    }
-}
-
-fn end_record(end: JobEnd) -> EndRecord {
-    match end {
-        JobEnd::Exit(c) => EndRecord::Exit(c),
-        JobEnd::Signal(s) => EndRecord::Signal(s),
-        JobEnd::Failed(r) => EndRecord::Failed(r),
-        JobEnd::OutOfMemory => EndRecord::OutOfMemory,
-        JobEnd::TimedOut { exit_code, signal } => EndRecord::TimedOut { exit_code, signal },
-    }
-}
-
-fn end_of(end: EndRecord) -> JobEnd {
-    match end {
-        EndRecord::Exit(c) => JobEnd::Exit(c),
-        EndRecord::Signal(s) => JobEnd::Signal(s),
-        EndRecord::Failed(r) => JobEnd::Failed(r),
-        EndRecord::OutOfMemory => JobEnd::OutOfMemory,
-        EndRecord::TimedOut { exit_code, signal } => JobEnd::TimedOut { exit_code, signal },
-    }
-}
-
-fn pend_reason_record(r: PendReason) -> PendReasonRecord {
-    PendReasonRecord {
-        code: r.code.into(),
-        text: r.text,
-    }
-}
-
-fn attributes_record(host: HostAttributes) -> HostAttributesRecord {
-    let HostAttributes {
-        name,
-        resources,
-        spool_dir,
-        job_users,
-    } = host;
-    HostAttributesRecord {
-        name,
-        resources: resources.into(),
-        spool_dir,
-        job_users: job_users.into(),
-    }
-}
-
-impl From<Command> for CommandRecord {
-    fn from(cmd: Command) -> Self {
-        match cmd {
-            Command::Submit { token, spec } => CommandRecord::Submit {
-                token: token.0,
-                spec: spec.into(),
-            },
-            Command::ControlJob {
-                token,
-                id,
-                action,
-                by,
-            } => CommandRecord::ControlJob {
-                token: token.0,
-                id,
-                action: action.into(),
-                by,
-            },
-            Command::CreateToken {
-                token,
-                id,
-                user,
-                role,
-                hash,
-                expires_in_ms,
-            } => CommandRecord::CreateToken {
-                token: token.0,
-                id,
-                user,
-                role: role.into(),
-                hash,
-                expires_in_ms,
-            },
-            Command::RevokeToken { token, id } => CommandRecord::RevokeToken { token: token.0, id },
-            Command::Restore { token, state } => CommandRecord::Restore {
-                token: token.0,
-                state,
-            },
-            Command::RestoreJobs {
-                token,
-                base,
-                jobs,
-                intents,
-            } => CommandRecord::RestoreJobs {
-                token: token.0,
-                base: base.0,
-                jobs,
-                intents,
-            },
-            Command::ControlQueue {
-                token,
-                name,
-                action,
-            } => CommandRecord::ControlQueue {
-                token: token.0,
-                name,
-                action: action.into(),
-            },
-            Command::RegisterHost { token, host, held } => CommandRecord::RegisterHost {
-                token: token.0,
-                host: attributes_record(host),
-                held: held.into_iter().map(held_record).collect(),
-            },
-            Command::ControlHost {
-                token,
-                name,
-                action,
-            } => CommandRecord::ControlHost {
-                token: token.0,
-                name,
-                action: action.into(),
-            },
-            Command::SetHostAvailable { name, available } => {
-                CommandRecord::SetHostAvailable { name, available }
-            }
-            Command::Dispatch { token, id, host } => CommandRecord::Dispatch {
-                token: token.0,
-                id,
-                host,
-            },
-            Command::JobStarted {
-                token,
-                id,
-                attempt,
-                host,
-            } => CommandRecord::JobStarted {
-                token: token.0,
-                id,
-                attempt,
-                host,
-            },
-            Command::JobFinished {
-                token,
-                id,
-                attempt,
-                host,
-                end,
-            } => CommandRecord::JobFinished {
-                token: token.0,
-                id,
-                attempt,
-                host,
-                end: end_record(end),
-            },
-            Command::HostLost { name } => CommandRecord::HostLost { name },
-            Command::AcquireScheduler {
-                token,
-                name,
-                instance,
-                ttl_ms,
-            } => CommandRecord::AcquireScheduler {
-                token: token.0,
-                name,
-                instance,
-                ttl_ms,
-            },
-            Command::DispatchBatch {
-                token,
-                epoch,
-                placements,
-            } => CommandRecord::DispatchBatch {
-                token: token.0,
-                epoch,
-                placements: placements.into_iter().map(|p| (p.id, p.host)).collect(),
-            },
-            Command::SetPendReasons {
-                token,
-                epoch,
-                reasons,
-            } => CommandRecord::SetPendReasons {
-                token: token.0,
-                epoch,
-                reasons: reasons
-                    .into_iter()
-                    .map(|(id, r)| (id, pend_reason_record(r)))
-                    .collect(),
-            },
-            Command::Barrier { term, queues } => CommandRecord::Barrier {
-                term,
-                queues: queues
-                    .into_iter()
-                    .map(|q| QueueDefRecord {
-                        name: q.name,
-                        priority: q.priority,
-                        on_host_lost: q.on_host_lost.into(),
-                    })
-                    .collect(),
-            },
-            Command::RaiseVersion { to } => CommandRecord::RaiseVersion { to },
+impl From<JobEnd> for EndRecord {
+    fn from(end: JobEnd) -> Self {
+        match end {
+            JobEnd::Exit(c) => EndRecord::Exit(c),
+            JobEnd::Signal(s) => EndRecord::Signal(s),
+            JobEnd::Failed(r) => EndRecord::Failed(r),
+            JobEnd::OutOfMemory => EndRecord::OutOfMemory,
+            JobEnd::TimedOut { exit_code, signal } => EndRecord::TimedOut { exit_code, signal },
         }
     }
 }
 
-impl From<CommandRecord> for Command {
-    fn from(rec: CommandRecord) -> Self {
-        let t = RequestToken;
-        match rec {
-            CommandRecord::Submit { token, spec } => Command::Submit {
-                token: t(token),
-                spec: spec.into(),
-            },
-            CommandRecord::ControlJob {
-                token,
-                id,
-                action,
-                by,
-            } => Command::ControlJob {
-                token: t(token),
-                id,
-                action: action.into(),
-                by,
-            },
-            CommandRecord::CreateToken {
-                token,
-                id,
-                user,
-                role,
-                hash,
-                expires_in_ms,
-            } => Command::CreateToken {
-                token: t(token),
-                id,
-                user,
-                role: role.into(),
-                hash,
-                expires_in_ms,
-            },
-            CommandRecord::RevokeToken { token, id } => Command::RevokeToken {
-                token: t(token),
-                id,
-            },
-            CommandRecord::Restore { token, state } => Command::Restore {
-                token: t(token),
-                state,
-            },
-            CommandRecord::RestoreJobs {
-                token,
-                base,
-                jobs,
-                intents,
-            } => Command::RestoreJobs {
-                token: t(token),
-                base: t(base),
-                jobs,
-                intents,
-            },
-            CommandRecord::ControlQueue {
-                token,
-                name,
-                action,
-            } => Command::ControlQueue {
-                token: t(token),
-                name,
-                action: action.into(),
-            },
-            CommandRecord::RegisterHost { token, host, held } => Command::RegisterHost {
-                token: t(token),
-                host: HostAttributes {
-                    name: host.name,
-                    resources: host.resources.into(),
-                    spool_dir: host.spool_dir,
-                    job_users: host.job_users.into(),
-                },
-                held: held
-                    .into_iter()
-                    .map(|h| HeldJob {
-                        id: h.id,
-                        attempt: h.attempt,
-                        phase: h.phase.into(),
-                    })
-                    .collect(),
-            },
-            CommandRecord::ControlHost {
-                token,
-                name,
-                action,
-            } => Command::ControlHost {
-                token: t(token),
-                name,
-                action: action.into(),
-            },
-            CommandRecord::SetHostAvailable { name, available } => {
-                Command::SetHostAvailable { name, available }
-            }
-            CommandRecord::Dispatch { token, id, host } => Command::Dispatch {
-                token: t(token),
-                id,
-                host,
-            },
-            CommandRecord::JobStarted {
-                token,
-                id,
-                attempt,
-                host,
-            } => Command::JobStarted {
-                token: t(token),
-                id,
-                attempt,
-                host,
-            },
-            CommandRecord::JobFinished {
-                token,
-                id,
-                attempt,
-                host,
-                end,
-            } => Command::JobFinished {
-                token: t(token),
-                id,
-                attempt,
-                host,
-                end: end_of(end),
-            },
-            CommandRecord::HostLost { name } => Command::HostLost { name },
-            CommandRecord::AcquireScheduler {
-                token,
-                name,
-                instance,
-                ttl_ms,
-            } => Command::AcquireScheduler {
-                token: t(token),
-                name,
-                instance,
-                ttl_ms,
-            },
-            CommandRecord::DispatchBatch {
-                token,
-                epoch,
-                placements,
-            } => Command::DispatchBatch {
-                token: t(token),
-                epoch,
-                placements: placements
-                    .into_iter()
-                    .map(|(id, host)| Placement { id, host })
-                    .collect(),
-            },
-            CommandRecord::SetPendReasons {
-                token,
-                epoch,
-                reasons,
-            } => Command::SetPendReasons {
-                token: t(token),
-                epoch,
-                reasons: reasons
-                    .into_iter()
-                    .map(|(id, r)| (id, PendReason::new(r.code.into(), r.text)))
-                    .collect(),
-            },
-            CommandRecord::Barrier { term, queues } => Command::Barrier {
-                term,
-                queues: queues
-                    .into_iter()
-                    .map(|q| QueueDef {
-                        name: q.name,
-                        priority: q.priority,
-                        on_host_lost: q.on_host_lost.into(),
-                    })
-                    .collect(),
-            },
-            CommandRecord::RaiseVersion { to } => Command::RaiseVersion { to },
+impl From<EndRecord> for JobEnd {
+    fn from(end: EndRecord) -> Self {
+        match end {
+            EndRecord::Exit(c) => JobEnd::Exit(c),
+            EndRecord::Signal(s) => JobEnd::Signal(s),
+            EndRecord::Failed(r) => JobEnd::Failed(r),
+            EndRecord::OutOfMemory => JobEnd::OutOfMemory,
+            EndRecord::TimedOut { exit_code, signal } => JobEnd::TimedOut { exit_code, signal },
         }
+    }
+}
+
+mirror_variants! {
+    CommandRecord <=> Command {
+        Submit { token, spec },
+        ControlJob { token, id, action, by },
+        ControlQueue { token, name, action },
+        RegisterHost { token, host, held },
+        ControlHost { token, name, action },
+        SetHostAvailable { name, available },
+        Dispatch { token, id, host },
+        JobStarted { token, id, attempt, host },
+        JobFinished { token, id, attempt, host, end },
+        HostLost { name },
+        Barrier { term, queues },
+        AcquireScheduler { token, name, instance, ttl_ms },
+        DispatchBatch { token, epoch, placements },
+        SetPendReasons { token, epoch, reasons },
+        CreateToken { token, id, user, role, hash, expires_in_ms },
+        RevokeToken { token, id },
+        Restore { token, state },
+        RestoreJobs { token, base, jobs, intents },
+        RaiseVersion { to },
     }
 }
 

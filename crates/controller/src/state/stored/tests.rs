@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, JobAction, JobEnd, JobState, PendCode,
-    QueueAction, Role,
+    Placement, QueueAction, Role,
 };
 
 use super::migrate::downgrade_job;
