@@ -145,37 +145,56 @@ impl Jobs {
     }
 
     pub(super) fn shim_spec(&self, job: &Job, attempt: u32) -> ShimSpec {
+        // Every spec field decided here: a new one fails to compile until the host's part of
+        // it is carried to the shim, or named as none of the host's business.
+        let xce_client::types::JobSpec {
+            name: _,
+            user,
+            queue: _,
+            command,
+            env,
+            cwd,
+            // Generic resources are not bound to a job on its host yet: counted only.
+            resources:
+                xce_client::types::Resources {
+                    cpus,
+                    mem_mb,
+                    gres: _,
+                },
+            priority: _,
+            limits: xce_client::types::Limits { time_limit_s },
+        } = &job.spec;
         let run_as = match self.settings.job_users {
             xce_client::types::JobUsers::EachUser { root } => Some(RunAs {
-                user: job.spec.user.clone(),
+                user: user.clone(),
                 allow_root: root,
             }),
             xce_client::types::JobUsers::Any | xce_client::types::JobUsers::Only(_) => None,
         };
         // A job that names no directory runs in the spool, or, as its user, in their home
         // (empty here: the shim looks it up).
-        let cwd = match (job.spec.cwd.is_empty(), &run_as) {
-            (false, _) => PathBuf::from(&job.spec.cwd),
+        let cwd = match (cwd.is_empty(), &run_as) {
+            (false, _) => PathBuf::from(cwd),
             (true, None) => self.spool.clone(),
             (true, Some(_)) => PathBuf::new(),
         };
         ShimSpec {
             id: job.id,
             attempt,
-            command: job.spec.command.clone(),
-            env: job.spec.env.clone(),
+            command: command.clone(),
+            env: env.clone(),
             cwd,
             spool: self.spool.clone(),
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
             cgroups: self.settings.cgroups.clone(),
             run_as,
-            refused: xce_client::fit::may_run(&self.settings.job_users, &job.spec.user).err(),
+            refused: xce_client::fit::may_run(&self.settings.job_users, user).err(),
             limits: Limits {
-                cpus: job.spec.resources.cpus,
-                mem_mb: job.spec.resources.mem_mb,
+                cpus: *cpus,
+                mem_mb: *mem_mb,
             },
-            time_limit_s: job.spec.limits.time_limit_s,
+            time_limit_s: *time_limit_s,
             after: None,
             worker: self.me,
             spare: self.spares.take(),
