@@ -86,6 +86,15 @@ impl State {
         for host in &rec.hosts {
             xce_client::types::validate_host_name(&host.name)?;
         }
+        let versions = crate::store::OLDEST_FORMAT..=crate::store::STORE_FORMAT;
+        if !versions.contains(&rec.active_version) {
+            return Err(format!(
+                "cluster version {} is not one this build runs ({} to {})",
+                rec.active_version,
+                versions.start(),
+                versions.end()
+            ));
+        }
         if rec.user_tokens.len() > super::MAX_TOKENS {
             return Err(format!("{} user tokens", rec.user_tokens.len()));
         }

@@ -103,6 +103,9 @@ impl State {
         for host in restored.hosts.values_mut() {
             host.available = false;
         }
+        // The version is the cluster's, not the backup's: what its members run. A backup's
+        // would lower it, or raise it past a member of an older build.
+        restored.active_version = self.active_version;
         let epoch = [&self.scheduler, &restored.scheduler]
             .into_iter()
             .flatten()
@@ -222,6 +225,34 @@ mod tests {
             epoch,
             expires_ms: u64::MAX,
         })
+    }
+
+    #[test]
+    fn a_restore_keeps_the_cluster_s_version_and_a_backup_of_an_unknown_one_is_refused() {
+        use crate::store::{OLDEST_FORMAT, STORE_FORMAT};
+        let mut old = running_on_w1(1);
+        let backup = old.clone().into_record();
+        assert_eq!(backup.active_version, OLDEST_FORMAT);
+        // A cluster already raised is not lowered by an older backup.
+        let mut new = State::default();
+        new.apply(0, Command::RaiseVersion { to: STORE_FORMAT });
+        assert_eq!(new.apply(5, restore(&backup)), Outcome::Done);
+        assert_eq!(new.active_version(), STORE_FORMAT);
+        // Nor is one that is not raised raised by a newer backup: a member may run the older
+        // build.
+        old.apply(1, Command::RaiseVersion { to: STORE_FORMAT });
+        let newer = old.into_record();
+        let mut held = State::default();
+        assert_eq!(held.apply(5, restore(&newer)), Outcome::Done);
+        assert_eq!(held.active_version(), OLDEST_FORMAT);
+        // A version this build does not run is no state it could have written.
+        let mut unknown = newer;
+        unknown.active_version = STORE_FORMAT + 78;
+        let outcome = State::default().apply(5, restore(&unknown));
+        assert!(
+            matches!(&outcome, Outcome::Rejected { message, .. } if message.contains("cluster version 85")),
+            "{outcome:?}"
+        );
     }
 
     #[test]
