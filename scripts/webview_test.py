@@ -27,10 +27,13 @@ def wait(what, timeout, check):
         time.sleep(0.1)
 
 
-def submit(api, token, command):
+def submit(api, token, command, name=None):
+    body = {"command": command}
+    if name is not None:
+        body["name"] = name
     req = urllib.request.Request(
         api + "/v1/jobs",
-        data=json.dumps({"command": command}).encode(),
+        data=json.dumps(body).encode(),
         headers={"Content-Type": "application/json", "Authorization": "Bearer " + token},
         method="POST",
     )
@@ -90,6 +93,12 @@ def main(xce):
         ][1:] or None)
         assert listed == states, (listed, states)
         print(f"webview: the state filter lists {listed}")
+        results = [r for r in doc["components"]["schemas"]["JobJson"]["properties"]["result"]["enum"] if r]
+        listed = wait("the result filter", 30, lambda: [
+            o.text for o in driver.find_elements(By.CSS_SELECTOR, "#f-result option")
+        ][1:] or None)
+        assert listed == results, (listed, results)
+        print(f"webview: the result filter lists {listed}")
         # No column of the queue table is clipped at 1280 px.
         wait("the queue table", 30, lambda: driver.find_elements(By.CSS_SELECTOR, "#queues tbody tr"))
         box = driver.execute_script(
@@ -110,6 +119,16 @@ def main(xce):
         wait(f"job {job_id}'s result on the page", 30, lambda: job_result(driver, job_id) == "completed")
         assert driver.execute_script("return window.__notReloaded === true;"), "the page reloaded"
         print(f"webview: job {job_id} went from {first} to done without a reload")
+
+        # The name filter narrows the table to the job of that name.
+        named = submit(api, token, ["true"], name="webview-named")
+        wait(f"job {named} on the page", 30, lambda: job_state(driver, named))
+        driver.find_element(By.ID, "f-name").send_keys("webview-named")
+        driver.find_element(By.ID, "apply").click()
+        shown = wait("the table filtered by name", 30, lambda: (lambda ids: ids if ids == [str(named)] else None)(
+            [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")]
+        ))
+        print(f"webview: filtered by name, the table shows jobs {shown}")
 
         for name in ("c1", "c2"):
             os.kill(pids[name], signal.SIGKILL)

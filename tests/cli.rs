@@ -308,3 +308,98 @@ async fn two_hundred_thousand_jobs_list_completely_in_text_and_json() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// `xce jobs` narrows by name, result and submit time, shows the columns asked for, and
+/// `xce submit --parsable` prints the id alone.
+#[tokio::test]
+async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, &[])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster
+        .wait_host("w1", xce_client::types::HostState::Ok)
+        .await;
+    let submit = |name: &str, command: &str| {
+        let out = cluster.xce(&[
+            "submit",
+            "--parsable",
+            "-J",
+            name,
+            "--",
+            "sh",
+            "-c",
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).unwrap();
+        printed
+            .trim()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("not an id alone: {printed:?}"))
+    };
+    let ok = submit("good", "true");
+    let bad = submit("bad", "exit 3");
+    let also_good = submit("good", "true");
+    for id in [ok, bad, also_good] {
+        cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+    }
+    let ids = |args: &[&str]| -> Vec<u64> {
+        let mut all = vec!["-o", "json", "jobs"];
+        all.extend_from_slice(args);
+        ok_json(&cluster.xce(&all))
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(ids(&["--name", "good"]), vec![ok, also_good]);
+    assert_eq!(ids(&["--result", "failed"]), vec![bad]);
+    assert_eq!(
+        ids(&["--result", "completed", "--name", "bad"]),
+        Vec::<u64>::new()
+    );
+    assert_eq!(ids(&["--since", "now-1h"]), vec![ok, bad, also_good]);
+    assert_eq!(ids(&["--since", "now+1h"]), Vec::<u64>::new());
+    let since_bad = cluster.xce(&["-o", "json", "jobs", "--since", "last tuesday"]);
+    assert!(!since_bad.status.success());
+    let e = json_of(&since_bad);
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"last tuesday\""),
+        "{e}"
+    );
+
+    let table = cluster.xce_ok(&[
+        "jobs",
+        "--format",
+        "id,name,result,exit_code",
+        "--name",
+        "bad",
+    ]);
+    let text = String::from_utf8(table.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            vec!["ID", "NAME", "RESULT", "EXIT"],
+            vec![&bad.to_string(), "bad", "failed", "3"]
+        ]
+    );
+    let unknown = cluster.xce(&["jobs", "--format", "id,elapsed"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no column \"elapsed\""));
+}

@@ -102,8 +102,17 @@ fn env_schema() -> utoipa::openapi::schema::Object {
 /// A comma-separated list of job states: its pattern made from the names of the cluster's
 /// own enum, so the document cannot list a state the cluster does not know, or miss one.
 fn job_states_schema() -> utoipa::openapi::schema::Object {
+    names_list_schema(xce_client::types::JobState::NAMES)
+}
+
+/// A comma-separated list of job results, from the cluster's own enum likewise.
+fn job_results_schema() -> utoipa::openapi::schema::Object {
+    names_list_schema(xce_client::types::JobResult::NAMES)
+}
+
+fn names_list_schema(names: &[&str]) -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
-    let one = format!("({})", xce_client::types::JobState::NAMES.join("|"));
+    let one = format!("({})", names.join("|"));
     ObjectBuilder::new()
         .schema_type(Type::String)
         .pattern(Some(format!("^({one}(,{one})*)?$")))
@@ -139,6 +148,15 @@ pub struct ListJobsQuery {
     pub state: Option<String>,
     pub queue: Option<String>,
     pub user: Option<String>,
+    /// Only jobs of exactly this name.
+    pub name: Option<String>,
+    /// Only jobs that ended with these results, comma-separated (`failed,timeout`).
+    #[param(schema_with = job_results_schema)]
+    pub result: Option<String>,
+    /// Only jobs submitted at or after this time: RFC 3339 (`2026-12-24T08:00:00Z`), or
+    /// `now-1h`, `today`, `YYYY-MM-DD` and the other forms of `xce jobs --since`, read in
+    /// the apiserver's time zone.
+    pub since: Option<String>,
     /// Where the page starts: the `next_cursor` of the previous page.
     #[param(pattern = r"^[0-9]{0,19}$")]
     pub cursor: Option<String>,

@@ -199,9 +199,8 @@ async fn dispatch_from(
 
 async fn wait_all_done(client: &Client, n: usize) -> anyhow::Result<()> {
     let unfinished = JobFilter {
-        queue: None,
         states: vec![JobState::Pending, JobState::Dispatched, JobState::Running],
-        user: None,
+        ..JobFilter::default()
     };
     let deadline = Instant::now() + Duration::from_secs(60 + n as u64 / 10);
     while Instant::now() < deadline {

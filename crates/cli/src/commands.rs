@@ -10,11 +10,13 @@ use xce_client::ops::{
 };
 use xce_client::transport::CapnpTransport;
 use xce_client::types::{
-    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobSpec, JobState, Limits,
+    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobResult, JobSpec, JobState, Limits,
     RequestToken, Resources, Role,
 };
+use xce_client::when;
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
 
+use crate::columns;
 use crate::hint::Hint;
 use crate::output::{self, fail};
 use crate::{Cli, Command, Format};
@@ -53,6 +55,9 @@ pub struct SubmitArgs {
     /// it; 1, with the reason, when it was killed, lost or never ran).
     #[arg(long)]
     wait: bool,
+    /// Print the job id alone (what scripts parse, as `sbatch --parsable`).
+    #[arg(long)]
+    parsable: bool,
     /// The command and its arguments, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
@@ -70,6 +75,21 @@ pub struct JobsArgs {
     /// Only jobs of this user.
     #[arg(long, short = 'u')]
     user: Option<String>,
+    /// Only jobs of exactly this name.
+    #[arg(long, short = 'n')]
+    name: Option<String>,
+    /// Only jobs that ended with these results (repeatable).
+    #[arg(long, value_parser = job_results())]
+    result: Vec<JobResult>,
+    /// Only jobs submitted at or after TIME: now-1h, today, 08:00 (the last one), YYYY-MM-DD,
+    /// YYYY-MM-DDTHH:MM[:SS] (local time) or RFC 3339.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
+    /// The text table's columns, comma-separated, as `sacct --format`: any of id, name,
+    /// state, result, queue, user, host, cpus, mem_mb, time_limit, priority, submit, start,
+    /// end, attempt, exit_code, pend_code, reason, command.
+    #[arg(long, value_name = "COLUMNS", default_value = columns::DEFAULT)]
+    format: String,
     /// At most this many jobs (the lowest ids first); all of them by default.
     #[arg(long)]
     limit: Option<usize>,
@@ -173,12 +193,20 @@ pub async fn run(cli: Cli) -> i32 {
     let (c, hint) = client(&cli);
     match cli.command {
         Command::Jobs(args) => {
+            let columns = columns::parse(&args.format).unwrap_or_else(|e| fail(f, "invalid", &e));
+            let since = args.since.as_deref().map(|text| {
+                when::parse(text, when::now_ms(), when::TimeOfDay::Last)
+                    .unwrap_or_else(|e| fail(f, "invalid", &format!("since: {e}")))
+            });
             let filter = JobFilter {
                 queue: args.queue,
                 states: args.state,
                 user: args.user,
+                name: args.name,
+                results: args.result,
+                submitted_since_ms: since,
             };
-            let mut printer = output::JobsPrinter::new(f);
+            let mut printer = output::JobsPrinter::new(f, columns);
             let listed = list_jobs(&c, filter, args.limit, |page| printer.page(page)).await;
             if listed.is_err() {
                 // What was printed stays a whole listing; the error follows it.
@@ -288,6 +316,12 @@ fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
     clap::builder::PossibleValuesParser::new(JobState::NAMES).try_map(|s| s.parse::<JobState>())
 }
 
+/// The `--result` values, from the cluster's enum likewise.
+fn job_results() -> impl clap::builder::TypedValueParser<Value = JobResult> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(JobResult::NAMES).try_map(|s| s.parse::<JobResult>())
+}
+
 /// A `--time`, in seconds (`None`: no limit). Parsed here rather than by clap so that a bad
 /// value is refused like every other bad field: `invalid`, in JSON under `-o json`.
 fn time_limit(f: Format, given: Option<&str>) -> Option<u32> {
@@ -362,11 +396,11 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     let id = check(f, c.call(op).await);
     remember(&c, &hint);
     if !args.wait {
-        output::submitted(f, id);
+        output::submitted(f, id, args.parsable);
         return 0;
     }
     if f == Format::Text {
-        output::submitted(f, id);
+        output::submitted(f, id, args.parsable);
     }
     loop {
         let job = check(f, c.call(GetJob { id }).await);

@@ -3,6 +3,7 @@
 //! exit and, in JSON mode, a JSON error.
 
 mod admin;
+mod columns;
 mod commands;
 mod dev;
 mod hint;

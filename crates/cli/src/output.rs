@@ -6,6 +6,7 @@ use serde_json::Value;
 use xce_client::json;
 use xce_client::types::{ClusterInfo, Host, Job, Queue};
 
+use crate::columns::{self, Column};
 use crate::Format;
 
 /// Prints an error in the chosen format and exits non-zero.
@@ -29,15 +30,18 @@ fn or_dash(s: Option<&str>) -> &str {
 /// a table with one header line, or one JSON array.
 pub struct JobsPrinter {
     format: Format,
+    /// The text table's columns (`--format`).
+    columns: Vec<Column>,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     printed: usize,
 }
 
 impl JobsPrinter {
     /// Starts a listing (the table header is printed with the first page, or at the end).
-    pub fn new(format: Format) -> JobsPrinter {
+    pub fn new(format: Format, columns: Vec<Column>) -> JobsPrinter {
         JobsPrinter {
             format,
+            columns,
             out: std::io::BufWriter::new(std::io::stdout().lock()),
             printed: 0,
         }
@@ -54,16 +58,7 @@ impl JobsPrinter {
                     let sep = if self.printed == 0 { "" } else { "," };
                     write!(self.out, "{sep}{}", json::job(j))
                 }
-                Format::Text => writeln!(
-                    self.out,
-                    "{:<8} {:<22} {:<10} {:<10} {:<10} {}",
-                    j.id,
-                    state_shown(j),
-                    j.spec.queue,
-                    j.spec.user,
-                    or_dash(j.host.as_deref()),
-                    j.spec.command.join(" ")
-                ),
+                Format::Text => writeln!(self.out, "{}", columns::row(&self.columns, j)),
             };
             self.printed += 1;
         }
@@ -72,11 +67,7 @@ impl JobsPrinter {
     fn start(&mut self) {
         let _ = match self.format {
             Format::Json => write!(self.out, "["),
-            Format::Text => writeln!(
-                self.out,
-                "{:<8} {:<22} {:<10} {:<10} {:<10} COMMAND",
-                "ID", "STATE", "QUEUE", "USER", "HOST"
-            ),
+            Format::Text => writeln!(self.out, "{}", columns::header(&self.columns)),
         };
     }
 
@@ -146,10 +137,12 @@ pub fn job(format: Format, j: &Job) {
     }
 }
 
-/// Prints the id of a submitted job.
-pub fn submitted(format: Format, id: u64) {
+/// Prints the id of a submitted job; `parsable`: the id alone (what scripts parse, as
+/// `sbatch --parsable`).
+pub fn submitted(format: Format, id: u64, parsable: bool) {
     match format {
         Format::Json => print_json(&serde_json::json!({ "id": id })),
+        Format::Text if parsable => println!("{id}"),
         Format::Text => println!("Job <{id}> is submitted."),
     }
 }

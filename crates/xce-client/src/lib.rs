@@ -28,6 +28,7 @@ pub mod tokens;
 pub mod transport;
 pub mod types;
 pub mod version;
+pub mod when;
 pub mod wire;
 
 pub use candidates::{parse_candidates, Candidate, CandidateError, MAX_CANDIDATES};

@@ -13,8 +13,9 @@ use proptest::option;
 use proptest::prelude::*;
 
 use crate::types::{
-    ClusterEvent, ClusterInfo, Host, HostAttributes, HostState, Job, JobEnd, JobResult, JobSpec,
-    JobState, JobUsers, Limits, Member, MemberRole, PendCode, PendReason, Resources, SchedulerInfo,
+    ClusterEvent, ClusterInfo, Host, HostAttributes, HostState, Job, JobEnd, JobFilter, JobResult,
+    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, PendCode, PendReason, Resources,
+    SchedulerInfo,
 };
 
 /// Text of any characters but control ones, possibly empty.
@@ -33,6 +34,28 @@ fn opt_text() -> impl Strategy<Value = Option<String>> {
 
 fn opt_ms() -> impl Strategy<Value = Option<u64>> {
     option::of(1..u64::MAX)
+}
+
+/// Any job filter the wire carries (an empty text or a zero time is "any" there).
+pub fn job_filter() -> impl Strategy<Value = JobFilter> {
+    (
+        opt_text(),
+        vec(prop::sample::select(JobState::ALL), 0..4),
+        opt_text(),
+        opt_text(),
+        vec(job_result(), 0..4),
+        opt_ms(),
+    )
+        .prop_map(
+            |(queue, states, user, name, results, submitted_since_ms)| JobFilter {
+                queue,
+                states,
+                user,
+                name,
+                results,
+                submitted_since_ms,
+            },
+        )
 }
 
 /// Any amount of resources the wire carries (cpus and memory within its signed fields).

@@ -319,14 +319,32 @@ pub struct JobFilter {
     pub queue: Option<String>,
     pub states: Vec<JobState>,
     pub user: Option<String>,
+    /// Only jobs of exactly this name.
+    pub name: Option<String>,
+    /// Only jobs that ended with one of these results (so only ended jobs, when any).
+    pub results: Vec<JobResult>,
+    /// Only jobs submitted at or after this time (ms since the epoch).
+    pub submitted_since_ms: Option<u64>,
 }
 
 impl JobFilter {
-    /// Whether `job` passes the filter.
+    /// Whether `job` passes the filter. Clients apply it again to what a controller returns:
+    /// a controller of an older build ignores the fields it does not know.
     pub fn matches(&self, job: &Job) -> bool {
-        self.queue.as_ref().is_none_or(|q| *q == job.spec.queue)
-            && self.user.as_ref().is_none_or(|u| *u == job.spec.user)
-            && (self.states.is_empty() || self.states.contains(&job.state))
+        let JobFilter {
+            queue,
+            states,
+            user,
+            name,
+            results,
+            submitted_since_ms,
+        } = self;
+        queue.as_ref().is_none_or(|q| *q == job.spec.queue)
+            && user.as_ref().is_none_or(|u| *u == job.spec.user)
+            && name.as_ref().is_none_or(|n| *n == job.spec.name)
+            && (states.is_empty() || states.contains(&job.state))
+            && (results.is_empty() || job.result.is_some_and(|r| results.contains(&r)))
+            && submitted_since_ms.is_none_or(|since| job.submit_time_ms >= since)
     }
 }
 
@@ -584,5 +602,46 @@ pub fn validate_host_name(name: &str) -> Result<(), String> {
         Err(format!(
             "host.name: {name:?} must be letters, digits, '-', '_' or '.'"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Each field of a filter narrows on its own: a job passes a filter exactly when it
+        /// passes each one-field filter the filter is made of.
+        #[test]
+        fn a_filter_is_the_conjunction_of_its_fields(
+            job in crate::testing::job(),
+            filter in crate::testing::job_filter(),
+        ) {
+            let JobFilter { queue, states, user, name, results, submitted_since_ms } = filter.clone();
+            let alone = [
+                JobFilter { queue, ..JobFilter::default() },
+                JobFilter { states, ..JobFilter::default() },
+                JobFilter { user, ..JobFilter::default() },
+                JobFilter { name: name.clone(), ..JobFilter::default() },
+                JobFilter { results: results.clone(), ..JobFilter::default() },
+                JobFilter { submitted_since_ms, ..JobFilter::default() },
+            ];
+            prop_assert_eq!(filter.matches(&job), alone.iter().all(|f| f.matches(&job)));
+            // And each means what it says.
+            let by_name = JobFilter { name: Some(job.spec.name.clone()), ..JobFilter::default() };
+            prop_assert!(by_name.matches(&job));
+            let since = JobFilter {
+                submitted_since_ms: Some(job.submit_time_ms.saturating_add(1)),
+                ..JobFilter::default()
+            };
+            prop_assert_eq!(since.matches(&job), job.submit_time_ms == u64::MAX);
+            let by_result = JobFilter { results: results.clone(), ..JobFilter::default() };
+            prop_assert_eq!(
+                by_result.matches(&job),
+                results.is_empty() || job.result.is_some_and(|r| results.contains(&r))
+            );
+        }
     }
 }

@@ -182,6 +182,11 @@ struct JobFilter {
   queue @0 :Text;
   states @1 :List(JobState);
   user @2 :Text;
+  # Appended: a controller of an older build ignores them, so clients filter again.
+  name @3 :Text;
+  results @4 :List(JobResult);
+  # 0: any.
+  submittedSinceMs @5 :UInt64;
 }
 
 # The client-facing interface, and the bootstrap capability of every controller port.

@@ -5,7 +5,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use xce_client::json::{ErrorJson, JobJson};
-use xce_client::types::{JobAction, JobFilter, JobSpec, JobState, Limits, RequestToken, Resources};
+use xce_client::types::{
+    JobAction, JobFilter, JobResult, JobSpec, JobState, Limits, RequestToken, Resources,
+};
+use xce_client::when::{self, now_ms};
 
 use super::AppState;
 use crate::backend::{Answer, Call, Caller};
@@ -190,20 +193,41 @@ pub async fn list(
     if limit > MAX_LIMIT {
         return Err(ApiError::invalid(format!("limit: at most {MAX_LIMIT}")));
     }
+    let results = match q.result.as_deref().filter(|s| !s.is_empty()) {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|s| s.trim().parse::<JobResult>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| ApiError::invalid(format!("result: {e}")))?,
+    };
+    let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(text) => Some(
+            when::parse(text, now_ms(), when::TimeOfDay::Last)
+                .map_err(|e| ApiError::invalid(format!("since: {e}")))?,
+        ),
+    };
+    let filter = JobFilter {
+        queue: q.queue.filter(|s| !s.is_empty()),
+        states,
+        user: q.user.filter(|s| !s.is_empty()),
+        name: q.name.filter(|s| !s.is_empty()),
+        results,
+        submitted_since_ms: since,
+    };
     let call = Call::ListJobs {
-        filter: JobFilter {
-            queue: q.queue.filter(|s| !s.is_empty()),
-            states,
-            user: q.user.filter(|s| !s.is_empty()),
-        },
+        filter: filter.clone(),
         after,
         limit,
     };
-    let Answer::Jobs(page) = state.call("listJobs", &caller, call).await? else {
+    let Answer::Jobs(mut page) = state.call("listJobs", &caller, call).await? else {
         return Err(ApiError::internal(
             "list: the backend answered something else",
         ));
     };
+    // Again here: a controller of an older build ignores the filter fields it does not know.
+    page.jobs.retain(|j| filter.matches(j));
     Ok(Json(JobPageJson {
         jobs: page.jobs.iter().map(JobJson::from).collect(),
         next_cursor: page.next.map(|n| n.to_string()),

@@ -752,9 +752,8 @@ mod tests {
         let q = &s.queues()[0];
         assert_eq!((q.pending, q.running), (2, 0));
         let filter = JobFilter {
-            queue: None,
             states: vec![JobState::Exited],
-            user: None,
+            ..JobFilter::default()
         };
         let page = s.jobs_page(&filter, 0, DEFAULT_PAGE_FOR_TESTS);
         assert_eq!(page.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), vec![2]);

@@ -354,12 +354,20 @@ fn filter() -> impl Strategy<Value = JobFilter> {
             Just(Some(String::new())),
             Just(Some("bob".to_string()))
         ],
+        prop_oneof![Just(None), Just(Some("job".to_string()))],
+        prop::collection::vec(xce_client::testing::job_result(), 0..2),
+        prop_oneof![Just(None), (0u64..5_000).prop_map(Some)],
     )
-        .prop_map(|(queue, states, user)| JobFilter {
-            queue,
-            states,
-            user,
-        })
+        .prop_map(
+            |(queue, states, user, name, results, submitted_since_ms)| JobFilter {
+                queue,
+                states,
+                user,
+                name,
+                results,
+                submitted_since_ms,
+            },
+        )
 }
 
 proptest! {

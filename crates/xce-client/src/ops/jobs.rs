@@ -152,8 +152,15 @@ pub async fn list_jobs<T: crate::transport::Transport>(
                 limit,
             })
             .await?;
-        let take = remaining.map_or(page.jobs.len(), |r| r.min(page.jobs.len()));
-        each(&page.jobs[..take]);
+        // Again here: a controller of an older build ignores the filter fields it does not
+        // know, and its page would hold jobs the caller did not ask for.
+        let jobs: Vec<Job> = page
+            .jobs
+            .into_iter()
+            .filter(|j| filter.matches(j))
+            .collect();
+        let take = remaining.map_or(jobs.len(), |r| r.min(jobs.len()));
+        each(&jobs[..take]);
         seen += take;
         match page.next {
             Some(next) if next > after => after = next,
