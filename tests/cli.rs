@@ -403,3 +403,124 @@ async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no column \"elapsed\""));
 }
+
+/// A job gets the submitting shell's environment (`--export`, default ALL) but nothing bound
+/// to the submitting host or session, `-e` over it, and its own `XCE_*` variables, which
+/// nothing submitted can fake.
+#[tokio::test]
+async fn a_job_gets_the_submitter_s_environment_and_its_own_variables() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, &[])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster
+        .wait_host("w1", xce_client::types::HostState::Ok)
+        .await;
+    // A time limit needs the cluster's newest version.
+    cluster.wait_version().await;
+    let submit_dir = tempfile::tempdir().unwrap();
+    let run_dir = tempfile::tempdir().unwrap();
+    let run = run_dir.path().to_string_lossy().into_owned();
+    let submit = |file: &str, export: Option<&str>| -> u64 {
+        let script = format!("env > {file}");
+        let mut args = vec![
+            "submit",
+            "--parsable",
+            "-J",
+            "envjob",
+            "--cwd",
+            &run,
+            "-t",
+            "5",
+        ];
+        if let Some(e) = export {
+            args.extend_from_slice(&["--export", e]);
+        }
+        args.extend_from_slice(&["-e", "FROM_E=e", "-e", "XCE_JOB_ID=fake", "--", "sh", "-c"]);
+        args.push(&script);
+        let out = cluster
+            .xce_command(&args)
+            .current_dir(submit_dir.path())
+            .env("MY_EXPORTED", "hello")
+            .env("SSH_AUTH_SOCK", "/tmp/agent.sock")
+            .env("XCE_JOB_ATTEMPT", "99")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let all = submit("all.env", None);
+    let none = submit("none.env", Some("NONE,PICKED=1"));
+    for id in [all, none] {
+        let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+        assert_eq!(
+            job.result,
+            Some(xce_client::types::JobResult::Completed),
+            "{job:?}"
+        );
+    }
+    let read = |file: &str| -> std::collections::BTreeMap<String, String> {
+        std::fs::read_to_string(run_dir.path().join(file))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let env = read("all.env");
+    assert_eq!(env.get("MY_EXPORTED").map(String::as_str), Some("hello"));
+    assert_eq!(env.get("FROM_E").map(String::as_str), Some("e"));
+    assert_eq!(
+        env.get("SSH_AUTH_SOCK"),
+        None,
+        "a session's agent is not the job's"
+    );
+    let host = nix::unistd::gethostname()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let expected = [
+        ("XCE_JOB_ID", all.to_string()),
+        ("XCE_JOB_NAME", "envjob".to_string()),
+        ("XCE_QUEUE", "normal".to_string()),
+        ("XCE_SUBMIT_DIR", submit_dir.path().display().to_string()),
+        ("XCE_SUBMIT_HOST", host),
+        ("XCE_JOB_CPUS", "1".to_string()),
+        ("XCE_JOB_MEM_MB", "0".to_string()),
+        ("XCE_NODELIST", "w1".to_string()),
+        ("XCE_JOB_ATTEMPT", "1".to_string()),
+        ("XCE_TIME_LIMIT_S", "300".to_string()),
+    ];
+    for (name, value) in expected {
+        assert_eq!(env.get(name), Some(&value), "{name}");
+    }
+    assert!(env.get("XCE_JOB_USER").is_some_and(|u| !u.is_empty()));
+    let env = read("none.env");
+    assert_eq!(env.get("MY_EXPORTED"), None, "--export NONE");
+    assert_eq!(env.get("PICKED").map(String::as_str), Some("1"));
+    assert_eq!(env.get("FROM_E").map(String::as_str), Some("e"));
+    assert_eq!(env.get("XCE_JOB_ID"), Some(&none.to_string()));
+    assert!(env.contains_key("PATH"), "a job always has a PATH");
+
+    let bad = cluster.xce(&["-o", "json", "submit", "--export", "PATH,ALL", "--", "true"]);
+    assert!(!bad.status.success());
+    let e = json_of(&bad);
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("ALL must come first"),
+        "{e}"
+    );
+}

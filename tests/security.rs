@@ -758,10 +758,18 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
             .unwrap();
         job.spec.env
     };
-    let secret = vec![("SECRET".to_string(), "hunter2".to_string())];
+    let secret = ("SECRET".to_string(), "hunter2".to_string());
     assert_eq!(env_as(cluster.client_with_token(&bob)).await, vec![]);
-    assert_eq!(env_as(cluster.client_with_token(&alice)).await, secret);
-    assert_eq!(env_as(cluster.client_with_token(&ops)).await, secret);
+    let alice_sees = env_as(cluster.client_with_token(&alice)).await;
+    assert!(alice_sees.contains(&secret), "{alice_sees:?}");
+    // The token she submitted with is hers alone: never stored with the job.
+    assert!(
+        !alice_sees
+            .iter()
+            .any(|(k, v)| k == "XCE_TOKEN" || *v == alice),
+        "{alice_sees:?}"
+    );
+    assert_eq!(env_as(cluster.client_with_token(&ops)).await, alice_sees);
 
     // The admin lists them, without a secret.
     let out = cluster.xce(&["-o", "json", "token", "list"]);

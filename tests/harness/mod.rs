@@ -523,6 +523,12 @@ impl Cluster {
         cmd
     }
 
+    /// The `xce` command against this cluster, not yet run: for a test that sets its
+    /// environment, directory or input.
+    pub fn xce_command(&self, args: &[&str]) -> Command {
+        self.xce_command_as(xce_devcluster::ADMIN, args)
+    }
+
     /// Runs the `xce` CLI as a person holding `token` (`XCE_TOKEN`), on the login host (whose
     /// certificate, in a TLS cluster, lets it connect).
     pub fn xce_token(&self, token: &str, args: &[&str]) -> Output {

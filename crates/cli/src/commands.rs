@@ -48,9 +48,14 @@ pub struct SubmitArgs {
     /// Working directory (default: the current directory).
     #[arg(long)]
     cwd: Option<String>,
-    /// An environment variable for the job, NAME=VALUE (repeatable).
+    /// An environment variable for the job, NAME=VALUE (repeatable); set after --export's.
     #[arg(long = "env", short = 'e', value_parser = parse_env)]
     env: Vec<(String, String)>,
+    /// Which of this shell's variables the job gets: ALL (the default: all but those bound
+    /// to this host or session, like HOSTNAME, SSH_AUTH_SOCK, DISPLAY), NONE, or a list of
+    /// NAME and NAME=VALUE items, which may begin with ALL (as Slurm's --export).
+    #[arg(long, value_name = "ALL|NONE|NAME[=VALUE],...")]
+    export: Option<String>,
     /// Wait until the job has ended and exit with its exit code (128 + the signal that killed
     /// it; 1, with the reason, when it was killed, lost or never ran).
     #[arg(long)]
@@ -332,6 +337,39 @@ fn time_limit(f: Format, given: Option<&str>) -> Option<u32> {
     }
 }
 
+/// The job's environment: this shell's variables as `--export` says, `-e` ones, and where
+/// it was submitted from (`XCE_SUBMIT_DIR`, `XCE_SUBMIT_HOST`: the job's host sets them from
+/// these).
+fn environment(f: Format, args: &SubmitArgs) -> Vec<(String, String)> {
+    use xce_client::export::{self, job_vars};
+    let rules = match args.export.as_deref() {
+        None => export::Export::default(),
+        Some(text) => export::parse(text).unwrap_or_else(|e| fail(f, "invalid", &e.to_string())),
+    };
+    let mut submitter = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => submitter.push((name, value)),
+            (name, _) => eprintln!(
+                "xce: not exported (not UTF-8): {}",
+                name.unwrap_or_else(|n| n.to_string_lossy().into_owned())
+            ),
+        }
+    }
+    let mut extra = Vec::new();
+    if let Ok(dir) = std::env::current_dir() {
+        extra.push((job_vars::SUBMIT_DIR.to_string(), dir.display().to_string()));
+    }
+    if let Ok(host) = nix::unistd::gethostname() {
+        extra.push((
+            job_vars::SUBMIT_HOST.to_string(),
+            host.to_string_lossy().into_owned(),
+        ));
+    }
+    extra.extend(args.env.iter().cloned());
+    export::environment(&rules, submitter, &extra)
+}
+
 fn parse_env(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.is_empty() => Ok((name.to_string(), value.to_string())),
@@ -375,7 +413,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         user: submitting_user(),
         queue: args.queue.clone().unwrap_or_default(),
         command: args.command.clone(),
-        env: args.env.clone(),
+        env: environment(f, args),
         cwd,
         resources: Resources::new(
             u32::try_from(count(f, "cpus", args.cpus, u32::MAX.into())).unwrap_or(u32::MAX),

@@ -20,11 +20,11 @@ use xce_client::types::JobId;
 
 /// The environment variable every job carries: the (canonical) spool dir of its worker. Not
 /// a name the worker itself reads, so a shell that launched the worker never carries it.
-pub const ENV_SPOOL_MARK: &str = "XCE_JOB_SPOOL";
+pub const ENV_SPOOL_MARK: &str = xce_client::export::job_vars::JOB_SPOOL;
 /// The job's id, in every job's environment.
-pub const ENV_JOB_ID: &str = "XCE_JOB_ID";
+pub const ENV_JOB_ID: &str = xce_client::export::job_vars::JOB_ID;
 /// The attempt number, in every job's environment.
-pub const ENV_ATTEMPT: &str = "XCE_JOB_ATTEMPT";
+pub const ENV_ATTEMPT: &str = xce_client::export::job_vars::JOB_ATTEMPT;
 
 /// Which marked processes to kill: every job of this spool but the attempts spared (adopted
 /// ones), or one attempt's.

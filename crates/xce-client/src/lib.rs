@@ -11,6 +11,7 @@ pub mod classify;
 pub mod client;
 pub mod connection;
 pub mod events;
+pub mod export;
 pub mod fit;
 pub mod inbound;
 pub mod json;

@@ -60,9 +60,7 @@ pub fn parse_in<Tz: TimeZone>(
                 .ok_or_else(|| err("out of range"))?;
             local_ms(tz, date.and_time(NaiveTime::MIN)).map_err(&err)?
         }
-        "midnight" => {
-            at_time_of_day(tz, &now, NaiveTime::MIN, TimeOfDay::Next).map_err(&err)?
-        }
+        "midnight" => at_time_of_day(tz, &now, NaiveTime::MIN, TimeOfDay::Next).map_err(&err)?,
         "noon" => {
             let noon = NaiveTime::from_hms_opt(12, 0, 0).ok_or_else(|| err("noon"))?;
             at_time_of_day(tz, &now, noon, day).map_err(&err)?

@@ -178,11 +178,28 @@ impl Jobs {
             (true, None) => self.spool.clone(),
             (true, Some(_)) => PathBuf::new(),
         };
+        // The job's own variables come last, so nothing it was submitted with can fake them.
+        let facts = xce_client::export::JobFacts {
+            spec: &job.spec,
+            id: job.id,
+            attempt,
+            host: &self.host,
+            queue: &job.spec.queue,
+        };
+        let env = env
+            .iter()
+            .cloned()
+            .chain(
+                xce_client::export::job_variables(&facts)
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            )
+            .collect();
         ShimSpec {
             id: job.id,
             attempt,
             command: command.clone(),
-            env: env.clone(),
+            env,
             cwd,
             spool: self.spool.clone(),
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,

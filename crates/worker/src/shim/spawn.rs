@@ -29,6 +29,9 @@ pub(super) fn spawn_confined(spec: &ShimSpec) -> Result<Child, String> {
     spawned
 }
 
+/// A job's `PATH` unless it was submitted with one.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
 /// Starts the job in its own process group, with its command, environment and working
 /// directory, output to the spool.
 pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
@@ -59,10 +62,18 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         Ok::<_, String>(file)
     };
     let mut command = Command::new(program);
+    // The job's environment is what it was submitted with (`--export`) over a login's
+    // basics, never the worker's own: a worker's settings and credentials are not the job's.
+    command.env_clear().env("PATH", DEFAULT_PATH);
     match &account {
         // As root the directory is checked here; as a user it is entered after the switch
         // (in `become_account`), so a job can never run where its user may not go.
         None => {
+            for name in ["HOME", "USER", "LOGNAME", "SHELL"] {
+                if let Some(value) = std::env::var_os(name) {
+                    command.env(name, value);
+                }
+            }
             if !spec.cwd.is_dir() {
                 return Err(format!(
                     "working directory {} does not exist",
@@ -78,8 +89,6 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             // A login's environment, not the worker's; the job's own variables, set below,
             // win.
             command
-                .env_clear()
-                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
                 .env("USER", &a.name)
                 .env("LOGNAME", &a.name)
                 .env("HOME", &a.home)
