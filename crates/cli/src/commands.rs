@@ -22,7 +22,7 @@ use crate::output::{self, fail};
 use crate::{Cli, Command, Format};
 
 /// Submit a job: xce submit [options] -- CMD [ARGS...]
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct SubmitArgs {
     /// Queue (default: the cluster's default queue, `normal`).
     #[arg(long, short = 'q')]
@@ -66,6 +66,35 @@ pub struct SubmitArgs {
     /// The command and its arguments, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
+}
+
+/// `xce submit`'s options as a command of their own: what a script's `#XCE` directives and
+/// the command line are parsed as, together, the command line last and so overriding.
+#[derive(Debug, clap::Parser)]
+#[command(name = "submit", args_override_self = true)]
+#[cfg_attr(not(test), allow(dead_code))]
+pub struct SubmitOptions {
+    #[command(flatten)]
+    pub args: SubmitArgs,
+}
+
+/// The submit arguments of a script's directives and the command line's options: a
+/// directive holds options only.
+#[cfg_attr(not(test), allow(dead_code))]
+pub fn submit_args_of(
+    script: &str,
+    command_line: &[String],
+) -> Result<SubmitArgs, crate::directives::ParseError> {
+    use crate::directives::{extract, parse_with, ParseError};
+    let directives = extract(script).map_err(ParseError::Directive)?;
+    let options_only = |o: &SubmitOptions| {
+        if o.args.command.is_empty() {
+            Ok(())
+        } else {
+            Err("a directive holds options only, never the command".to_string())
+        }
+    };
+    parse_with(&directives, command_line, options_only).map(|o: SubmitOptions| o.args)
 }
 
 /// List jobs.
@@ -500,7 +529,88 @@ async fn events(cli: &Cli, args: &EventsArgs) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_env;
+    use super::{parse_env, submit_args_of};
+    use proptest::prelude::*;
+
+    /// Options as a person writes them, each one `--name value` word pair or a flag.
+    fn option() -> impl Strategy<Value = Vec<String>> {
+        let value = "[a-zA-Z0-9_./:][a-zA-Z0-9_./:-]{0,7}";
+        prop_oneof![
+            value.prop_map(|v| vec!["--name".into(), v]),
+            "[a-z]{1,6}".prop_map(|v| vec!["-q".into(), v]),
+            (1..64u32).prop_map(|n| vec!["--cpus".into(), n.to_string()]),
+            (0..4096u32).prop_map(|n| vec!["--mem-mb".into(), n.to_string()]),
+            (-5..5i32).prop_map(|n| vec![format!("--priority={n}")]),
+            "[0-9]{1,2}:[0-5][0-9]".prop_map(|v| vec!["--time".into(), v]),
+            ("[A-Z]{1,4}", "[a-z ]{0,6}").prop_map(|(k, v)| vec!["-e".into(), format!("{k}={v}")]),
+            Just(vec!["--wait".to_string()]),
+            Just(vec!["--parsable".to_string()]),
+            "[a-z/]{1,10}".prop_map(|v| vec!["--cwd".into(), v]),
+        ]
+    }
+
+    /// The options as `#XCE` lines, each word quoted as a shell would need.
+    fn as_script(options: &[Vec<String>]) -> String {
+        let mut script = String::from("#!/bin/sh\n");
+        for words in options {
+            let quoted: Vec<String> = words
+                .iter()
+                .map(|w| shlex::try_quote(w).unwrap().into_owned())
+                .collect();
+            script.push_str(&format!("#XCE {}\n", quoted.join(" ")));
+        }
+        script.push_str("echo done\n");
+        script
+    }
+
+    proptest! {
+        /// Directives give the spec the same options on the command line give, and the
+        /// command line overrides them as if it came after them.
+        #[test]
+        fn directives_and_the_command_line_give_the_same_spec(
+            written in proptest::collection::vec(option(), 0..8),
+            given in proptest::collection::vec(option(), 0..4),
+        ) {
+            let flat = |o: &[Vec<String>]| o.iter().flatten().cloned().collect::<Vec<_>>();
+            let from_script = submit_args_of(&as_script(&written), &flat(&given));
+            let mut all = flat(&written);
+            all.extend(flat(&given));
+            let from_line = submit_args_of("#!/bin/sh\ntrue\n", &all);
+            match (from_script, from_line) {
+                (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+                (a, b) => prop_assert!(false, "{a:?} / {b:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_directive_that_does_not_parse_names_its_line() {
+        use crate::directives::ParseError;
+        let script = "#!/bin/sh\n#XCE --cpus 2\n#XCE --cpuz 4\ntrue\n";
+        match submit_args_of(script, &[]) {
+            Err(ParseError::Directive(e)) => {
+                assert_eq!(e.line, 3);
+                let text = e.to_string();
+                assert!(
+                    text.contains("\"#XCE --cpuz 4\"") && text.contains("--cpuz"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let script = "#!/bin/sh\n#XCE --cpus 2 -- rm -rf /\ntrue\n";
+        match submit_args_of(script, &[]) {
+            Err(ParseError::Directive(e)) => {
+                assert_eq!(e.line, 2);
+                assert!(e.to_string().contains("options only"), "{e}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = submit_args_of("#XCE --cpus 2\n", &["--cpuz".into()]).unwrap_err();
+        assert!(bad.to_string().contains("--cpuz"), "{bad}");
+        let over = submit_args_of("#XCE --cpus 2 -J a\n", &["--cpus".into(), "8".into()]).unwrap();
+        assert_eq!((over.cpus, over.name.as_deref()), (8, Some("a")));
+    }
 
     #[test]
     fn env_arguments_are_name_equals_value() {

@@ -16,10 +16,12 @@ pub mod fit;
 pub mod inbound;
 pub mod json;
 pub mod ops;
+pub mod output_path;
 pub mod publish;
 pub mod random;
 pub mod resources;
 pub mod shutdown;
+pub mod signals;
 pub mod socket;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
