@@ -119,6 +119,24 @@ fn names_list_schema(names: &[&str]) -> utoipa::openapi::schema::Object {
         .build()
 }
 
+/// The forms of `since` the document promises (the server reads more: every form of
+/// `xce_client::when`): each one a time that parses, bounded so none falls before 1970; empty
+/// is no bound, as an absent one.
+pub const SINCE_PATTERN: &str = concat!(
+    r"^(now(\+[0-9]{1,6}[smhdw]?|-[0-9]{1,4}[smhd]?)?|today|tomorrow|midnight|noon",
+    r"|([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9])?",
+    r"|(19[89][0-9]|2[0-9]{3})-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])",
+    r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)?)?$",
+);
+
+fn since_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(SINCE_PATTERN))
+        .build()
+}
+
 /// The most jobs one page may hold (the cluster's cap).
 pub const MAX_LIMIT: u32 = 5000;
 
@@ -156,6 +174,7 @@ pub struct ListJobsQuery {
     /// Only jobs submitted at or after this time: RFC 3339 (`2026-12-24T08:00:00Z`), or
     /// `now-1h`, `today`, `YYYY-MM-DD` and the other forms of `xce jobs --since`, read in
     /// the apiserver's time zone.
+    #[param(schema_with = since_schema)]
     pub since: Option<String>,
     /// Where the page starts: the `next_cursor` of the previous page.
     #[param(pattern = r"^[0-9]{0,19}$")]
@@ -208,4 +227,26 @@ pub struct ReadyJson {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct HealthJson {
     pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Every `since` the document allows is one the server reads.
+        #[test]
+        fn every_since_the_document_allows_parses(
+            since in proptest::string::string_regex(
+                super::SINCE_PATTERN.trim_start_matches('^').trim_end_matches('$'),
+            ).unwrap(),
+        ) {
+            if since.is_empty() {
+                return Ok(());
+            }
+            let now = xce_client::when::now_ms();
+            let read = xce_client::when::parse(&since, now, xce_client::when::TimeOfDay::Last);
+            prop_assert!(read.is_ok(), "{since:?}: {read:?}");
+        }
+    }
 }

@@ -6,13 +6,15 @@
 //!
 //! This module holds the records of the current format ([`crate::store::STORE_FORMAT`]), the
 //! conversions between them and the domain types, and how a state becomes a snapshot. Older
-//! formats are frozen in modules of their own (`v6`), read (and, while the cluster's active
-//! version is older, written) through `migrate`, one step per format. Which format a batch
+//! formats are frozen in modules of their own (`v6`, `v7`), read (and, while the cluster's
+//! active version is older, written) through `migrate`, which chains one step per format. Which format a batch
 //! or snapshot was written in travels with its bytes (`crate::store::format`).
 
 pub mod migrate;
 mod mirror;
+mod step6;
 pub mod v6;
+pub mod v7;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
