@@ -73,7 +73,7 @@ async fn every_command_speaks_the_documented_json() {
     let queues = ok_json(&cluster.xce(&["queues", "-o", "json"]));
     assert_eq!(
         queues,
-        serde_json::json!([{"name": "normal", "priority": 30, "open": true, "active": true, "pending": 1, "running": 0}])
+        serde_json::json!([{"name": "normal", "priority": 30, "open": true, "active": true, "pending": 1, "running": 0, "default_time_s": null, "max_time_s": null}])
     );
     ok_json(&cluster.xce(&["queue", "close", "normal", "-o", "json"]));
     let closed = cluster.xce(&["submit", "-o", "json", "--", "true"]);

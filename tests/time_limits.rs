@@ -275,3 +275,74 @@ async fn a_malformed_or_too_long_time_limit_is_refused_naming_it() {
         assert_eq!(job.spec.limits.time_limit_s, None);
     }
 }
+
+/// A queue's time rules (controller config): a job without a limit gets the queue's default
+/// (or else its maximum), one over the maximum is refused at submit naming the queue's.
+#[tokio::test]
+async fn a_queue_gives_its_default_time_and_refuses_over_its_maximum() {
+    let config = "queues:\n  - {name: short, priority: 40, default_time: \"0:30\", max_time: \"2:00\"}\n  - {name: capped, priority: 20, max_time: \"5:00\"}\n";
+    let cluster = Cluster::start_with_config(1, Some(config));
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    let limit_of = |args: &[&str]| {
+        let mut all = vec!["-o", "json", "submit"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--", "true"]);
+        let out = cluster.xce_ok(&all);
+        let id = json_of(&out)["id"].as_u64().unwrap();
+        let shown = json_of(&cluster.xce_ok(&["-o", "json", "job", &id.to_string()]));
+        shown["time_limit_s"].as_u64()
+    };
+    // `xce queues` shows each queue's rules.
+    let queues = json_of(&cluster.xce_ok(&["-o", "json", "queues"]));
+    let rules: Vec<(String, Option<u64>, Option<u64>)> = queues
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["name"].as_str().unwrap().to_string(),
+                q["default_time_s"].as_u64(),
+                q["max_time_s"].as_u64(),
+            )
+        })
+        .collect();
+    assert!(
+        rules.contains(&("short".into(), Some(30), Some(120))),
+        "{rules:?}"
+    );
+    assert!(
+        rules.contains(&("capped".into(), None, Some(300))),
+        "{rules:?}"
+    );
+    assert!(rules.contains(&("normal".into(), None, None)), "{rules:?}");
+    let text = String::from_utf8(cluster.xce_ok(&["queues"]).stdout).unwrap();
+    let short: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("short"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(short[6..], ["0:30", "2:00"], "{text}");
+    assert_eq!(limit_of(&["-q", "short"]), Some(30));
+    assert_eq!(limit_of(&["-q", "short", "--time", "1:30"]), Some(90));
+    assert_eq!(limit_of(&["-q", "capped"]), Some(300));
+    assert_eq!(
+        limit_of(&["-q", "capped", "--time", "UNLIMITED"]),
+        Some(300)
+    );
+    // The default queue has no rules here.
+    assert_eq!(limit_of(&[]), None);
+    let out = cluster.xce(&[
+        "-o", "json", "submit", "-q", "short", "--time", "3", "--", "true",
+    ]);
+    assert!(!out.status.success());
+    let e = json_of(&out);
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    let message = e["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("180 s (3:00)")
+            && message.contains("queue short's maximum of 120 s (2:00)"),
+        "{message}"
+    );
+}

@@ -161,18 +161,21 @@ pub fn queues(format: Format, queues: &[Queue]) {
         return print_json(&Value::Array(queues.iter().map(json::queue).collect()));
     }
     println!(
-        "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8}",
-        "QUEUE", "PRIORITY", "OPEN", "ACTIVE", "PENDING", "RUNNING"
+        "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8} {:>12} {:>12}",
+        "QUEUE", "PRIORITY", "OPEN", "ACTIVE", "PENDING", "RUNNING", "DEFAULTTIME", "MAXTIME"
     );
+    let time = |s: Option<u32>| s.map_or_else(|| "-".to_string(), xce_client::time_limit::format);
     for q in queues {
         println!(
-            "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8}",
+            "{:<12} {:>8} {:<6} {:<8} {:>8} {:>8} {:>12} {:>12}",
             q.name,
             q.priority,
             if q.open { "open" } else { "closed" },
             if q.active { "active" } else { "inact" },
             q.pending,
-            q.running
+            q.running,
+            time(q.default_time_s),
+            time(q.max_time_s)
         );
     }
 }

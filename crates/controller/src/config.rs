@@ -10,7 +10,8 @@ use xce_client::tls::{TlsArgs, TlsError, TlsFile, TlsPaths};
 use xce_client::{parse_candidates, Candidate, CandidateError};
 
 use crate::node::node_id_of;
-use crate::state::QueueDef;
+use crate::state::time_limit::QueueTime;
+use crate::state::{LostPolicy, QueueDef};
 use crate::store::{Identity, NodeId};
 
 /// Raft timing and log compaction. Defaults favour fast failover on a LAN. openraft starts an
@@ -101,26 +102,104 @@ impl Default for JobsFile {
 }
 
 /// Rules for the jobs clients submit, checked before a submit is proposed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRules {
     /// The longest time limit a job may ask for, in seconds.
     pub max_time_limit_s: u32,
+    /// Each queue's time rules, by queue name (none: no default, no maximum of its own).
+    pub queue_time: BTreeMap<String, QueueTime>,
 }
 
 impl Default for JobRules {
     fn default() -> Self {
         JobRules {
             max_time_limit_s: crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
+            queue_time: BTreeMap::new(),
         }
     }
 }
 
+impl JobRules {
+    /// The time rules of queue `name`.
+    pub fn queue_time(&self, name: &str) -> QueueTime {
+        self.queue_time.get(name).copied().unwrap_or_default()
+    }
+}
+
+/// A queue as the file gives it: its definition (replicated by each primary's barrier) and
+/// its time rules (applied where a submit is judged).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueFile {
+    pub name: String,
+    pub priority: i32,
+    /// What becomes of this queue's jobs when their host is lost.
+    #[serde(default)]
+    pub on_host_lost: LostPolicy,
+    /// The time limit of a job that asks for none, in `--time`'s forms.
+    #[serde(default)]
+    pub default_time: Option<String>,
+    /// The longest time limit a job of this queue may ask for, in `--time`'s forms.
+    #[serde(default)]
+    pub max_time: Option<String>,
+}
+
+impl QueueFile {
+    fn def(&self) -> QueueDef {
+        QueueDef {
+            name: self.name.clone(),
+            priority: self.priority,
+            on_host_lost: self.on_host_lost,
+        }
+    }
+
+    /// Its time rules: each one a limit (not `UNLIMITED`), the default no longer than the
+    /// maximum, and neither over the cluster's.
+    fn time(&self, cluster_max_s: u32) -> Result<QueueTime, ConfigError> {
+        let parse = |key: &str, text: &Option<String>| -> Result<Option<u32>, ConfigError> {
+            let Some(text) = text else { return Ok(None) };
+            let invalid = |why: String| {
+                ConfigError::Invalid(format!("queues: queue {:?}: {key}: {why}", self.name))
+            };
+            let seconds = xce_client::time_limit::parse(text)
+                .map_err(|e| invalid(e.to_string()))?
+                .ok_or_else(|| invalid(format!("{text:?} is no limit; leave it out for none")))?;
+            if seconds > cluster_max_s {
+                return Err(invalid(format!(
+                    "{text:?} is over jobs.max_time_limit ({})",
+                    xce_client::time_limit::format(cluster_max_s)
+                )));
+            }
+            Ok(Some(seconds))
+        };
+        let time = QueueTime {
+            default_s: parse("default_time", &self.default_time)?,
+            max_s: parse("max_time", &self.max_time)?,
+        };
+        if let (Some(d), Some(m)) = (time.default_s, time.max_s) {
+            if d > m {
+                return Err(ConfigError::Invalid(format!(
+                    "queues: queue {:?}: default_time is over its max_time",
+                    self.name
+                )));
+            }
+        }
+        Ok(time)
+    }
+}
+
 impl JobsFile {
-    fn rules(&self) -> Result<JobRules, ConfigError> {
+    fn rules(&self, queues: &[QueueFile]) -> Result<JobRules, ConfigError> {
         let max = xce_client::time_limit::parse(&self.max_time_limit)
-            .map_err(|e| ConfigError::Invalid(format!("jobs.max_time_limit: {e}")))?;
+            .map_err(|e| ConfigError::Invalid(format!("jobs.max_time_limit: {e}")))?
+            .unwrap_or(u32::MAX);
+        let queue_time = queues
+            .iter()
+            .map(|q| Ok((q.name.clone(), q.time(max)?)))
+            .collect::<Result<_, ConfigError>>()?;
         Ok(JobRules {
-            max_time_limit_s: max.unwrap_or(u32::MAX),
+            max_time_limit_s: max,
+            queue_time,
         })
     }
 }
@@ -135,8 +214,8 @@ pub struct FileConfig {
     pub peers: Option<String>,
     /// Where the Raft log, vote and snapshots live, as `--data-dir` (which wins).
     pub data_dir: Option<PathBuf>,
-    /// Queues beside the default `normal`.
-    pub queues: Vec<QueueDef>,
+    /// Queues beside the default `normal` (which may be listed, for its time rules).
+    pub queues: Vec<QueueFile>,
     pub raft: RaftTuning,
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
@@ -287,11 +366,11 @@ impl Config {
             join: false,
             peers,
             data_dir: data_dir.to_path_buf(),
-            queues: file.queues,
+            queues: file.queues.iter().map(QueueFile::def).collect(),
             raft: file.raft,
             hosts: file.hosts,
             limits: file.limits,
-            jobs: file.jobs.rules()?,
+            jobs: file.jobs.rules(&file.queues)?,
             hold_version: file.hold_version,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),
@@ -558,6 +637,47 @@ mod tests {
         assert!(validate_file(&f).unwrap_err().to_string().contains("twice"));
         let f = parse_file("queues:\n  - {name: \"a b\", priority: 1}\n").unwrap();
         assert!(validate_file(&f).unwrap_err().to_string().contains("a b"));
+    }
+
+    #[test]
+    fn a_queue_s_time_rules_are_limits_its_default_within_its_maximum() {
+        let rules = |text: &str| {
+            let f = parse_file(text).unwrap();
+            f.jobs.rules(&f.queues).map_err(|e| e.to_string())
+        };
+        let ok = rules(
+            "queues:\n  - {name: short, priority: 9, default_time: \"10\", max_time: \"1:00:00\"}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.queue_time("short"),
+            QueueTime {
+                default_s: Some(600),
+                max_s: Some(3600)
+            }
+        );
+        assert_eq!(ok.queue_time("normal"), QueueTime::default());
+        for (text, says) in [
+            (
+                "queues:\n  - {name: q, priority: 1, default_time: \"2:00:00\", max_time: \"1:00:00\"}\n",
+                "default_time is over its max_time",
+            ),
+            (
+                "queues:\n  - {name: q, priority: 1, max_time: UNLIMITED}\n",
+                "max_time: \"UNLIMITED\" is no limit",
+            ),
+            (
+                "jobs:\n  max_time_limit: \"1:00:00\"\nqueues:\n  - {name: q, priority: 1, default_time: \"2:00:00\"}\n",
+                "is over jobs.max_time_limit (1:00:00)",
+            ),
+            (
+                "queues:\n  - {name: q, priority: 1, max_time: soon}\n",
+                "queue \"q\": max_time",
+            ),
+        ] {
+            let e = rules(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub async fn run(
         raft.clone(),
         state,
         config.queues.clone(),
-        config.jobs,
+        config.jobs.clone(),
         config.hold_version,
         Timeouts {
             write: config.write_timeout,

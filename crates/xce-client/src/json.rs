@@ -135,6 +135,12 @@ shape! {
         pub active: bool,
         pub pending: u32,
         pub running: u32,
+        /// The time limit, in seconds, a job that asks for none gets in this queue (`null`:
+        /// none).
+        pub default_time_s: Option<u32>,
+        /// The longest time limit, in seconds, a job of this queue may ask for (`null`: the
+        /// cluster's).
+        pub max_time_s: Option<u32>,
     }
 }
 
@@ -148,6 +154,8 @@ impl From<&Queue> for QueueJson {
             active,
             pending,
             running,
+            default_time_s,
+            max_time_s,
         } = queue;
         QueueJson {
             name: name.clone(),
@@ -156,6 +164,8 @@ impl From<&Queue> for QueueJson {
             active: *active,
             pending: *pending,
             running: *running,
+            default_time_s: *default_time_s,
+            max_time_s: *max_time_s,
         }
     }
 }

@@ -240,6 +240,11 @@ pub struct Queue {
     pub active: bool,
     pub pending: u32,
     pub running: u32,
+    /// The time limit a job that asks for none gets here (the answering controller's
+    /// configuration, as it judges submits); `None`: no default.
+    pub default_time_s: Option<u32>,
+    /// The longest time limit a job of this queue may ask for; `None`: the cluster's.
+    pub max_time_s: Option<u32>,
 }
 
 named_enum! {

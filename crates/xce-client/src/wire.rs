@@ -370,6 +370,8 @@ pub fn write_queue(mut b: w::queue::Builder<'_>, q: &Queue) {
     b.set_active(q.active);
     b.set_pending(q.pending);
     b.set_running(q.running);
+    b.set_default_time_s(q.default_time_s.unwrap_or(0));
+    b.set_max_time_s(q.max_time_s.unwrap_or(0));
 }
 
 /// Reads a queue.
@@ -381,6 +383,8 @@ pub fn read_queue(r: w::queue::Reader<'_>) -> Result<Queue, Error> {
         active: r.get_active(),
         pending: r.get_pending(),
         running: r.get_running(),
+        default_time_s: Some(r.get_default_time_s()).filter(|s| *s > 0),
+        max_time_s: Some(r.get_max_time_s()).filter(|s| *s > 0),
     })
 }
 

@@ -143,6 +143,9 @@ struct Queue {
   active @3 :Bool;
   pending @4 :UInt32;
   running @5 :UInt32;
+  # A queue's time rules in seconds; 0: none.
+  defaultTimeS @6 :UInt32;
+  maxTimeS @7 :UInt32;
 }
 
 enum QueueAction {

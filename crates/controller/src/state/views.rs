@@ -205,6 +205,9 @@ impl State {
                     active: q.active,
                     pending: counts.pending,
                     running: counts.placed,
+                    // Configuration, not state: the service fills them in.
+                    default_time_s: None,
+                    max_time_s: None,
                 }
             })
             .collect();

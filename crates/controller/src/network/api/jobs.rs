@@ -29,8 +29,24 @@ pub(super) async fn submit(
         if let Some(user) = user {
             spec.user = user;
         }
+        let rules = &this.node.job_rules;
+        let queue = if spec.queue.is_empty() {
+            crate::state::DEFAULT_QUEUE.to_string()
+        } else {
+            spec.queue.clone()
+        };
+        // A default limit needs a cluster version that stores one (format 7 on).
+        let defaults_allowed = this.node.active_version() >= 7;
         validate_spec(&spec)
-            .and_then(|()| time_limit::check(&spec, this.node.job_rules.max_time_limit_s))
+            .and_then(|()| {
+                time_limit::fit_queue(
+                    &mut spec,
+                    &queue,
+                    rules.queue_time(&queue),
+                    defaults_allowed,
+                )
+            })
+            .and_then(|()| time_limit::check(&spec, rules.max_time_limit_s))
             .map_err(|message| ReplyHeader::status(Status::Invalid, message))?;
         Ok(spec)
     });

@@ -11,7 +11,15 @@ pub(super) async fn list(
     _params: controller::ListQueuesParams,
     mut results: controller::ListQueuesResults,
 ) -> Result<(), capnp::Error> {
-    let queues = this.node.read(|s| s.queues()).await;
+    let mut queues = this.node.read(|s| s.queues()).await;
+    // A queue's time rules are this controller's configuration, as it judges submits.
+    if let Ok(queues) = &mut queues {
+        for q in queues.iter_mut() {
+            let time = this.node.job_rules.queue_time(&q.name);
+            q.default_time_s = time.default_s;
+            q.max_time_s = time.max_s;
+        }
+    }
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header_of(&queues));
     if let Ok(queues) = queues {
