@@ -438,7 +438,19 @@ async fn a_job_gets_the_submitter_s_environment_and_its_own_variables() {
         if let Some(e) = export {
             args.extend_from_slice(&["--export", e]);
         }
-        args.extend_from_slice(&["-e", "FROM_E=e", "-e", "XCE_JOB_ID=fake", "--", "sh", "-c"]);
+        args.extend_from_slice(&[
+            "-e",
+            "FROM_E=e",
+            "-e",
+            "XCE_JOB_ID=fake",
+            "-e",
+            "XCE_JOB_SPOOL=/tmp/fake-spool",
+            "-e",
+            "USER=mallory",
+            "--",
+            "sh",
+            "-c",
+        ]);
         args.push(&script);
         let out = cluster
             .xce_command(&args)
@@ -485,6 +497,14 @@ async fn a_job_gets_the_submitter_s_environment_and_its_own_variables() {
         None,
         "a session's agent is not the job's"
     );
+    // Nothing submitted fakes the spool mark (how a restarted worker finds its jobs'
+    // processes) or the account the job runs as.
+    assert!(
+        env.get("XCE_JOB_SPOOL")
+            .is_some_and(|s| s != "/tmp/fake-spool"),
+        "{env:?}"
+    );
+    assert_ne!(env.get("USER").map(String::as_str), Some("mallory"));
     let host = nix::unistd::gethostname()
         .unwrap()
         .to_string_lossy()

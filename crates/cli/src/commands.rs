@@ -396,7 +396,20 @@ fn environment(f: Format, args: &SubmitArgs) -> Vec<(String, String)> {
         ));
     }
     extra.extend(args.env.iter().cloned());
-    export::environment(&rules, submitter, &extra)
+    let env = export::environment(&rules, submitter, &extra);
+    let size = export::size(&env);
+    if size > export::MAX_ENV_BYTES && args.export.is_none() {
+        fail(
+            f,
+            "invalid",
+            &format!(
+                "env: this shell's environment is {size} bytes, over the {} a job may hold: \
+                 submit with --export NONE, or --export NAME,... naming what the job needs",
+                export::MAX_ENV_BYTES
+            ),
+        );
+    }
+    env
 }
 
 fn parse_env(s: &str) -> Result<(String, String), String> {

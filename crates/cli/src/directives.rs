@@ -62,6 +62,12 @@ pub fn extract(script: &str) -> Result<Vec<Directive>, DirectiveError> {
             if args.is_empty() {
                 return Err(error("no option"));
             }
+            // After `--` the command line would become the job's command.
+            if args.iter().any(|a| a == "--") {
+                return Err(error(
+                    "\"--\" has no place in a directive: it holds options only",
+                ));
+            }
             found.push(Directive {
                 line: i + 1,
                 text: line.to_string(),
@@ -167,6 +173,9 @@ mod tests {
                 .starts_with("script line 2: \"#XCE -J 'open\""),
             "{e}"
         );
+        let e = extract("#!/bin/sh\n#XCE -J a --\n#XCE --cpus 2\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.to_string().contains("\"--\" has no place"), "{e}");
         let e = extract("#XCE\n").unwrap_err();
         assert!(e.to_string().contains("no option"), "{e}");
     }

@@ -113,6 +113,16 @@ fn check_name(name: &str, text: &str) -> Result<(), ExportError> {
     }
 }
 
+/// The most bytes a job's environment may hold, as [`size`] counts them: it is stored and
+/// replicated with the job.
+pub const MAX_ENV_BYTES: usize = 64 * 1024;
+
+/// An environment's size as the cluster bounds it: each name and value, and 8 bytes for
+/// each of the two (the wire's pointer to it: millions of empty ones are not free).
+pub fn size(env: &[(String, String)]) -> usize {
+    env.iter().map(|(k, v)| k.len() + v.len() + 16).sum()
+}
+
 /// The job's environment from the submitter's variables (`submitter`), the export rules,
 /// and `extra` (`-e NAME=VALUE`), later ones winning; in name order, so the same inputs
 /// always give the same spec.

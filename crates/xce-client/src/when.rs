@@ -60,7 +60,7 @@ pub fn parse_in<Tz: TimeZone>(
                 .ok_or_else(|| err("out of range"))?;
             local_ms(tz, date.and_time(NaiveTime::MIN)).map_err(&err)?
         }
-        "midnight" => at_time_of_day(tz, &now, NaiveTime::MIN, TimeOfDay::Next).map_err(&err)?,
+        "midnight" => at_time_of_day(tz, &now, NaiveTime::MIN, day).map_err(&err)?,
         "noon" => {
             let noon = NaiveTime::from_hms_opt(12, 0, 0).ok_or_else(|| err("noon"))?;
             at_time_of_day(tz, &now, noon, day).map_err(&err)?
@@ -213,9 +213,14 @@ mod tests {
         let today_1600 = today_0800 + 8 * 3_600_000;
         assert_eq!(at("16:00:00", TimeOfDay::Next), Ok(today_1600));
         assert_eq!(at("16:00", TimeOfDay::Last), Ok(today_1600 - 86_400_000));
+        // A start at midnight is the coming one; a `--since midnight`, the one just past.
+        assert_eq!(
+            at("midnight", TimeOfDay::Next),
+            Ok(today_0800 + 16 * 3_600_000)
+        );
         assert_eq!(
             at("midnight", TimeOfDay::Last),
-            Ok(today_0800 + 16 * 3_600_000)
+            Ok(today_0800 - 8 * 3_600_000)
         );
         assert_eq!(at("today", TimeOfDay::Next), Ok(today_0800 - 8 * 3_600_000));
         assert_eq!(

@@ -66,11 +66,8 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     )?;
     check_size(
         "env",
-        spec.env
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 2 * LIST_ELEMENT_BYTES)
-            .sum(),
-        MAX_LIST_BYTES,
+        xce_client::export::size(&spec.env),
+        xce_client::export::MAX_ENV_BYTES,
     )?;
     match spec.command.first() {
         None => return Err("command: must not be empty".into()),

@@ -62,17 +62,25 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         Ok::<_, String>(file)
     };
     let mut command = Command::new(program);
-    // The job's environment is what it was submitted with (`--export`) over a login's
-    // basics, never the worker's own: a worker's settings and credentials are not the job's.
+    // The job's environment is what it was submitted with (`--export`), never the worker's
+    // own (a worker's settings and credentials are not the job's), over a default `PATH`;
+    // the account it runs as (`USER`, `LOGNAME`, `HOME`, `SHELL`) is said after it, since
+    // a submitter's would be wrong here whenever the job runs as another account.
     command.env_clear().env("PATH", DEFAULT_PATH);
+    let mut account_vars: Vec<(&str, std::ffi::OsString)> = Vec::new();
     match &account {
         // As root the directory is checked here; as a user it is entered after the switch
         // (in `become_account`), so a job can never run where its user may not go.
         None => {
-            for name in ["HOME", "USER", "LOGNAME", "SHELL"] {
-                if let Some(value) = std::env::var_os(name) {
-                    command.env(name, value);
-                }
+            // The worker's own account, from the user database (a worker started without a
+            // login's variables has none to pass on).
+            if let Ok(Some(me)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+                account_vars.extend([
+                    ("USER", me.name.clone().into()),
+                    ("LOGNAME", me.name.into()),
+                    ("HOME", me.dir.into_os_string()),
+                    ("SHELL", me.shell.into_os_string()),
+                ]);
             }
             if !spec.cwd.is_dir() {
                 return Err(format!(
@@ -86,13 +94,12 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
                 .process_group(0);
         }
         Some(a) => {
-            // A login's environment, not the worker's; the job's own variables, set below,
-            // win.
-            command
-                .env("USER", &a.name)
-                .env("LOGNAME", &a.name)
-                .env("HOME", &a.home)
-                .env("SHELL", &a.shell);
+            account_vars.extend([
+                ("USER", a.name.clone().into()),
+                ("LOGNAME", a.name.clone().into()),
+                ("HOME", a.home.clone().into_os_string()),
+                ("SHELL", a.shell.clone().into_os_string()),
+            ]);
             let cwd = if spec.cwd.as_os_str().is_empty() {
                 a.home.clone()
             } else {
@@ -109,6 +116,7 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
     command
         .args(args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .envs(account_vars)
         // Who the job is, for the job itself, and a mark that lets a restarted worker find
         // every process its previous run started, even one that left the process group.
         .env(procs::ENV_JOB_ID, spec.id.to_string())
