@@ -532,6 +532,35 @@ async fn a_job_gets_the_submitter_s_environment_and_its_own_variables() {
     assert_eq!(env.get("XCE_JOB_ID"), Some(&none.to_string()));
     assert!(env.contains_key("PATH"), "a job always has a PATH");
 
+    // A shell environment larger than a job may hold is refused before it is sent, with a
+    // way out; naming what the job needs gets it through.
+    let big = "x".repeat(70 * 1024);
+    let too_big = cluster
+        .xce_command(&["-o", "json", "submit", "--", "true"])
+        .env("BIG_MODULE_TABLE", &big)
+        .output()
+        .unwrap();
+    assert!(!too_big.status.success());
+    let e = json_of(&too_big);
+    assert_eq!(e["error"]["code"], "invalid", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--export NONE"),
+        "{e}"
+    );
+    let named = cluster
+        .xce_command(&["submit", "--parsable", "--export", "PATH", "--", "true"])
+        .env("BIG_MODULE_TABLE", &big)
+        .output()
+        .unwrap();
+    assert!(
+        named.status.success(),
+        "{}",
+        String::from_utf8_lossy(&named.stderr)
+    );
+
     let bad = cluster.xce(&["-o", "json", "submit", "--export", "PATH,ALL", "--", "true"]);
     assert!(!bad.status.success());
     let e = json_of(&bad);
