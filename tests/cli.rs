@@ -309,10 +309,8 @@ async fn two_hundred_thousand_jobs_list_completely_in_text_and_json() {
     );
 }
 
-/// `xce jobs` narrows by name, result and submit time, shows the columns asked for, and
-/// `xce submit --parsable` prints the id alone.
-#[tokio::test]
-async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
+/// One controller, one scheduler and worker host `w1`, ready to run jobs.
+async fn one_host_cluster() -> Cluster {
     let cluster = Cluster::builder()
         .controllers(1)
         .workers(1, &[])
@@ -322,6 +320,14 @@ async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
     cluster
         .wait_host("w1", xce_client::types::HostState::Ok)
         .await;
+    cluster
+}
+
+/// `xce jobs` narrows by name, result and submit time, shows the columns asked for, and
+/// `xce submit --parsable` prints the id alone.
+#[tokio::test]
+async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
+    let cluster = one_host_cluster().await;
     let submit = |name: &str, command: &str| {
         let out = cluster.xce(&[
             "submit",
@@ -409,15 +415,7 @@ async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
 /// nothing submitted can fake.
 #[tokio::test]
 async fn a_job_gets_the_submitter_s_environment_and_its_own_variables() {
-    let cluster = Cluster::builder()
-        .controllers(1)
-        .workers(1, &[])
-        .schedulers(1, &[])
-        .start();
-    cluster.wait_primary().await;
-    cluster
-        .wait_host("w1", xce_client::types::HostState::Ok)
-        .await;
+    let cluster = one_host_cluster().await;
     // A time limit needs the cluster's newest version.
     cluster.wait_version().await;
     let submit_dir = tempfile::tempdir().unwrap();

@@ -117,10 +117,16 @@ fn check_name(name: &str, text: &str) -> Result<(), ExportError> {
 /// replicated with the job.
 pub const MAX_ENV_BYTES: usize = 64 * 1024;
 
-/// An environment's size as the cluster bounds it: each name and value, and 8 bytes for
-/// each of the two (the wire's pointer to it: millions of empty ones are not free).
+/// What each text of a stored list counts beyond its bytes: the wire's pointer to it, so
+/// millions of empty ones are not free. The controller bounds a command line the same way.
+pub const ELEMENT_BYTES: usize = 8;
+
+/// An environment's size as the cluster bounds it: each name and value, each with its
+/// [`ELEMENT_BYTES`].
 pub fn size(env: &[(String, String)]) -> usize {
-    env.iter().map(|(k, v)| k.len() + v.len() + 16).sum()
+    env.iter()
+        .map(|(k, v)| k.len() + v.len() + 2 * ELEMENT_BYTES)
+        .sum()
 }
 
 /// The job's environment from the submitter's variables (`submitter`), the export rules,
@@ -202,8 +208,6 @@ pub struct JobFacts<'a> {
     pub id: crate::types::JobId,
     pub attempt: u32,
     pub host: &'a str,
-    /// The queue it runs in (a spec may leave it to the default).
-    pub queue: &'a str,
 }
 
 /// The job's own variables. The submit directory and host come from the submitter (who put
@@ -223,7 +227,8 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(&'static str, String)> {
         (JOB_ID, facts.id.to_string()),
         (JOB_NAME, spec.name.clone()),
         (JOB_USER, spec.user.clone()),
-        (QUEUE, facts.queue.to_string()),
+        // The controller names the default queue in the spec at submit.
+        (QUEUE, spec.queue.clone()),
         (
             SUBMIT_DIR,
             from_submitter(SUBMIT_DIR).unwrap_or_else(|| spec.cwd.clone()),
@@ -319,6 +324,7 @@ mod tests {
         let spec = crate::types::JobSpec {
             env: vars(&[("XCE_SUBMIT_HOST", "login1")]),
             cwd: "/work".into(),
+            queue: "normal".into(),
             ..Default::default()
         };
         let facts = JobFacts {
@@ -326,7 +332,6 @@ mod tests {
             id: 42,
             attempt: 2,
             host: "w1",
-            queue: "normal",
         };
         let got: BTreeMap<_, _> = job_variables(&facts).into_iter().collect();
         assert_eq!(got[job_vars::JOB_ID], "42");

@@ -16,7 +16,7 @@ pub const MAX_PATH_BYTES: usize = 4096;
 pub const MAX_LIST_BYTES: usize = 64 * 1024;
 /// What each element of a list counts beyond its text: the wire's pointer to it. Without it a
 /// command of millions of empty arguments would pass as zero bytes.
-pub const LIST_ELEMENT_BYTES: usize = 8;
+pub const LIST_ELEMENT_BYTES: usize = xce_client::export::ELEMENT_BYTES;
 
 /// Largest reason a worker may give for an attempt that never ran, in bytes.
 pub const MAX_REASON_BYTES: usize = 4096;

@@ -184,7 +184,6 @@ impl Jobs {
             id: job.id,
             attempt,
             host: &self.host,
-            queue: &job.spec.queue,
         };
         let env = env
             .iter()

@@ -118,8 +118,12 @@ impl Op for ListJobs {
             let resp = req.send().promise.await?;
             let r = resp.get()?;
             reply(r.get_header()?, || {
+                let mut jobs = read_list(r.get_jobs()?, wire::read_job)?;
+                // Again here: a controller of an older build ignores the filter fields it
+                // does not know, and its page would hold jobs the caller did not ask for.
+                jobs.retain(|j| self.filter.matches(j));
                 Ok(JobPage {
-                    jobs: read_list(r.get_jobs()?, wire::read_job)?,
+                    jobs,
                     next: Some(r.get_next()).filter(|n| *n != 0),
                 })
             })
@@ -152,15 +156,8 @@ pub async fn list_jobs<T: crate::transport::Transport>(
                 limit,
             })
             .await?;
-        // Again here: a controller of an older build ignores the filter fields it does not
-        // know, and its page would hold jobs the caller did not ask for.
-        let jobs: Vec<Job> = page
-            .jobs
-            .into_iter()
-            .filter(|j| filter.matches(j))
-            .collect();
-        let take = remaining.map_or(jobs.len(), |r| r.min(jobs.len()));
-        each(&jobs[..take]);
+        let take = remaining.map_or(page.jobs.len(), |r| r.min(page.jobs.len()));
+        each(&page.jobs[..take]);
         seen += take;
         match page.next {
             Some(next) if next > after => after = next,
