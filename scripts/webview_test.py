@@ -42,14 +42,38 @@ def submit(api, token, command, name=None):
         return json.load(r)["id"]
 
 
+def cell(driver, job_id, column):
+    """One cell of a job's row, read inside the page in one call: the table re-renders on every
+    update, so an element handle held across two WebDriver calls can go stale."""
+    return driver.execute_script(
+        "const c = document.querySelector(`#jobs tr[data-id=\"${arguments[0]}\"] td.${arguments[1]}`);"
+        "return c ? c.textContent.trim() : null;",
+        str(job_id),
+        column,
+    )
+
+
 def job_state(driver, job_id):
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-id="{job_id}"] td.state')
-    return rows[0].text if rows else None
+    return cell(driver, job_id, "state")
 
 
 def job_result(driver, job_id):
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#jobs tr[data-id="{job_id}"] td.result')
-    return rows[0].text if rows else None
+    return cell(driver, job_id, "result")
+
+
+def texts(driver, selector):
+    """The texts of the elements a selector matches now, read in one call (see cell)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map(e => e.textContent.trim());",
+        selector,
+    )
+
+
+def shown_ids(driver):
+    """The ids of the job rows the table shows now, read in one call (see cell)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.id);"
+    )
 
 
 def main(xce):
@@ -88,15 +112,11 @@ def main(xce):
         with urllib.request.urlopen(api + "/openapi.json") as r:
             doc = json.load(r)
         states = doc["components"]["schemas"]["JobJson"]["properties"]["state"]["enum"]
-        listed = wait("the state filter", 30, lambda: [
-            o.text for o in driver.find_elements(By.CSS_SELECTOR, "#f-state option")
-        ][1:] or None)
+        listed = wait("the state filter", 30, lambda: texts(driver, "#f-state option")[1:] or None)
         assert listed == states, (listed, states)
         print(f"webview: the state filter lists {listed}")
         results = [r for r in doc["components"]["schemas"]["JobJson"]["properties"]["result"]["enum"] if r]
-        listed = wait("the result filter", 30, lambda: [
-            o.text for o in driver.find_elements(By.CSS_SELECTOR, "#f-result option")
-        ][1:] or None)
+        listed = wait("the result filter", 30, lambda: texts(driver, "#f-result option")[1:] or None)
         assert listed == results, (listed, results)
         print(f"webview: the result filter lists {listed}")
         # No column of the queue table is clipped at 1280 px.
@@ -126,7 +146,7 @@ def main(xce):
         driver.find_element(By.ID, "f-name").send_keys("webview-named")
         driver.find_element(By.ID, "apply").click()
         shown = wait("the table filtered by name", 30, lambda: (lambda ids: ids if ids == [str(named)] else None)(
-            [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "#jobs tbody tr")]
+            shown_ids(driver)
         ))
         print(f"webview: filtered by name, the table shows jobs {shown}")
 
