@@ -576,6 +576,7 @@ async fn resyncs_then_delivers(cluster: &Cluster, events: &mut Events, after: &s
                 command: vec!["true".into()],
                 ..JobSpec::default()
             },
+            script: None,
         })
         .await
         .unwrap();

@@ -171,6 +171,7 @@ fn big_job(i: u64) -> Submit {
             env: vec![("BLOB".into(), format!("{i:0>60000}"))],
             ..JobSpec::default()
         },
+        script: None,
     }
 }
 

@@ -255,6 +255,7 @@ async fn submit_many(cluster: &Cluster, n: usize, tasks: usize) {
                         command: vec!["true".into()],
                         ..Default::default()
                     },
+                    script: None,
                 };
                 client.call(op).await.unwrap();
             }

@@ -26,6 +26,7 @@ async fn submit_n(cluster: &Cluster, n: usize) -> BTreeSet<u64> {
         let op = Submit {
             token: RequestToken::random(),
             spec: spec(i),
+            script: None,
         };
         let id = client.call(op).await.expect("submit");
         assert!(ids.insert(id), "job id {id} handed out twice");
@@ -99,6 +100,7 @@ async fn a_submit_to_a_standby_is_redirected_and_lands_once() {
             Submit {
                 token,
                 spec: spec.clone(),
+                script: None,
             },
         )
         .await;
@@ -120,6 +122,7 @@ async fn a_submit_to_a_standby_is_redirected_and_lands_once() {
         .call(Submit {
             token,
             spec: spec.clone(),
+            script: None,
         })
         .await
         .expect("submit via standby");
@@ -127,7 +130,16 @@ async fn a_submit_to_a_standby_is_redirected_and_lands_once() {
     assert_eq!(client.stats().reconnects, 2, "{:?}", client.stats());
     assert_eq!(client.stats().backoffs, 0);
     // Re-sending the same token (a retry) gets the same job back, never a second job.
-    let again = cluster.ask(primary, Submit { token, spec }).await;
+    let again = cluster
+        .ask(
+            primary,
+            Submit {
+                token,
+                spec,
+                script: None,
+            },
+        )
+        .await;
     assert_eq!(again.header.status, Status::DupJob);
     assert_eq!(again.value, Some(id));
     assert_eq!(job_ids(&cluster).await, BTreeSet::from([id]));
@@ -277,6 +289,7 @@ async fn a_primary_whose_only_voter_returns_far_behind_catches_it_up_after_losin
                 .call(Submit {
                     token: RequestToken::random(),
                     spec: spec(99),
+                    script: None,
                 })
                 .await
                 .ok()
@@ -302,6 +315,7 @@ async fn a_plain_connection_cannot_report_dispatch_or_reach_raft() {
         .call(Submit {
             token: RequestToken::random(),
             spec: spec(1),
+            script: None,
         })
         .await
         .unwrap();

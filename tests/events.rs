@@ -179,6 +179,7 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_resyncs() {
                         command: vec![format!("t{t}")],
                         ..JobSpec::default()
                     },
+                    script: None,
                 };
                 client.call(op).await.unwrap();
             }

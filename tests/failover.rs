@@ -42,6 +42,7 @@ async fn eight_submitters_see_no_error_while_the_primary_is_killed_three_times()
                         command: vec!["true".into()],
                         ..JobSpec::default()
                     },
+                    script: None,
                 };
                 match client.call(op).await {
                     Ok(id) => {

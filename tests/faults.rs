@@ -373,6 +373,7 @@ async fn the_largest_requests_replicate_and_an_oversized_one_is_refused_whole() 
             env: vec![("K".into(), "v".repeat(64 * 1024 - 1 - 16))],
             ..JobSpec::default()
         },
+        script: None,
     };
     let submits: Vec<_> = (0..64).map(|_| client.call(biggest())).collect();
     let ids: Vec<u64> = futures::future::join_all(submits)
@@ -614,6 +615,7 @@ async fn a_client_that_never_reads_its_replies_leaves_the_primary_serving_and_it
                     command: vec!["echo".into(), big.clone()],
                     ..JobSpec::default()
                 },
+                script: None,
             })
         });
         for r in futures::future::join_all(submits).await {

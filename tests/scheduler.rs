@@ -39,6 +39,7 @@ async fn submit(client: &Client, cwd: &Path, queue: &str, cpus: u32, script: &st
     let op = Submit {
         token: RequestToken::random(),
         spec,
+        script: None,
     };
     client.call(op).await.unwrap()
 }

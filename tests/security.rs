@@ -315,6 +315,7 @@ async fn a_worker_certificate_cannot_report_another_hosts_job() {
             command: vec!["sleep".into(), "60".into()],
             ..Default::default()
         },
+        script: None,
     };
     let id = operator.call(sleep).await.unwrap();
     let placed = Dispatch {

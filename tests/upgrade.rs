@@ -58,6 +58,7 @@ fn limited(seconds: u32) -> Submit {
             },
             ..JobSpec::default()
         },
+        script: None,
     }
 }
 
@@ -174,7 +175,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         let expected = if member["name"] == old_primary.as_str() {
             6
         } else {
-            7
+            8
         };
         assert_eq!(member["version"], expected, "{shown}");
     }
@@ -198,7 +199,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.replace_binary(primary, new.clone());
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
-    assert_eq!(cluster.wait_version().await, 7);
+    assert_eq!(cluster.wait_version().await, 8);
     let id = client.call(limited(60)).await.unwrap();
     let job = cluster.job(id).await.unwrap();
     assert_eq!(job.spec.limits.time_limit_s, Some(60));
@@ -259,12 +260,12 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     .await;
     assert!(!status.success());
     let log = std::fs::read_to_string(&cluster.local.controllers[i].log).unwrap();
-    assert!(log.contains("store format 7"), "{log}");
+    assert!(log.contains("store format 8"), "{log}");
     cluster.replace_binary(i, new.clone());
     cluster.restart(i);
     cluster.wait_all_standbys().await;
 
-    // Nor is a controller of the older build added: it could not apply version 7's records.
+    // Nor is a controller of the older build added: it could not apply version 8's records.
     // (The cluster was started from the older build's directory, so a joining one runs it.)
     let (c4, addr) = cluster.start_joining("c4");
     assert_eq!(running(&cluster.controllers()[c4]), old);
@@ -280,7 +281,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains("c4 runs a build of cluster version 6")
-            && message.contains("runs version 7"),
+            && message.contains("runs version 8"),
         "{message}"
     );
     let members = json_of(&cluster.xce_ok(&["-o", "json", "admin", "members"]));
@@ -325,13 +326,14 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     map.insert("result".into(), result);
     map.insert("pend_code".into(), code);
     map.insert("time_limit_s".into(), serde_json::Value::Null);
+    map.insert("script".into(), serde_json::json!(false));
     job
 }
 
 /// The data dirs of a three-controller cluster written by the format-6 build start on this
 /// build, which serves every job, queue, host and token as it was (adding only the new keys,
 /// derived), raises the cluster's version once all three run it (their identities then name
-/// format 7), takes a time limit; and that build's backup restores into a new cluster.
+/// this build's format), takes a time limit; and that build's backup restores into a new cluster.
 #[tokio::test]
 async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     let manifest: serde_json::Value =

@@ -638,6 +638,7 @@ pub fn true_job() -> Submit {
             command: vec!["true".into()],
             ..JobSpec::default()
         },
+        script: None,
     }
 }
 

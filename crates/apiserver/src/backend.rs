@@ -215,7 +215,18 @@ impl Backend for ClusterBackend {
                 Call::Submit { token, spec } => {
                     // A primary of an older build would drop what it does not know.
                     xce_client::version::check(&client, &spec).await?;
-                    Answer::Submitted(Self::act(client, who, SubmitJob { token, spec }).await?)
+                    Answer::Submitted(
+                        Self::act(
+                            client,
+                            who,
+                            SubmitJob {
+                                token,
+                                spec,
+                                script: None,
+                            },
+                        )
+                        .await?,
+                    )
                 }
                 Call::GetJob(id) => Answer::Job(Self::act(client, who, GetJob { id }).await?),
                 Call::ListJobs {

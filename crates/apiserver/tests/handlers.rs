@@ -107,6 +107,7 @@ fn job(id: u64) -> Job {
         start_time_ms: None,
         end_time_ms: None,
         output_dir: None,
+        cancelled_by: None,
     }
 }
 

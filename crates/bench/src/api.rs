@@ -61,6 +61,7 @@ pub async fn run(args: &ApiArgs) -> anyhow::Result<()> {
                     command: vec!["true".into()],
                     ..JobSpec::default()
                 },
+                script: None,
             })
             .await?;
         first.get_or_insert(id);

@@ -89,6 +89,7 @@ impl Tally {
                 command: vec!["true".into()],
                 ..JobSpec::default()
             },
+            script: None,
         };
         let call = self.next.fetch_add(1, Ordering::Relaxed);
         let sent = Instant::now();

@@ -146,6 +146,7 @@ pub(crate) async fn submit_all(client: &Client, n: usize) -> anyhow::Result<Vec<
                 let op = Submit {
                     token: RequestToken::random(),
                     spec: spec.clone(),
+                    script: None,
                 };
                 ids.push(client.call(op).await?);
             }

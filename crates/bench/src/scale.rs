@@ -417,6 +417,7 @@ async fn submit(client: &Client, token: RequestToken, spec: &JobSpec) -> anyhow:
         let op = Submit {
             token,
             spec: spec.clone(),
+            script: None,
         };
         match client.call(op).await {
             Ok(id) => return Ok(id),
@@ -466,6 +467,7 @@ async fn settle(
             let op = Submit {
                 token: replay.token,
                 spec: spec.clone(),
+                script: None,
             };
             match client.call(op).await {
                 Err(ClientError::Status {

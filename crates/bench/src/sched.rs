@@ -174,6 +174,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
             .call(Submit {
                 token: RequestToken::random(),
                 spec: spec.clone(),
+                script: None,
             })
             .await?;
         let start = wait_started(&client, id).await?;

@@ -75,6 +75,7 @@ async fn run_once(args: &SubmitArgs, tls: bool) -> anyhow::Result<f64> {
                     let op = Submit {
                         token: RequestToken::random(),
                         spec: (*spec).clone(),
+                        script: None,
                     };
                     client.call(op).await?;
                     latencies.push(t.elapsed().as_secs_f64() * 1000.0);

@@ -240,6 +240,7 @@ mod tests {
             start_time_ms: None,
             end_time_ms: None,
             output_dir: None,
+            cancelled_by: None,
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

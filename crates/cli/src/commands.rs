@@ -465,6 +465,14 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         limits: Limits {
             time_limit_s: time_limit(f, args.time.as_deref()),
         },
+        script: None,
+        stdout: None,
+        stderr: None,
+        open_mode: None,
+        hold: false,
+        begin_time_ms: None,
+        warn_signal: None,
+        no_requeue: false,
     };
     let (c, hint) = client(cli);
     // A time limit needs a cluster that knows it: a primary of an older build would drop it.
@@ -472,6 +480,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
     let op = Submit {
         token: RequestToken::random(),
         spec,
+        script: None,
     };
     let id = check(f, c.call(op).await);
     remember(&c, &hint);

@@ -89,6 +89,8 @@ impl Default for LimitsConfig {
 pub struct JobsFile {
     /// The longest time limit a job may ask for, in `--time`'s forms (`365-00:00:00`).
     pub max_time_limit: String,
+    /// The largest job script, in bytes (at most `state::MAX_SCRIPT_BYTES`).
+    pub max_script_bytes: usize,
 }
 
 impl Default for JobsFile {
@@ -97,6 +99,7 @@ impl Default for JobsFile {
             max_time_limit: xce_client::time_limit::format(
                 crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
             ),
+            max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
         }
     }
 }
@@ -108,6 +111,8 @@ pub struct JobRules {
     pub max_time_limit_s: u32,
     /// Each queue's time rules, by queue name (none: no default, no maximum of its own).
     pub queue_time: BTreeMap<String, QueueTime>,
+    /// The largest job script, in bytes.
+    pub max_script_bytes: usize,
 }
 
 impl Default for JobRules {
@@ -115,6 +120,7 @@ impl Default for JobRules {
         JobRules {
             max_time_limit_s: crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
             queue_time: BTreeMap::new(),
+            max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
         }
     }
 }
@@ -197,9 +203,17 @@ impl JobsFile {
             .iter()
             .map(|q| Ok((q.name.clone(), q.time(max)?)))
             .collect::<Result<_, ConfigError>>()?;
+        let hard = crate::state::MAX_SCRIPT_BYTES;
+        if self.max_script_bytes == 0 || self.max_script_bytes > hard {
+            return Err(ConfigError::Invalid(format!(
+                "jobs.max_script_bytes: {} is outside 1..={hard}",
+                self.max_script_bytes
+            )));
+        }
         Ok(JobRules {
             max_time_limit_s: max,
             queue_time,
+            max_script_bytes: self.max_script_bytes,
         })
     }
 }

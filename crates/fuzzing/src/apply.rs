@@ -7,8 +7,9 @@
 
 use arbitrary::{Result, Unstructured};
 use xce_client::types::{
-    HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobEnd, JobSpec, JobState,
-    JobUsers, Limits, PendCode, PendReason, Placement, QueueAction, RequestToken, Resources, Role,
+    HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobChanges, JobEnd, JobSpec,
+    JobState, JobUsers, Limits, OpenMode, PendCode, PendReason, Placement, QueueAction,
+    RequestToken, Resources, Role, ScriptId, Warning,
 };
 use xce_controller::state::{
     decode_state, fit_format, Command, EndIntentRecord, JobRecord, LostPolicy, QueueDef, State,
@@ -19,6 +20,8 @@ const HOSTS: &[&str] = &["w1", "w2", "w3"];
 const QUEUES: &[&str] = &["normal", "high", "low"];
 const USERS: &[&str] = &["alice", "bob", "root"];
 const TOKEN_IDS: &[&str] = &["0123456789abcdef", "fedcba9876543210"];
+/// Job scripts: submits name them by id, sending their bytes or not.
+const SCRIPTS: &[&[u8]] = &[b"#!/bin/sh\necho one\n", b"echo two\n"];
 
 /// Fuzzes `State::apply` from an empty state.
 pub fn run(data: &[u8]) {
@@ -130,6 +133,87 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
                 None
             },
         },
+        script: if u.ratio(1, 4)? {
+            Some(ScriptId::of(u.choose(SCRIPTS)?))
+        } else {
+            None
+        },
+        stdout: if u.ratio(1, 8)? {
+            Some(pick(u, &["%x-%j.out", "out", "%q"])?)
+        } else {
+            None
+        },
+        stderr: None,
+        open_mode: if u.ratio(1, 8)? {
+            Some(*u.choose(OpenMode::ALL)?)
+        } else {
+            None
+        },
+        hold: u.ratio(1, 6)?,
+        begin_time_ms: if u.ratio(1, 6)? {
+            Some(u.int_in_range(0..=10_000)?)
+        } else {
+            None
+        },
+        warn_signal: if u.ratio(1, 8)? {
+            Some(Warning {
+                signal: u.int_in_range(-1..=70)?,
+                before_s: u.arbitrary()?,
+                leader_only: u.arbitrary()?,
+            })
+        } else {
+            None
+        },
+        no_requeue: u.ratio(1, 6)?,
+    })
+}
+
+/// A submit, with the script's bytes or (as when the primary holds them) without.
+fn submit(u: &mut Unstructured<'_>) -> Result<Command> {
+    let spec = spec(u)?;
+    let script = match spec.script {
+        Some(id) if u.ratio(3, 4)? => SCRIPTS
+            .iter()
+            .find(|s| ScriptId::of(s) == id)
+            .map(|s| std::sync::Arc::from(*s)),
+        _ if u.ratio(1, 20)? => Some(std::sync::Arc::from(*u.choose(SCRIPTS)?)),
+        _ => None,
+    };
+    Ok(Command::Submit {
+        token: token(u)?,
+        spec,
+        script,
+    })
+}
+
+fn maybe<T>(
+    u: &mut Unstructured<'_>,
+    value: impl FnOnce(&mut Unstructured<'_>) -> Result<T>,
+) -> Result<Option<T>> {
+    if u.ratio(1, 3)? {
+        Ok(Some(value(u)?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// `xce update` with a few of its changes.
+fn update(u: &mut Unstructured<'_>) -> Result<Command> {
+    let changes = JobChanges {
+        name: maybe(u, |u| pick(u, &["renamed"]))?,
+        priority: maybe(u, |u| small_or_any_i32(u, 100))?,
+        queue: maybe(u, |u| pick(u, QUEUES))?,
+        cpus: maybe(u, |u| u.int_in_range(0..=4))?,
+        mem_mb: maybe(u, |u| u.int_in_range(0..=2048))?,
+        time_limit_s: maybe(u, |u| u.int_in_range(0..=100))?,
+        hold: maybe(u, |u| u.arbitrary())?,
+        begin_time_ms: maybe(u, |u| u.int_in_range(0..=10_000))?,
+    };
+    Ok(Command::UpdateJob {
+        token: token(u)?,
+        id: job_id(u)?,
+        by: maybe(u, |u| pick(u, USERS))?,
+        changes,
     })
 }
 
@@ -197,10 +281,15 @@ fn end(u: &mut Unstructured<'_>) -> Result<JobEnd> {
 }
 
 fn command(u: &mut Unstructured<'_>) -> Result<Command> {
-    Ok(match u.int_in_range(0..=15u8)? {
-        0 | 1 => Command::Submit {
+    Ok(match u.int_in_range(0..=17u8)? {
+        0 | 1 => submit(u)?,
+        16 => update(u)?,
+        17 => Command::SignalJob {
             token: token(u)?,
-            spec: spec(u)?,
+            id: job_id(u)?,
+            by: maybe(u, |u| pick(u, USERS))?,
+            signal: u.int_in_range(-1..=70)?,
+            leader_only: u.arbitrary()?,
         },
         2 => Command::ControlJob {
             token: token(u)?,
@@ -211,6 +300,7 @@ fn command(u: &mut Unstructured<'_>) -> Result<Command> {
             } else {
                 None
             },
+            actor: maybe(u, |u| pick(u, USERS))?,
         },
         3 => Command::ControlQueue {
             token: token(u)?,
@@ -380,6 +470,7 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 start_time_ms: None,
                 end_time_ms: None,
                 output_dir: None,
+                cancelled_by: None,
             }))
         })
         .collect::<Result<_>>()?;
@@ -389,10 +480,17 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
             Ok((job_id(u)?, intent))
         })
         .collect::<Result<_>>()?;
+    let scripts = if u.ratio(1, 3)? {
+        let body = *u.choose(SCRIPTS)?;
+        vec![(ScriptId::of(body).0, body.to_vec())]
+    } else {
+        Vec::new()
+    };
     Ok(Command::RestoreJobs {
         token: token(u)?,
         base: token(u)?,
         jobs,
         intents,
+        scripts,
     })
 }

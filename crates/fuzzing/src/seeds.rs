@@ -124,6 +124,14 @@ fn spec() -> JobSpec {
         limits: Limits {
             time_limit_s: Some(3600),
         },
+        script: None,
+        stdout: Some("%x-%j.out".into()),
+        stderr: None,
+        open_mode: None,
+        hold: false,
+        begin_time_ms: None,
+        warn_signal: None,
+        no_requeue: false,
     }
 }
 
@@ -144,6 +152,7 @@ fn job() -> Job {
         start_time_ms: Some(1_200),
         end_time_ms: None,
         output_dir: Some("/spool".into()),
+        cancelled_by: None,
     }
 }
 
@@ -167,6 +176,7 @@ fn commands() -> Vec<Command> {
         Command::Submit {
             token: RequestToken(2),
             spec: spec(),
+            script: None,
         },
         Command::Dispatch {
             token: RequestToken(3),

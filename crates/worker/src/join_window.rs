@@ -148,6 +148,7 @@ mod tests {
             start_time_ms: None,
             end_time_ms: None,
             output_dir: None,
+            cancelled_by: None,
         }
     }
 

@@ -102,6 +102,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         start_time_ms: None,
         end_time_ms: None,
         output_dir: None,
+        cancelled_by: None,
     }
 }
 

@@ -55,6 +55,9 @@ shape! {
         pub submit_time: String,
         pub start_time: Option<String>,
         pub end_time: Option<String>,
+        /// Whether the job runs a script (`xce job ID --script` prints it); otherwise it runs
+        /// `command`.
+        pub script: bool,
     }
 }
 
@@ -79,6 +82,8 @@ impl From<&Job> for JobJson {
             end_time_ms,
             // Where the output is: `xce job` says it in words; not part of the shape.
             output_dir: _,
+            // Said in words by the reason ("cancelled by alice").
+            cancelled_by: _,
         } = job;
         let JobSpec {
             name,
@@ -91,6 +96,17 @@ impl From<&Job> for JobJson {
             resources,
             priority,
             limits,
+            script,
+            // Shown as the resolved paths once the host writes them (issue 33's next step).
+            stdout: _,
+            stderr: _,
+            open_mode: _,
+            // Shown as `held` and `begin_time` once the scheduler keeps them (the next step).
+            hold: _,
+            begin_time_ms: _,
+            // Shown by `xce job` in words once the shim sends it (the next step).
+            warn_signal: _,
+            no_requeue: _,
         } = spec;
         let Resources {
             cpus,
@@ -122,6 +138,7 @@ impl From<&Job> for JobJson {
             submit_time: rfc3339(*submit_time_ms),
             start_time: start_time_ms.map(rfc3339),
             end_time: end_time_ms.map(rfc3339),
+            script: script.is_some(),
         }
     }
 }

@@ -76,7 +76,7 @@ pub fn name(signal: i32) -> String {
 }
 
 /// A signal a job gets some time before its time limit (`--signal [B:]SIG[@SECONDS]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Warning {
     pub signal: i32,
     /// How long before the limit.

@@ -14,8 +14,8 @@ use proptest::prelude::*;
 
 use crate::types::{
     ClusterEvent, ClusterInfo, Host, HostAttributes, HostState, Job, JobEnd, JobFilter, JobResult,
-    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, PendCode, PendReason, Resources,
-    SchedulerInfo,
+    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode, PendCode, PendReason,
+    Resources, SchedulerInfo, ScriptId, Warning,
 };
 
 /// Text of any characters but control ones, possibly empty.
@@ -83,20 +83,95 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
         resources(),
         any::<i32>(),
         limits(),
+        script_fields(),
     )
         .prop_map(
-            |((name, user, queue), command, env, cwd, resources, priority, limits)| JobSpec {
-                name,
-                user,
-                queue,
-                command,
-                env,
-                cwd,
-                resources,
-                priority,
-                limits,
+            |((name, user, queue), command, env, cwd, resources, priority, limits, script)| {
+                let ScriptFields {
+                    script,
+                    stdout,
+                    stderr,
+                    open_mode,
+                    hold,
+                    begin_time_ms,
+                    warn_signal,
+                    no_requeue,
+                } = script;
+                JobSpec {
+                    name,
+                    user,
+                    queue,
+                    command,
+                    env,
+                    cwd,
+                    resources,
+                    priority,
+                    limits,
+                    script,
+                    stdout,
+                    stderr,
+                    open_mode,
+                    hold,
+                    begin_time_ms,
+                    warn_signal,
+                    no_requeue,
+                }
             },
         )
+}
+
+/// The spec fields of a batch job (store format 8), generated together.
+#[derive(Debug, Clone)]
+struct ScriptFields {
+    script: Option<ScriptId>,
+    stdout: Option<String>,
+    stderr: Option<String>,
+    open_mode: Option<OpenMode>,
+    hold: bool,
+    begin_time_ms: Option<u64>,
+    warn_signal: Option<Warning>,
+    no_requeue: bool,
+}
+
+fn script_fields() -> impl Strategy<Value = ScriptFields> {
+    (
+        option::of(any::<[u8; 32]>().prop_map(ScriptId)),
+        (opt_text(), opt_text()),
+        option::of(prop::sample::select(OpenMode::ALL)),
+        (any::<bool>(), opt_ms(), any::<bool>()),
+        option::of(warning()),
+    )
+        .prop_map(
+            |(
+                script,
+                (stdout, stderr),
+                open_mode,
+                (hold, begin_time_ms, no_requeue),
+                warn_signal,
+            )| {
+                ScriptFields {
+                    script,
+                    stdout,
+                    stderr,
+                    open_mode,
+                    hold,
+                    begin_time_ms,
+                    warn_signal,
+                    no_requeue,
+                }
+            },
+        )
+}
+
+/// Any warning signal the wire carries (signal 0 is none there).
+pub fn warning() -> impl Strategy<Value = Warning> {
+    (1..=crate::signals::MAX_SIGNAL, any::<u32>(), any::<bool>()).prop_map(
+        |(signal, before_s, leader_only)| Warning {
+            signal,
+            before_s,
+            leader_only,
+        },
+    )
 }
 
 /// Any job.
@@ -107,6 +182,7 @@ pub fn job() -> impl Strategy<Value = Job> {
         (option::of(job_result()), opt_text(), any::<u32>()),
         (option::of(any::<i32>()), option::of(any::<i32>())),
         (any::<u64>(), opt_ms(), opt_ms(), opt_text()),
+        opt_text(),
     )
         .prop_map(
             |(
@@ -115,6 +191,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (result, host, attempt),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
+                cancelled_by,
             )| Job {
                 id,
                 spec,
@@ -131,6 +208,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 start_time_ms,
                 end_time_ms,
                 output_dir,
+                cancelled_by,
             },
         )
 }

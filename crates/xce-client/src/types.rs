@@ -85,6 +85,38 @@ pub struct JobSpec {
     pub resources: Resources,
     pub priority: i32,
     pub limits: Limits,
+    /// The job script, by content (its bytes are stored once per distinct content, in the
+    /// controller's script table); with one, `command` holds the script's arguments.
+    pub script: Option<ScriptId>,
+    /// Where the job's standard output goes, an `output_path` pattern relative to `cwd`;
+    /// `None`: `xce-%j.out`.
+    pub stdout: Option<String>,
+    /// Where its standard error goes; `None`: where its standard output goes.
+    pub stderr: Option<String>,
+    /// `None`: truncate on the first attempt, append on later ones (no attempt's output is
+    /// lost to a requeue).
+    pub open_mode: Option<OpenMode>,
+    /// Held: not placed until released (`--hold`, `xce hold`).
+    pub hold: bool,
+    /// Not placed before this time (milliseconds since the Unix epoch; `--begin`).
+    pub begin_time_ms: Option<u64>,
+    /// A signal the job gets some time before its time limit (`--signal`).
+    pub warn_signal: Option<Warning>,
+    /// A job whose host is lost ends `node_fail` instead of running again (`--no-requeue`).
+    pub no_requeue: bool,
+}
+
+pub use crate::script::ScriptId;
+pub use crate::signals::Warning;
+
+named_enum! {
+    /// How a job's output files are opened (`--open-mode`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum OpenMode {
+        Append => "append",
+        Truncate => "truncate",
+    }
 }
 
 named_enum! {
@@ -218,6 +250,24 @@ pub struct Job {
     pub end_time_ms: Option<u64>,
     /// The spool dir on `host` holding the latest attempt's `<id>.<attempt>.out|err`.
     pub output_dir: Option<String>,
+    /// Who cancelled it (a pending job at once, a running one once its kill is asked);
+    /// `None` if no one did, or the cluster ran without authentication.
+    pub cancelled_by: Option<String>,
+}
+
+/// What `xce update` (and hold/release) changes in a job: each field set is changed, the
+/// others are kept. A pending job takes every one; a running one only a new time limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct JobChanges {
+    pub name: Option<String>,
+    pub priority: Option<i32>,
+    pub queue: Option<String>,
+    pub cpus: Option<u32>,
+    pub mem_mb: Option<u64>,
+    pub time_limit_s: Option<u32>,
+    pub hold: Option<bool>,
+    /// 0: now (what releases a job waiting for its begin time).
+    pub begin_time_ms: Option<u64>,
 }
 
 named_enum! {

@@ -13,10 +13,26 @@ use crate::Status;
 
 /// The first cluster version with time limits and generic resources.
 pub const TIME_LIMITS_AND_GRES: u32 = 7;
+/// The first cluster version with job scripts, output files, holds, begin times, warning
+/// signals and the requeue choice (and `xce update`, `xce signal`).
+pub const BATCH_JOBS: u32 = 8;
 
-/// The cluster version `spec` needs, and the field that needs it; `None` when every version
-/// takes it.
+/// The cluster version `spec` needs, and the field that needs it (the newest version's
+/// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
+    let batch = [
+        ("script", spec.script.is_some()),
+        ("stdout", spec.stdout.is_some()),
+        ("stderr", spec.stderr.is_some()),
+        ("open_mode", spec.open_mode.is_some()),
+        ("hold", spec.hold),
+        ("begin_time", spec.begin_time_ms.is_some()),
+        ("signal", spec.warn_signal.is_some()),
+        ("no_requeue", spec.no_requeue),
+    ];
+    if let Some((what, _)) = batch.into_iter().find(|(_, set)| *set) {
+        return Some((BATCH_JOBS, what));
+    }
     if spec.limits.time_limit_s.is_some() {
         Some((TIME_LIMITS_AND_GRES, "time_limit_s"))
     } else if !spec.resources.gres.is_empty() {
@@ -76,5 +92,7 @@ mod tests {
             time_limit_s: Some(1),
         };
         assert_eq!(needed_by(&spec), Some((7, "time_limit_s")));
+        spec.hold = true;
+        assert_eq!(needed_by(&spec), Some((8, "hold")));
     }
 }

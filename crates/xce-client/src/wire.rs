@@ -8,8 +8,9 @@ use xce_proto::Status;
 use crate::types::{
     ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
     HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobResult, JobSignal,
-    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, PendCode, PendReason, Placement,
-    Queue, QueueAction, Refusal, RequestToken, Resources, Role, SchedulerInfo, TokenInfo,
+    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode, PendCode, PendReason,
+    Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role, SchedulerInfo, ScriptId,
+    TokenInfo, Warning,
 };
 
 /// The common header of every reply, Rust side.
@@ -105,6 +106,7 @@ mirror_optional_enum! {
         Resources, Priority, NoScheduler, QueueInactive, TooBig, Held, BeginTime, Dependency, Limit,
     }
     JobResult <=> JobResult { Completed, Failed, Cancelled, Timeout, OutOfMemory, NodeFail }
+    OpenMode <=> OpenMode { Append, Truncate }
 }
 
 /// An optional enum from the wire: a value a newer peer added reads as `None`.
@@ -185,7 +187,44 @@ pub fn write_spec(mut b: w::job_spec::Builder<'_>, s: &JobSpec) {
         &s.resources.gres,
     );
     b.set_priority(s.priority);
-    write_limits(b.init_limits(), &s.limits);
+    write_limits(b.reborrow().init_limits(), &s.limits);
+    b.set_script_id(s.script.as_ref().map_or(&[][..], |id| &id.0[..]));
+    b.set_stdout(s.stdout.as_deref().unwrap_or(""));
+    b.set_stderr(s.stderr.as_deref().unwrap_or(""));
+    b.set_open_mode(s.open_mode.to_wire());
+    b.set_hold(s.hold);
+    b.set_begin_time_ms(s.begin_time_ms.unwrap_or(0));
+    if let Some(warning) = &s.warn_signal {
+        let mut wb = b.reborrow().init_warning();
+        wb.set_signal(warning.signal);
+        wb.set_before_s(warning.before_s);
+        wb.set_leader_only(warning.leader_only);
+    }
+    b.set_no_requeue(s.no_requeue);
+}
+
+/// Reads a script id: empty is none; any other length is no SHA-256.
+fn read_script_id(data: &[u8]) -> Result<Option<ScriptId>, Error> {
+    match data.len() {
+        0 => Ok(None),
+        32 => {
+            let mut id = [0; 32];
+            id.copy_from_slice(data);
+            Ok(Some(ScriptId(id)))
+        }
+        n => Err(Error::failed(format!(
+            "scriptId: {n} bytes, not the 32 of a SHA-256"
+        ))),
+    }
+}
+
+/// Reads a warning signal: signal 0 is none.
+fn read_warning(r: w::warning_signal::Reader<'_>) -> Option<Warning> {
+    (r.get_signal() != 0).then(|| Warning {
+        signal: r.get_signal(),
+        before_s: r.get_before_s(),
+        leader_only: r.get_leader_only(),
+    })
 }
 
 /// Writes named counts (generic resources).
@@ -264,6 +303,14 @@ pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, SpecError> {
         },
         priority: r.get_priority(),
         limits: read_limits(r.get_limits()?),
+        script: read_script_id(r.get_script_id()?)?,
+        stdout: opt_text(text(r.get_stdout()?)?),
+        stderr: opt_text(text(r.get_stderr()?)?),
+        open_mode: opt_enum(r.get_open_mode()),
+        hold: r.get_hold(),
+        begin_time_ms: opt_ms(r.get_begin_time_ms()),
+        warn_signal: read_warning(r.get_warning()?),
+        no_requeue: r.get_no_requeue(),
     })
 }
 
@@ -290,6 +337,7 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_output_dir(j.output_dir.as_deref().unwrap_or(""));
     b.set_pend_code(j.pend_code.to_wire());
     b.set_result(j.result.to_wire());
+    b.set_cancelled_by(j.cancelled_by.as_deref().unwrap_or(""));
 }
 
 /// Reads a job.
@@ -310,6 +358,7 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         start_time_ms: opt_ms(r.get_start_time_ms()),
         end_time_ms: opt_ms(r.get_end_time_ms()),
         output_dir: Some(text(r.get_output_dir()?)?).filter(|d| !d.is_empty()),
+        cancelled_by: opt_text(text(r.get_cancelled_by()?)?),
     })
 }
 
@@ -796,6 +845,18 @@ pub(crate) mod tests {
                 limits: Limits {
                     time_limit_s: Some(60),
                 },
+                script: Some(ScriptId::of(b"#!/bin/sh\necho hi\n")),
+                stdout: Some("%x-%j.out".into()),
+                stderr: Some("%x-%j.err".into()),
+                open_mode: Some(OpenMode::Append),
+                hold: true,
+                begin_time_ms: Some(3),
+                warn_signal: Some(Warning {
+                    signal: 10,
+                    before_s: 5,
+                    leader_only: true,
+                }),
+                no_requeue: true,
             },
             state: JobState::Exited,
             pend_reason: None,
@@ -810,6 +871,7 @@ pub(crate) mod tests {
             start_time_ms: Some(2),
             end_time_ms: None,
             output_dir: Some("/var/spool/xce".into()),
+            cancelled_by: Some("alice".into()),
         }
     }
 

@@ -69,6 +69,33 @@ struct JobSpec {
   # Generic resources asked for beside cpus and memory, by name (GPUs, licenses, ...).
   gres @9 :List(NamedCount);
   limits @10 :JobLimits;
+  # The job script's SHA-256 (empty: the job is `command`); with one, `command` holds the
+  # script's arguments. The bytes travel beside the spec (`submit`'s and `startJob`'s
+  # `script`), once.
+  scriptId @11 :Data;
+  # Output file patterns (`%j`, `%x`, ...) relative to `cwd`; empty: the default
+  # (`xce-%j.out`, and stderr where stdout goes).
+  stdout @12 :Text;
+  stderr @13 :Text;
+  openMode @14 :OpenMode;
+  hold @15 :Bool;
+  beginTimeMs @16 :UInt64;     # 0: none.
+  warning @17 :WarningSignal;  # Its signal 0: none.
+  noRequeue @18 :Bool;
+}
+
+# How a job's output files are opened (`none`: truncate on the first attempt, append after).
+enum OpenMode {
+  none @0;
+  append @1;
+  truncate @2;
+}
+
+# A signal a job gets some time before its time limit (`--signal [B:]SIG@SECONDS`).
+struct WarningSignal {
+  signal @0 :Int32;     # 0: none.
+  beforeS @1 :UInt32;
+  leaderOnly @2 :Bool;  # `B:`: the batch shell alone, not its process group.
 }
 
 # A count of one named resource.
@@ -127,6 +154,7 @@ struct Job {
   outputDir @14 :Text;   # The spool dir of the host of the latest attempt; empty before any.
   pendCode @15 :PendCode;
   result @16 :JobResult;
+  cancelledBy @17 :Text;   # Empty: no one (or not known).
 }
 
 enum JobAction {
@@ -196,7 +224,9 @@ struct JobFilter {
 interface Controller {
   # `job` is the job as the primary holds it right after the submit (also for `dupJob`), so a
   # caller that shows it (the HTTP API) needs no second call.
-  submit @0 (token :Token, spec :JobSpec) -> (header :ReplyHeader, jobId :UInt64, job :Job);
+  # `script`: the bytes of the spec's script (empty for a job without one). The primary logs
+  # them only when it does not hold that script yet.
+  submit @0 (token :Token, spec :JobSpec, script :Data) -> (header :ReplyHeader, jobId :UInt64, job :Job);
   # One page of the jobs passing `filter`, in id order, with ids above `after` (0: from the
   # start): at most `limit` jobs (0: the controller's default page; it caps both the count
   # and the bytes of a page far below the message limit). `next` is the `after` of the next
@@ -521,10 +551,16 @@ struct HostAttributes {
 interface Agent {
   ping @0 () -> ();
   # Run attempt `attempt` of `job`; the worker reports its start and end through the controller.
-  startJob @1 (job :Job, attempt :UInt32) -> (header :ReplyHeader);
+  # `script`: the bytes of the job's script (empty for a job without one).
+  startJob @1 (job :Job, attempt :UInt32, script :Data) -> (header :ReplyHeader);
   # Kill (SIGTERM, then SIGKILL after the worker's grace period), suspend or resume one
   # attempt's whole process group. An attempt the worker does not hold answers noEnt.
   signalJob @2 (order :JobOrder) -> (header :ReplyHeader);
+  # Any signal to one attempt's process group, or its leading process alone (`xce signal`).
+  sendSignal @3 (jobId :UInt64, attempt :UInt32, signal :Int32, leaderOnly :Bool) -> (header :ReplyHeader);
+  # One running attempt's new time limit in seconds from its start (0: none), which its shim
+  # keeps from then on.
+  setTimeLimit @4 (jobId :UInt64, attempt :UInt32, timeLimitS :UInt32) -> (header :ReplyHeader);
 }
 
 # A signal for one attempt of a job.

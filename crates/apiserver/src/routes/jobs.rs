@@ -151,6 +151,15 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         limits: Limits {
             time_limit_s: time_limit_s.filter(|s| *s > 0),
         },
+        // Not taken over HTTP yet (issue 33's next steps).
+        script: None,
+        stdout: None,
+        stderr: None,
+        open_mode: None,
+        hold: false,
+        begin_time_ms: None,
+        warn_signal: None,
+        no_requeue: false,
     })
 }
 

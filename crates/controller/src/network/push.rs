@@ -88,6 +88,19 @@ fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Pu
                     start(&node, &agents, &host, id, attempt).await
                 }
                 Push::Signal { host, order } => signal(&agents, &host, order).await,
+                Push::SendSignal {
+                    host,
+                    id,
+                    attempt,
+                    signal,
+                    leader_only,
+                } => send_signal(&agents, &host, id, attempt, signal, leader_only).await,
+                Push::TimeLimit {
+                    host,
+                    id,
+                    attempt,
+                    time_limit_s,
+                } => set_time_limit(&agents, &host, id, attempt, time_limit_s).await,
             }
         }
     });
@@ -125,9 +138,22 @@ async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) 
         warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
         return;
     };
+    let script = match job.spec.script {
+        Some(script) => match node.applied_script(&script) {
+            Some(body) => Some(body),
+            None => {
+                warn!(job = id, %host, %script, "the job's script is not in this primary's state; not sent");
+                return;
+            }
+        },
+        None => None,
+    };
     let mut req = agent.start_job_request();
     wire::write_job(req.get().init_job(), &job);
     req.get().set_attempt(job.attempt);
+    if let Some(body) = &script {
+        req.get().set_script(body);
+    }
     match agent_call(req.send().promise).await {
         Ok(_) => info!(job = id, %host, attempt, "job sent to its worker"),
         Err(e) => warn!(job = id, %host, error = %e, "could not send the job to its worker"),
@@ -154,6 +180,71 @@ async fn signal(agents: &Agents, host: &str, order: JobOrder) {
             warn!(job = order.id, %host, attempt = order.attempt, "the worker does not hold the attempt; its resync will settle it")
         }
         Err(e) => warn!(job = order.id, %host, error = %e, "could not signal the job"),
+    }
+}
+
+/// Sends a committed `xce signal` to the attempt's worker, once.
+async fn send_signal(
+    agents: &Agents,
+    host: &str,
+    id: u64,
+    attempt: u32,
+    signal: i32,
+    leader_only: bool,
+) {
+    let Some(agent) = agents.get(host) else {
+        warn!(job = id, %host, signal, "no agent for the host on this primary; the signal is not sent");
+        return;
+    };
+    let mut req = agent.send_signal_request();
+    req.get().set_job_id(id);
+    req.get().set_attempt(attempt);
+    req.get().set_signal(signal);
+    req.get().set_leader_only(leader_only);
+    let status = agent_call(req.send().promise).await.and_then(|resp| {
+        let header = resp.get()?.get_header()?;
+        wire::read_header(header)
+    });
+    match status {
+        Ok(h) if h.status == Status::Ok => {
+            info!(job = id, %host, attempt, signal, "job sent a signal")
+        }
+        Ok(h) => {
+            warn!(job = id, %host, attempt, signal, message = %h.message, "the worker did not signal the job")
+        }
+        Err(e) => warn!(job = id, %host, error = %e, "could not signal the job"),
+    }
+}
+
+/// Sends a running attempt's new time limit to its worker. One the worker missed (down, or
+/// joined another primary) reaches it with its next start or resync, which carry the job.
+async fn set_time_limit(
+    agents: &Agents,
+    host: &str,
+    id: u64,
+    attempt: u32,
+    time_limit_s: Option<u32>,
+) {
+    let Some(agent) = agents.get(host) else {
+        warn!(job = id, %host, "no agent for the host on this primary; the new time limit is not sent");
+        return;
+    };
+    let mut req = agent.set_time_limit_request();
+    req.get().set_job_id(id);
+    req.get().set_attempt(attempt);
+    req.get().set_time_limit_s(time_limit_s.unwrap_or(0));
+    let status = agent_call(req.send().promise).await.and_then(|resp| {
+        let header = resp.get()?.get_header()?;
+        wire::read_header(header)
+    });
+    match status {
+        Ok(h) if h.status == Status::Ok => {
+            info!(job = id, %host, attempt, time_limit_s, "job's new time limit sent")
+        }
+        Ok(h) => {
+            warn!(job = id, %host, attempt, message = %h.message, "the worker did not take the new time limit")
+        }
+        Err(e) => warn!(job = id, %host, error = %e, "could not send the new time limit"),
     }
 }
 

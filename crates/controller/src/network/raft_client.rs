@@ -676,9 +676,11 @@ mod tests {
             Command::Restore { .. } => "restore",
             Command::RestoreJobs { .. } => "restore jobs",
             Command::RaiseVersion { .. } => "raise version",
+            Command::UpdateJob { .. } => "update job",
+            Command::SignalJob { .. } => "signal job",
         }
     }
-    const KINDS: usize = 19;
+    const KINDS: usize = 21;
 
     /// The largest request of every kind that passes validation (a restore part at the
     /// byte limit `decode_part` enforces).
@@ -714,11 +716,25 @@ mod tests {
             limits: Limits {
                 time_limit_s: Some(u32::MAX),
             },
+            script: Some(xce_client::types::ScriptId([0xff; 32])),
+            stdout: Some("o".repeat(validate::MAX_PATH_BYTES)),
+            stderr: Some("e".repeat(validate::MAX_PATH_BYTES)),
+            open_mode: Some(xce_client::types::OpenMode::Truncate),
+            hold: true,
+            begin_time_ms: Some(u64::MAX),
+            warn_signal: Some(xce_client::types::Warning {
+                signal: xce_client::signals::MAX_SIGNAL,
+                before_s: xce_client::signals::MAX_WARNING_S,
+                leader_only: true,
+            }),
+            no_requeue: true,
         };
+        let script: std::sync::Arc<[u8]> = vec![b's'; validate::MAX_SCRIPT_BYTES].into();
         // A restore part at the limit: jobs as large as they come, as many as fit.
         let mut state = crate::state::State::default();
         let stored = JobSpec {
             queue: String::new(),
+            script: None,
             ..spec.clone()
         };
         for i in 0..400 {
@@ -744,20 +760,28 @@ mod tests {
             "a part of {} bytes",
             part.len()
         );
-        let crate::state::BackupPart::Jobs { jobs, intents } =
-            backup::decode_part(crate::store::STORE_FORMAT, &part).unwrap()
+        let crate::state::BackupPart::Jobs {
+            jobs,
+            intents,
+            scripts,
+        } = backup::decode_part(crate::store::STORE_FORMAT, &part).unwrap()
         else {
             unreachable!()
         };
         let mut base = crate::state::State::default().into_record();
         base.queues = Vec::new();
         vec![
-            Command::Submit { token: t(), spec },
+            Command::Submit {
+                token: t(),
+                spec,
+                script: Some(script),
+            },
             Command::ControlJob {
                 token: t(),
                 id: u64::MAX,
                 action: JobAction::Kill,
                 by: Some("u".repeat(64)),
+                actor: Some("u".repeat(validate::MAX_NAME_BYTES)),
             },
             Command::ControlQueue {
                 token: t(),
@@ -865,8 +889,31 @@ mod tests {
                 base: t(),
                 jobs,
                 intents,
+                scripts,
             },
             Command::RaiseVersion { to: u32::MAX },
+            Command::UpdateJob {
+                token: t(),
+                id: u64::MAX,
+                by: Some("u".repeat(64)),
+                changes: xce_client::types::JobChanges {
+                    name: Some(long()),
+                    priority: Some(i32::MIN),
+                    queue: Some(long()),
+                    cpus: Some(u32::MAX),
+                    mem_mb: Some(u64::MAX),
+                    time_limit_s: Some(u32::MAX),
+                    hold: Some(true),
+                    begin_time_ms: Some(u64::MAX),
+                },
+            },
+            Command::SignalJob {
+                token: t(),
+                id: u64::MAX,
+                by: Some("u".repeat(64)),
+                signal: xce_client::signals::MAX_SIGNAL,
+                leader_only: true,
+            },
         ]
     }
 

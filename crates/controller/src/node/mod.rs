@@ -214,6 +214,11 @@ impl Node {
         self.state.read().state.job(id).cloned()
     }
 
+    /// A job script's bytes, as applied here.
+    pub fn applied_script(&self, id: &xce_client::types::ScriptId) -> Option<std::sync::Arc<[u8]>> {
+        self.state.read().state.script(id)
+    }
+
     /// How many jobs are in each state (`JobState::ALL` order), as applied here.
     pub fn jobs_by_state(&self) -> Vec<usize> {
         let applied = self.state.read();

@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use xce_client::tokens::SecretHash;
 use xce_client::types::{
-    HeldJob, HostAction, HostAttributes, JobAction, JobEnd, JobId, JobOrder, JobSpec, PendReason,
-    Placement, QueueAction, Refusal, RequestToken, Role,
+    HeldJob, HostAction, HostAttributes, JobAction, JobChanges, JobEnd, JobId, JobOrder, JobSpec,
+    PendReason, Placement, QueueAction, Refusal, RequestToken, Role,
 };
 use xce_proto::Status;
 
@@ -47,6 +47,9 @@ pub enum Command {
     Submit {
         token: RequestToken,
         spec: JobSpec,
+        /// The bytes of `spec.script`, when the primary did not hold them yet (else `None`:
+        /// the log holds each script once).
+        script: Option<std::sync::Arc<[u8]>>,
     },
     ControlJob {
         token: RequestToken,
@@ -55,6 +58,8 @@ pub enum Command {
         /// The user whose own jobs alone this caller may control (a `user`'s session);
         /// `None` for an operator, an admin, or with authentication off.
         by: Option<String>,
+        /// Who asked, for the record (`cancelled by alice`); `None` without authentication.
+        actor: Option<String>,
     },
     ControlQueue {
         token: RequestToken,
@@ -74,10 +79,7 @@ pub enum Command {
         action: HostAction,
     },
     /// The primary's liveness tracking: a host stopped or resumed heartbeating.
-    SetHostAvailable {
-        name: String,
-        available: bool,
-    },
+    SetHostAvailable { name: String, available: bool },
     /// Place a pending job on a host; validated here, at apply time, so a stale decision is a
     /// conflict and never a double placement.
     Dispatch {
@@ -102,16 +104,11 @@ pub enum Command {
     },
     /// The primary's liveness tracking: a host stayed unavailable beyond the grace period;
     /// its placed jobs are lost (requeued or exited, per queue policy).
-    HostLost {
-        name: String,
-    },
+    HostLost { name: String },
     /// Proposed by every new primary: once applied, the primary has committed an entry of its
     /// own term and applied everything before it (the readiness barrier). It also brings the
     /// configured queues into the replicated state.
-    Barrier {
-        term: u64,
-        queues: Vec<QueueDef>,
-    },
+    Barrier { term: u64, queues: Vec<QueueDef> },
     /// A scheduler asks for, or renews, the scheduler lease.
     AcquireScheduler {
         token: RequestToken,
@@ -142,10 +139,7 @@ pub enum Command {
         expires_in_ms: Option<u64>,
     },
     /// An admin revokes a token: every session it authenticated is refused from then on.
-    RevokeToken {
-        token: RequestToken,
-        id: String,
-    },
+    RevokeToken { token: RequestToken, id: String },
     /// An admin starts this cluster from a backup: its state replaces the state of a cluster
     /// that has never held a job or a user token (`xce admin snapshot restore`).
     Restore {
@@ -159,11 +153,28 @@ pub enum Command {
         base: RequestToken,
         jobs: Vec<super::stored::JobRecord>,
         intents: Vec<(u64, super::stored::EndIntentRecord)>,
+        /// The scripts of these jobs that no earlier part carried, by id.
+        scripts: Vec<([u8; 32], Vec<u8>)>,
     },
     /// Proposed by the primary once every member runs a build of version `to`: from this
     /// entry on, what the cluster writes may be in that format.
-    RaiseVersion {
-        to: u32,
+    RaiseVersion { to: u32 },
+    /// `xce update`, `xce hold`, `xce release`: changes to one job (format 8 on).
+    UpdateJob {
+        token: RequestToken,
+        id: JobId,
+        /// As `ControlJob`'s: the user whose own jobs alone this caller may change.
+        by: Option<String>,
+        changes: JobChanges,
+    },
+    /// `xce signal`: a signal to one running job's processes (format 8 on).
+    SignalJob {
+        token: RequestToken,
+        id: JobId,
+        by: Option<String>,
+        signal: i32,
+        /// The job's leading process (its batch shell) alone, not its process group.
+        leader_only: bool,
     },
 }
 
@@ -186,7 +197,9 @@ impl Command {
             | Command::CreateToken { token, .. }
             | Command::RevokeToken { token, .. }
             | Command::Restore { token, .. }
-            | Command::RestoreJobs { token, .. } => Some(*token),
+            | Command::RestoreJobs { token, .. }
+            | Command::UpdateJob { token, .. }
+            | Command::SignalJob { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. }
@@ -197,8 +210,11 @@ impl Command {
     /// Approximate encoded size, for bounding Raft batches.
     pub fn approx_size(&self) -> usize {
         match self {
-            Command::Submit { spec, .. } => {
-                72 + spec.name.len()
+            Command::Submit { spec, script, .. } => {
+                120 + script.as_ref().map_or(0, |s| s.len() + 48)
+                    + spec.stdout.as_ref().map_or(0, String::len)
+                    + spec.stderr.as_ref().map_or(0, String::len)
+                    + spec.name.len()
                     + spec.user.len()
                     + spec.queue.len()
                     + spec.cwd.len()
@@ -220,7 +236,15 @@ impl Command {
             }
             Command::RegisterHost { host, held, .. } => 64 + host.name.len() + 24 * held.len(),
             Command::SetHostAvailable { name, .. } | Command::HostLost { name } => 32 + name.len(),
-            Command::ControlJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
+            Command::ControlJob { by, actor, .. } => {
+                48 + by.as_ref().map_or(0, String::len) + actor.as_ref().map_or(0, String::len)
+            }
+            Command::UpdateJob { by, changes, .. } => {
+                96 + by.as_ref().map_or(0, String::len)
+                    + changes.name.as_ref().map_or(0, String::len)
+                    + changes.queue.as_ref().map_or(0, String::len)
+            }
+            Command::SignalJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
             Command::CreateToken { id, user, .. } => 96 + id.len() + user.len(),
             Command::RevokeToken { id, .. } => 48 + id.len(),
             // Counted as the largest part a restore takes (its bytes are bounded when it is

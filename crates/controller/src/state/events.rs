@@ -45,20 +45,40 @@ pub enum Push {
     },
     /// Kill, suspend or resume one attempt's process group.
     Signal { host: String, order: JobOrder },
+    /// Send `signal` to one attempt's process group (or its leading process alone).
+    SendSignal {
+        host: String,
+        id: JobId,
+        attempt: u32,
+        signal: i32,
+        leader_only: bool,
+    },
+    /// One attempt's time limit changed while it runs (`None`: unlimited).
+    TimeLimit {
+        host: String,
+        id: JobId,
+        attempt: u32,
+        time_limit_s: Option<u32>,
+    },
 }
 
 impl Push {
     /// The host whose worker gets the order.
     pub fn host(&self) -> &str {
         match self {
-            Push::Start { host, .. } | Push::Signal { host, .. } => host,
+            Push::Start { host, .. }
+            | Push::Signal { host, .. }
+            | Push::SendSignal { host, .. }
+            | Push::TimeLimit { host, .. } => host,
         }
     }
 
     /// The job the order is about.
     pub fn job(&self) -> u64 {
         match self {
-            Push::Start { id, .. } => *id,
+            Push::Start { id, .. } | Push::SendSignal { id, .. } | Push::TimeLimit { id, .. } => {
+                *id
+            }
             Push::Signal { order, .. } => order.id,
         }
     }

@@ -83,6 +83,24 @@ impl State {
         unique("host", rec.hosts.iter().map(|h| h.name.as_str()))?;
         unique("intent", rec.intents.iter().map(|(id, _)| *id))?;
         unique("user token", rec.user_tokens.iter().map(|t| t.id.as_str()))?;
+        unique("script", rec.scripts.iter().map(|(id, _)| *id))?;
+        for (id, body) in &rec.scripts {
+            if xce_client::script::ScriptId::of(body).0 != *id {
+                return Err(format!(
+                    "script {}: its bytes are not those its id names",
+                    xce_client::script::ScriptId(*id)
+                ));
+            }
+        }
+        let held: std::collections::BTreeSet<[u8; 32]> =
+            rec.scripts.iter().map(|(id, _)| *id).collect();
+        if let Some(job) = rec
+            .jobs
+            .iter()
+            .find(|j| j.spec.script.is_some_and(|id| !held.contains(&id)))
+        {
+            return Err(format!("job {}: its script is not in the state", job.id));
+        }
         for host in &rec.hosts {
             xce_client::types::validate_host_name(&host.name)?;
         }

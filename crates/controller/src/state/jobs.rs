@@ -54,14 +54,28 @@ pub(super) fn requeue(job: &mut Job, why: &str) {
     job.start_time_ms = None;
     job.end_time_ms = None;
     job.output_dir = None;
+    job.cancelled_by = None;
 }
 
-fn no_such_job(id: JobId) -> Outcome {
+/// Why a job a person cancelled ended: who did, when known.
+fn cancelled(job: &Job) -> String {
+    match &job.cancelled_by {
+        Some(who) => format!("cancelled by {who}"),
+        None => REASON_KILLED.to_string(),
+    }
+}
+
+pub(super) fn no_such_job(id: JobId) -> Outcome {
     Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"))
 }
 
 impl State {
-    pub(super) fn submit(&mut self, at_ms: u64, mut spec: JobSpec) -> Outcome {
+    pub(super) fn submit(
+        &mut self,
+        at_ms: u64,
+        mut spec: JobSpec,
+        script: Option<std::sync::Arc<[u8]>>,
+    ) -> Outcome {
         if let Err(message) = validate_spec(&spec) {
             return Outcome::rejected(Status::Invalid, message);
         }
@@ -89,6 +103,9 @@ impl State {
         if self.next_job_id >= super::MAX_JOB_ID {
             return Outcome::rejected(Status::Conflict, "job ids are exhausted".to_string());
         }
+        if let Err(refused) = super::scripts::take_script(self, spec.script, script) {
+            return refused;
+        }
         let id = self.next_job_id;
         self.next_job_id += 1;
         self.insert_job(Job {
@@ -109,6 +126,7 @@ impl State {
             start_time_ms: None,
             end_time_ms: None,
             output_dir: None,
+            cancelled_by: None,
         });
         Outcome::Submitted(id)
     }
@@ -119,6 +137,7 @@ impl State {
         id: JobId,
         action: JobAction,
         by: Option<&str>,
+        actor: Option<String>,
     ) -> Outcome {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
@@ -146,7 +165,9 @@ impl State {
         match (action, state) {
             (JobAction::Kill, JobState::Pending) => {
                 self.update_job(id, |job| {
-                    end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED)
+                    job.cancelled_by = actor;
+                    let reason = cancelled(job);
+                    end_job(job, at_ms, JobResult::Cancelled, &reason)
                 });
                 Outcome::Done
             }
@@ -167,6 +188,7 @@ impl State {
                     );
                 }
                 let wanted = if action == JobAction::Kill {
+                    self.update_job(id, |job| job.cancelled_by = actor);
                     EndIntent::Kill
                 } else {
                     EndIntent::Requeue
@@ -201,7 +223,7 @@ impl State {
         }
     }
 
-    pub(super) fn dispatch(&mut self, id: JobId, host: String) -> Outcome {
+    pub(super) fn dispatch(&mut self, at_ms: u64, id: JobId, host: String) -> Outcome {
         let Some(record) = self.hosts.get(&host) else {
             return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
         };
@@ -229,6 +251,9 @@ impl State {
                 Status::Conflict,
                 format!("job {id} has run out of attempts ({})", job.attempt),
             );
+        }
+        if let Some(reason) = xce_client::holds::waiting(&job.spec, at_ms) {
+            return Outcome::rejected(Status::Conflict, format!("job {id} is {}", reason.text));
         }
         if let Err(why) = may_run(&job_users, &job.spec.user) {
             return Outcome::rejected(
@@ -331,7 +356,8 @@ impl State {
                     end_job(job, at_ms, JobResult::Timeout, &reason)
                 }
                 (Some(EndIntent::Kill), _) => {
-                    end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED)
+                    let reason = cancelled(job);
+                    end_job(job, at_ms, JobResult::Cancelled, &reason)
                 }
                 (None, JobEnd::Exit(code)) => end_by_exit(job, at_ms, code),
                 (None, JobEnd::Signal(sig)) => end_job(
@@ -362,8 +388,15 @@ impl State {
             .map(|q| q.on_host_lost)
             .unwrap_or_default();
         self.update_job(id, |job| match (intent, policy) {
-            (Some(EndIntent::Kill), _) => end_job(job, at_ms, JobResult::Cancelled, REASON_KILLED),
+            (Some(EndIntent::Kill), _) => {
+                let reason = cancelled(job);
+                end_job(job, at_ms, JobResult::Cancelled, &reason)
+            }
             (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
+            // `--no-requeue`: the job's own choice over its queue's.
+            (None, LostPolicy::Requeue) if job.spec.no_requeue => {
+                end_job(job, at_ms, JobResult::NodeFail, why)
+            }
             (None, LostPolicy::Requeue) => requeue(job, &format!("requeued: {why}")),
             (None, LostPolicy::Exit) => end_job(job, at_ms, JobResult::NodeFail, why),
         });
@@ -496,6 +529,7 @@ mod tests {
                     id: 1,
                     action: JobAction::Kill,
                     by: by.map(String::from),
+                    actor: None,
                 },
             )
         };
@@ -521,6 +555,7 @@ mod tests {
                     id: 1,
                     action: JobAction::Kill,
                     by: None,
+                    actor: None,
                 },
             )
         };
@@ -538,6 +573,7 @@ mod tests {
                 id: 99,
                 action: JobAction::Kill,
                 by: None,
+                actor: None,
             },
         );
         rejected_with(&missing, Status::NoEnt, "job 99");

@@ -19,8 +19,11 @@ mod jobs;
 mod queues;
 mod restore;
 mod schedulers;
+mod scripts;
+mod signal;
 pub mod stored;
 pub mod time_limit;
+mod update;
 mod users;
 pub(crate) mod validate;
 mod version;
@@ -34,7 +37,7 @@ mod tests;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use xce_client::types::{HostState, Job, JobId, RequestToken};
+use xce_client::types::{HostState, Job, JobId, RequestToken, ScriptId};
 
 pub use xce_client::types::JobUsers;
 
@@ -51,7 +54,7 @@ pub use stored::{
 pub use users::{validate_user_name, UserToken, MAX_TOKENS, TOKEN_ROLES};
 pub use validate::{
     check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
-    MAX_NAME_BYTES, MAX_PATH_BYTES,
+    MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SCRIPT_BYTES,
 };
 pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES, MAX_PAGE_SCAN};
 
@@ -152,6 +155,8 @@ pub struct State {
     /// The cluster version in force: the store format every member can apply, in which
     /// batches and snapshots are written. Only ever raised (`version`).
     active_version: u32,
+    /// Job scripts by content, each once however many jobs run it (`scripts`).
+    scripts: BTreeMap<ScriptId, Arc<[u8]>>,
     /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
@@ -182,6 +187,7 @@ impl Default for State {
             // A new cluster starts at the oldest version this build writes; its primary
             // raises it as soon as every member reports a newer build.
             active_version: crate::store::OLDEST_FORMAT,
+            scripts: BTreeMap::new(),
             index: Index::default(),
             emitted: Vec::new(),
         }
@@ -211,10 +217,24 @@ impl State {
             }
         }
         let outcome = match cmd {
-            Command::Submit { spec, .. } => self.submit(at_ms, spec),
-            Command::ControlJob { id, action, by, .. } => {
-                self.control_job(at_ms, id, action, by.as_deref())
-            }
+            Command::Submit { spec, script, .. } => self.submit(at_ms, spec, script),
+            Command::ControlJob {
+                id,
+                action,
+                by,
+                actor,
+                ..
+            } => self.control_job(at_ms, id, action, by.as_deref(), actor),
+            Command::UpdateJob {
+                id, by, changes, ..
+            } => self.update(id, by.as_deref(), changes),
+            Command::SignalJob {
+                id,
+                by,
+                signal,
+                leader_only,
+                ..
+            } => self.signal_job(id, by.as_deref(), signal, leader_only),
             Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
             Command::Barrier { queues, .. } => self.define_queues(queues),
             Command::RegisterHost { host, held, .. } => self.register_host(at_ms, host, held),
@@ -223,7 +243,7 @@ impl State {
             Command::SetHostAvailable { name, available } => {
                 self.set_host_available(&name, available)
             }
-            Command::Dispatch { id, host, .. } => self.dispatch(id, host),
+            Command::Dispatch { id, host, .. } => self.dispatch(at_ms, id, host),
             Command::AcquireScheduler {
                 name,
                 instance,
@@ -262,8 +282,9 @@ impl State {
                 base,
                 jobs,
                 intents,
+                scripts,
                 ..
-            } => self.restore_jobs(base, jobs, intents),
+            } => self.restore_jobs(base, jobs, intents, scripts),
             Command::JobFinished {
                 id,
                 attempt,

@@ -5,9 +5,10 @@
 //! request token derived from the file, and a part already applied is answered from memory.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use xce_client::types::RequestToken;
+use xce_client::types::{RequestToken, ScriptId};
 use xce_proto::Status;
 
 use super::stored::{EndIntentRecord, JobRecord};
@@ -18,10 +19,12 @@ use super::{job_event, queue_flags, Event, Job, Outcome, State, StateRecord};
 pub enum BackupPart {
     /// Everything but the jobs and the intents on them; always the first part.
     Base(StateRecord),
-    /// Jobs in id order, with the operators' intents on them.
+    /// Jobs in id order, with the operators' intents on them and the scripts they run that
+    /// no earlier part carried (by SHA-256), so that no part outgrows a message.
     Jobs {
         jobs: Vec<JobRecord>,
         intents: Vec<(u64, EndIntentRecord)>,
+        scripts: Vec<([u8; 32], Vec<u8>)>,
     },
 }
 
@@ -37,23 +40,38 @@ impl State {
         let base = State {
             jobs: BTreeMap::new(),
             intents: BTreeMap::new(),
+            scripts: BTreeMap::new(),
             index: super::index::Index::default(),
             emitted: Vec::new(),
             ..self.clone()
         };
         emit(BackupPart::Base(base.into_record()))?;
-        let (mut jobs, mut intents, mut size) = (Vec::new(), Vec::new(), 0);
+        let (mut jobs, mut intents, mut scripts, mut size) =
+            (Vec::new(), Vec::new(), Vec::new(), 0);
+        let mut carried = BTreeSet::new();
         for job in self.jobs.values() {
             let record = JobRecord::from(Job::clone(job));
-            let bytes =
+            let mut bytes =
                 postcard::serialize_with_flavor(&record, postcard::ser_flavors::Size::default())?;
+            let script = job
+                .spec
+                .script
+                .filter(|id| !carried.contains(id))
+                .and_then(|id| self.scripts.get(&id).map(|body| (id, body)));
+            if let Some((_, body)) = script {
+                bytes += body.len() + 40;
+            }
             if !jobs.is_empty() && size + bytes > budget {
-                let full = std::mem::take(&mut jobs);
                 emit(BackupPart::Jobs {
-                    jobs: full,
+                    jobs: std::mem::take(&mut jobs),
                     intents: std::mem::take(&mut intents),
+                    scripts: std::mem::take(&mut scripts),
                 })?;
                 size = 0;
+            }
+            if let Some((id, body)) = script {
+                carried.insert(id);
+                scripts.push((id.0, body.to_vec()));
             }
             if let Some(intent) = self.intents.get(&record.id) {
                 intents.push((record.id, EndIntentRecord::from(*intent)));
@@ -62,7 +80,11 @@ impl State {
             jobs.push(record);
         }
         if !jobs.is_empty() {
-            emit(BackupPart::Jobs { jobs, intents })?;
+            emit(BackupPart::Jobs {
+                jobs,
+                intents,
+                scripts,
+            })?;
         }
         Ok(())
     }
@@ -159,6 +181,7 @@ impl State {
         base: RequestToken,
         jobs: Vec<JobRecord>,
         intents: Vec<(u64, EndIntentRecord)>,
+        scripts: Vec<([u8; 32], Vec<u8>)>,
     ) -> Outcome {
         if !matches!(self.tokens.get(&base), Some(Outcome::Done)) {
             return Outcome::rejected(
@@ -168,9 +191,14 @@ impl State {
             );
         }
         let jobs: Vec<Job> = jobs.into_iter().map(Job::from).collect();
-        if let Err(e) = self.restorable(&jobs, &intents) {
+        let scripts: BTreeMap<ScriptId, Arc<[u8]>> = scripts
+            .into_iter()
+            .map(|(id, body)| (ScriptId(id), Arc::from(body)))
+            .collect();
+        if let Err(e) = self.restorable(&jobs, &intents, &scripts) {
             return Outcome::rejected(Status::Invalid, format!("backup: {e}"));
         }
+        self.scripts.extend(scripts);
         for job in jobs {
             self.insert_job(job);
         }
@@ -180,11 +208,27 @@ impl State {
     }
 
     /// `Err` naming the first job or intent a restore part may not add here.
-    fn restorable(&self, jobs: &[Job], intents: &[(u64, EndIntentRecord)]) -> Result<(), String> {
+    fn restorable(
+        &self,
+        jobs: &[Job],
+        intents: &[(u64, EndIntentRecord)],
+        scripts: &BTreeMap<ScriptId, Arc<[u8]>>,
+    ) -> Result<(), String> {
+        if let Some(id) = scripts
+            .iter()
+            .find_map(|(id, body)| (ScriptId::of(body) != *id).then_some(id))
+        {
+            return Err(format!("script {id}: its bytes are not those its id names"));
+        }
         let (mut ids, mut placed) = (BTreeSet::new(), BTreeSet::new());
         for job in jobs {
             if self.jobs.contains_key(&job.id) || !ids.insert(job.id) {
                 return Err(format!("job {} is already here", job.id));
+            }
+            if let Some(id) = job.spec.script {
+                if !scripts.contains_key(&id) && !self.scripts.contains_key(&id) {
+                    return Err(format!("job {}: its script {id} is in no part", job.id));
+                }
             }
             self.check_job(job)?;
             if super::is_placed(job.state) {
@@ -247,7 +291,7 @@ mod tests {
         assert_eq!(held.active_version(), OLDEST_FORMAT);
         // A version this build does not run is no state it could have written.
         let mut unknown = newer;
-        unknown.active_version = STORE_FORMAT + 78;
+        unknown.active_version = 85;
         let outcome = State::default().apply(5, restore(&unknown));
         assert!(
             matches!(&outcome, Outcome::Rejected { message, .. } if message.contains("cluster version 85")),

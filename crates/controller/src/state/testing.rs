@@ -21,6 +21,7 @@ pub fn submit(state: &mut State, token: u128, spec: JobSpec) -> Outcome {
         Command::Submit {
             token: RequestToken(token),
             spec,
+            script: None,
         },
     )
 }
@@ -80,6 +81,7 @@ pub fn control_cmd(t: u128, id: JobId, action: JobAction) -> Command {
         id,
         action,
         by: None,
+        actor: None,
     }
 }
 

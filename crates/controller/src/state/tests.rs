@@ -55,6 +55,7 @@ fn pages_are_bounded_in_size_and_in_jobs_scanned() {
             Command::Submit {
                 token: RequestToken(t),
                 spec,
+                script: None,
             },
         );
     }
@@ -119,12 +120,14 @@ fn command() -> impl Strategy<Value = Command> {
                     queue: queue.into(),
                     ..JobSpec::default()
                 },
+                script: None,
             }),
         (token.clone(), id.clone(), action).prop_map(|(token, id, action)| Command::ControlJob {
             token,
             id,
             action,
             by: None,
+            actor: None,
         }),
         (
             token.clone(),
@@ -452,7 +455,8 @@ proptest! {
         let encoded = a.snapshot_bytes().unwrap();
         let record = a.clone().into_record();
         let expected = match a.active_version() {
-            6 => postcard::to_stdvec(&super::stored::migrate::downgrade_state(record).unwrap()).unwrap(),
+            6 => postcard::to_stdvec(&super::stored::migrate::downgrade_state_6(record).unwrap()).unwrap(),
+            7 => crate::store::format::encode_marked(7, &super::stored::migrate::downgrade_state_7(record).unwrap()).unwrap(),
             format => crate::store::format::encode_marked(format, &record).unwrap(),
         };
         prop_assert_eq!(&encoded, &expected);
@@ -499,6 +503,7 @@ proptest! {
                 s.apply(0, Command::Submit {
                     token: RequestToken(token),
                     spec: JobSpec { command: vec!["true".into()], ..JobSpec::default() },
+                    script: None,
                 });
             }
         }

@@ -25,6 +25,9 @@ pub const MAX_HELD: usize = 10_000;
 /// Most placements (or pending reasons) in one scheduler request: big enough that placement
 /// is not one Raft round per job, small enough that a batch stays far below message limits.
 pub const MAX_BATCH: usize = 4096;
+/// Most bytes of a job script: the most `jobs.max_script_bytes` may allow, so that a submit
+/// always fits a message.
+pub const MAX_SCRIPT_BYTES: usize = 16 << 20;
 /// Longest pending reason, in bytes.
 pub const MAX_PEND_REASON_BYTES: usize = 512;
 /// The scheduler lease's shortest and longest time to live.
@@ -69,13 +72,15 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         xce_client::export::size(&spec.env),
         xce_client::export::MAX_ENV_BYTES,
     )?;
+    // With a script, the command is the script's arguments (any, or none).
     match spec.command.first() {
-        None => return Err("command: must not be empty".into()),
-        Some(arg0) if arg0.trim().is_empty() => {
+        None if spec.script.is_none() => return Err("command: must not be empty".into()),
+        Some(arg0) if spec.script.is_none() && arg0.trim().is_empty() => {
             return Err("command: the program name must not be empty".into())
         }
-        Some(_) => {}
+        _ => {}
     }
+    validate_batch_fields(spec)?;
     validate_gres("gres", &spec.resources)?;
     if let Some((k, _)) = spec
         .env
@@ -83,6 +88,32 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         .find(|(k, _)| k.is_empty() || k.contains('='))
     {
         return Err(format!("env: invalid variable name {k:?}"));
+    }
+    Ok(())
+}
+
+/// The fields of a batch job: output patterns, the warning signal.
+fn validate_batch_fields(spec: &JobSpec) -> Result<(), String> {
+    for (field, pattern) in [("stdout", &spec.stdout), ("stderr", &spec.stderr)] {
+        if let Some(pattern) = pattern {
+            check_size(field, pattern.len(), MAX_PATH_BYTES)?;
+            xce_client::output_path::check(pattern).map_err(|e| format!("{field}: {e}"))?;
+        }
+    }
+    if let Some(warning) = &spec.warn_signal {
+        use xce_client::signals::{MAX_SIGNAL, MAX_WARNING_S};
+        if !(1..=MAX_SIGNAL).contains(&warning.signal) {
+            return Err(format!(
+                "signal: {} is not a signal number (1 to {MAX_SIGNAL})",
+                warning.signal
+            ));
+        }
+        if warning.before_s > MAX_WARNING_S {
+            return Err(format!(
+                "signal: {} s before the limit is over the {MAX_WARNING_S} s allowed",
+                warning.before_s
+            ));
+        }
     }
     Ok(())
 }
@@ -119,7 +150,27 @@ pub use xce_client::types::validate_host_name;
 /// refuse. The error names the field and never echoes it.
 pub fn validate_command(cmd: &Command) -> Result<(), String> {
     match cmd {
-        Command::Submit { spec, .. } => validate_spec(spec),
+        Command::Submit { spec, script, .. } => {
+            validate_spec(spec)?;
+            match script {
+                Some(body) => check_size("script", body.len(), MAX_SCRIPT_BYTES),
+                None => Ok(()),
+            }
+        }
+        Command::UpdateJob { by, changes, .. } => {
+            by.as_deref().map_or(Ok(()), validate_user_name)?;
+            check_size(
+                "name",
+                changes.name.as_ref().map_or(0, String::len),
+                MAX_NAME_BYTES,
+            )?;
+            check_size(
+                "queue",
+                changes.queue.as_ref().map_or(0, String::len),
+                MAX_NAME_BYTES,
+            )
+        }
+        Command::SignalJob { by, .. } => by.as_deref().map_or(Ok(()), validate_user_name),
         Command::ControlQueue { name, .. } => check_size("queue", name.len(), MAX_NAME_BYTES),
         Command::ControlHost { name, .. }
         | Command::SetHostAvailable { name, .. }
@@ -150,7 +201,14 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::ControlJob { by, .. } => by.as_deref().map_or(Ok(()), validate_user_name),
+        Command::ControlJob { by, actor, .. } => {
+            by.as_deref().map_or(Ok(()), validate_user_name)?;
+            check_size(
+                "actor",
+                actor.as_ref().map_or(0, String::len),
+                MAX_NAME_BYTES,
+            )
+        }
         Command::CreateToken {
             id,
             user,

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{OLDEST_FORMAT, STORE_FORMAT};
-use crate::state::stored::{migrate, v6};
+use crate::state::stored::{self, migrate, v6, v7};
 use crate::state::{BackupPart, State};
 
 /// About how large a part of jobs is: one Raft entry far below the 32 MiB append limit
@@ -65,13 +65,12 @@ pub fn encode(
     };
     let mut frames = vec![postcard::to_stdvec(&header)?];
     state.backup_parts(part_bytes, |part| {
-        let frame = if format == 6 {
-            // Everything a format-6 state holds fits format 6 (`stored::fit_format`).
-            let old = migrate::downgrade_backup_part(part)
-                .map_err(|e| BackupError::Corrupt(e.to_string()))?;
-            postcard::to_stdvec(&old)?
-        } else {
-            postcard::to_stdvec(&part)?
+        // Everything a state of an older version holds fits its format (`stored::fit_format`).
+        let refused = |e: stored::NotInFormat| BackupError::Corrupt(e.to_string());
+        let frame = match format {
+            6 => postcard::to_stdvec(&migrate::downgrade_backup_part_6(part).map_err(refused)?)?,
+            7 => postcard::to_stdvec(&migrate::downgrade_backup_part_7(part).map_err(refused)?)?,
+            _ => postcard::to_stdvec(&part)?,
         };
         frames.push(frame);
         Ok::<_, BackupError>(())
@@ -97,12 +96,19 @@ pub fn decode_part(format: u32, frame: &[u8]) -> Result<BackupPart, BackupError>
         return Err(BackupError::PartTooLarge { bytes: frame.len() });
     }
     let corrupt = |e: String| BackupError::Corrupt(format!("part: {e}"));
-    if format == 6 {
-        let old: v6::BackupPart =
-            postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
-        return migrate::upgrade_backup_part(old).map_err(|e| corrupt(e.to_string()));
+    match format {
+        6 => {
+            let old: v6::BackupPart =
+                postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
+            migrate::upgrade_backup_part_6(old).map_err(|e| corrupt(e.to_string()))
+        }
+        7 => {
+            let old: v7::BackupPart =
+                postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
+            Ok(migrate::upgrade_backup_part_7(old))
+        }
+        _ => postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string())),
     }
-    postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))
 }
 
 #[cfg(test)]
@@ -143,6 +149,7 @@ mod tests {
                 Command::Submit {
                     token: RequestToken(u128::from(i) + 5000),
                     spec,
+                    script: None,
                 },
             );
         }
@@ -170,11 +177,16 @@ mod tests {
                 token,
                 state: Box::new(state),
             },
-            BackupPart::Jobs { jobs, intents } => Command::RestoreJobs {
+            BackupPart::Jobs {
+                jobs,
+                intents,
+                scripts,
+            } => Command::RestoreJobs {
                 token,
                 base,
                 jobs,
                 intents,
+                scripts,
             },
         }
     }
@@ -216,7 +228,8 @@ mod tests {
         let state = state_with(1, 10);
         let frames = encode(&state, 1, 1, PART_BYTES).unwrap();
         assert_eq!(frames.len(), 3, "header, base, one part of jobs");
-        let BackupPart::Jobs { jobs, intents } = decode_part(OLDEST_FORMAT, &frames[2]).unwrap()
+        let BackupPart::Jobs { jobs, intents, .. } =
+            decode_part(OLDEST_FORMAT, &frames[2]).unwrap()
         else {
             panic!("the third frame holds jobs");
         };
@@ -225,6 +238,7 @@ mod tests {
             base: RequestToken(base),
             jobs: jobs.clone(),
             intents: intents.clone(),
+            scripts: Vec::new(),
         };
         // Into a cluster whose restore never began.
         let mut fresh = State::default();

@@ -22,12 +22,12 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Batch, Identity};
-use crate::state::stored::{self, v6, CommandRecord};
+use crate::state::stored::{self, migrate, v6, v7, CommandRecord};
 use crate::state::Command;
 
 /// The newest store format (and cluster version) this build reads and writes. Raised with
 /// every change of a stored record; the golden-bytes tests in `state::stored` fail until it is.
-pub const STORE_FORMAT: u32 = 7;
+pub const STORE_FORMAT: u32 = 8;
 
 /// The oldest store format this build reads (and writes while a cluster's active version is
 /// still that old). Data of an older one is refused by name.
@@ -96,17 +96,28 @@ pub fn split_mark(bytes: &[u8]) -> Result<(u32, &[u8]), FormatError> {
 impl Serialize for Batch {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let records = self.commands.iter().cloned().map(CommandRecord::from);
-        if self.format <= 6 {
-            // Every command of a format-6 batch fits format 6: what does not is refused
-            // before it is proposed (`stored::fit_format`).
-            let old: Vec<v6::CommandRecord> = records
-                .map(stored::downgrade_command)
-                .collect::<Result<_, _>>()
-                .map_err(serde::ser::Error::custom)?;
-            (self.at_ms, old).serialize(s)
-        } else {
-            let records: Vec<CommandRecord> = records.collect();
-            (MARK | u64::from(self.format), self.at_ms, records).serialize(s)
+        // Every command of an older format's batch fits that format: what does not is refused
+        // before it is proposed (`stored::fit_format`).
+        let mark = MARK | u64::from(self.format);
+        match self.format {
+            ..=6 => {
+                let old: Vec<v6::CommandRecord> = records
+                    .map(migrate::downgrade_command_6)
+                    .collect::<Result<_, _>>()
+                    .map_err(serde::ser::Error::custom)?;
+                (self.at_ms, old).serialize(s)
+            }
+            7 => {
+                let old: Vec<v7::CommandRecord> = records
+                    .map(migrate::downgrade_command_7)
+                    .collect::<Result<_, _>>()
+                    .map_err(serde::ser::Error::custom)?;
+                (mark, self.at_ms, old).serialize(s)
+            }
+            _ => {
+                let records: Vec<CommandRecord> = records.collect();
+                (mark, self.at_ms, records).serialize(s)
+            }
         }
     }
 }
@@ -129,7 +140,7 @@ impl<'de> Deserialize<'de> for Batch {
                     let old: Vec<v6::CommandRecord> = seq.next_element()?.ok_or_else(missing)?;
                     let commands = old
                         .into_iter()
-                        .map(|c| stored::upgrade_command(c).map(Command::from))
+                        .map(|c| migrate::upgrade_command_6(c).map(Command::from))
                         .collect::<Result<_, _>>()
                         .map_err(de::Error::custom)?;
                     return Ok(Batch {
@@ -140,7 +151,12 @@ impl<'de> Deserialize<'de> for Batch {
                 }
                 let format = known(first - MARK).map_err(de::Error::custom)?;
                 let at_ms: u64 = seq.next_element()?.ok_or_else(missing)?;
-                let records: Vec<CommandRecord> = seq.next_element()?.ok_or_else(missing)?;
+                let records: Vec<CommandRecord> = if format == 7 {
+                    let old: Vec<v7::CommandRecord> = seq.next_element()?.ok_or_else(missing)?;
+                    old.into_iter().map(migrate::upgrade_command_7).collect()
+                } else {
+                    seq.next_element()?.ok_or_else(missing)?
+                };
                 Ok(Batch {
                     at_ms,
                     format,
@@ -216,16 +232,17 @@ mod tests {
         let (format, body) = split_mark(&new).unwrap();
         assert_eq!((format, body), (7, &[5u8][..]));
         // A newer format is refused by name, not misread.
-        let newer = postcard::to_stdvec(&(MARK | 8, 5u8)).unwrap();
+        let newer = postcard::to_stdvec(&(MARK | u64::from(STORE_FORMAT + 1), 5u8)).unwrap();
         let e = split_mark(&newer).unwrap_err().to_string();
-        assert!(e.contains("store format 8 is newer"), "{e}");
+        let said = format!("store format {} is newer", STORE_FORMAT + 1);
+        assert!(e.contains(&said), "{e}");
         // Empty bytes are format 6 (and then fail to decode as what they are not).
         assert_eq!(split_mark(&[]).unwrap().0, 6);
     }
 
     #[test]
     fn a_batch_keeps_its_format_through_its_bytes() {
-        for format in [6, 7] {
+        for format in [6, 7, 8] {
             let batch = Batch {
                 at_ms: 1_700_000_000_123,
                 format,

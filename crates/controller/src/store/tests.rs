@@ -189,6 +189,7 @@ async fn snapshot_round_trips_through_a_restart() {
                     command: vec!["true".into()],
                     ..JobSpec::default()
                 },
+                script: None,
             })
             .collect(),
     };

@@ -108,7 +108,15 @@ impl Jobs {
             after: fenced,
             ..self.shim_spec(&job, attempt)
         };
-        match self.launcher.launch(&spec) {
+        // A job script is run from a copy the start carries: until this worker makes it, a
+        // script job fails here by name rather than run its arguments as a command.
+        let launched = match job.spec.script {
+            Some(script) => Err(std::io::Error::other(format!(
+                "job script {script}: this worker's build does not run job scripts yet"
+            ))),
+            None => self.launcher.launch(&spec),
+        };
+        match launched {
             Err(e) => {
                 warn!(job = id, attempt, error = %e, "cannot start the job's shim");
                 self.return_spare(&spec);
@@ -163,6 +171,18 @@ impl Jobs {
                 },
             priority: _,
             limits: xce_client::types::Limits { time_limit_s },
+            // The script is run from its copy in the spool (`script`), its bytes carried
+            // with the start, not in the spec.
+            script: _,
+            stdout: _,
+            stderr: _,
+            open_mode: _,
+            // The controller's and the scheduler's business: a job reaches its host held by
+            // neither.
+            hold: _,
+            begin_time_ms: _,
+            warn_signal: _,
+            no_requeue: _,
         } = &job.spec;
         let run_as = match self.settings.job_users {
             xce_client::types::JobUsers::EachUser { root } => Some(RunAs {

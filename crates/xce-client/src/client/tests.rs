@@ -207,6 +207,7 @@ fn submit() -> Submit {
     Submit {
         token: RequestToken(7),
         spec: JobSpec::default(),
+        script: None,
     }
 }
 

@@ -13,6 +13,8 @@ use crate::wire;
 pub struct Submit {
     pub token: RequestToken,
     pub spec: JobSpec,
+    /// The bytes of `spec.script` (whose id is their SHA-256), for a job script.
+    pub script: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Op for Submit {
@@ -24,6 +26,9 @@ impl Op for Submit {
             let mut req = client.submit_request();
             wire::write_token(req.get().init_token(), self.token);
             wire::write_spec(req.get().init_spec(), &self.spec);
+            if let Some(script) = &self.script {
+                req.get().set_script(script);
+            }
             let resp = req.send().promise.await?;
             let r = resp.get()?;
             reply(r.get_header()?, || Ok(r.get_job_id()))
@@ -39,6 +44,8 @@ impl Op for Submit {
 pub struct SubmitJob {
     pub token: RequestToken,
     pub spec: JobSpec,
+    /// As [`Submit`]'s.
+    pub script: Option<std::sync::Arc<[u8]>>,
 }
 
 /// What a [`SubmitJob`] made (or had made before).
@@ -63,6 +70,9 @@ impl Op for SubmitJob {
             let mut req = client.submit_request();
             wire::write_token(req.get().init_token(), self.token);
             wire::write_spec(req.get().init_spec(), &self.spec);
+            if let Some(script) = &self.script {
+                req.get().set_script(script);
+            }
             let resp = req.send().promise.await?;
             let r = resp.get()?;
             let mut header = wire::read_header(r.get_header()?)?;

@@ -55,7 +55,11 @@ pub(super) async fn restore(
                         state: Box::new(state),
                     },
                 ),
-                BackupPart::Jobs { jobs, intents } => (
+                BackupPart::Jobs {
+                    jobs,
+                    intents,
+                    scripts,
+                } => (
                     "jobs",
                     jobs.len(),
                     Command::RestoreJobs {
@@ -63,6 +67,7 @@ pub(super) async fn restore(
                         base,
                         jobs,
                         intents,
+                        scripts,
                     },
                 ),
             };

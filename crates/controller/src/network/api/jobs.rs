@@ -15,6 +15,7 @@ pub(super) async fn submit(
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
     let token = wire::read_token(p.get_token()?);
+    let body = p.get_script()?;
     let spec = match wire::read_spec(p.get_spec()?) {
         Ok(spec) => Ok(spec),
         Err(wire::SpecError::Wire(e)) => return Err(e),
@@ -47,12 +48,35 @@ pub(super) async fn submit(
                 )
             })
             .and_then(|()| time_limit::check(&spec, rules.max_time_limit_s))
-            .map_err(|message| ReplyHeader::status(Status::Invalid, message))?;
-        Ok(spec)
+            .and_then(|()| script_of(&spec, body, rules.max_script_bytes))
+            .map_err(|message| ReplyHeader::status(Status::Invalid, message))
+            .map(|script| (spec, script))
     });
+    let checked = match checked {
+        // The log holds each script once: not again once the primary holds it (a script is
+        // never removed, so one applied here stays in every later primary's state).
+        Ok((spec, Some(script))) => {
+            let id = spec.script;
+            let held = this
+                .node
+                .read(|s| id.is_some_and(|id| s.script(&id).is_some()))
+                .await
+                .unwrap_or(false);
+            Ok((spec, (!held).then_some(script)))
+        }
+        other => other,
+    };
     let (header, id) = match checked {
         Err(h) => (h, None),
-        Ok(spec) => match this.node.write(Command::Submit { token, spec }).await {
+        Ok((spec, script)) => match this
+            .node
+            .write(Command::Submit {
+                token,
+                spec,
+                script,
+            })
+            .await
+        {
             Ok(outcome) => outcome_reply(outcome),
             Err(h) => (h, None),
         },
@@ -64,6 +88,28 @@ pub(super) async fn submit(
         wire::write_job(r.init_job(), &this.as_seen(job));
     }
     Ok(())
+}
+
+/// The script bytes a submit carries, checked against its spec's id and the size limit.
+fn script_of(
+    spec: &xce_client::types::JobSpec,
+    body: &[u8],
+    max: usize,
+) -> Result<Option<std::sync::Arc<[u8]>>, String> {
+    use xce_client::script::{check, ScriptId};
+    match spec.script {
+        None if body.is_empty() => Ok(None),
+        None => Err("script: bytes sent for a job that names no script".into()),
+        Some(id) => {
+            check(body, max).map_err(|e| format!("script: {e}"))?;
+            if ScriptId::of(body) != id {
+                return Err(format!(
+                    "script: the bytes sent are not those of script {id}"
+                ));
+            }
+            Ok(Some(body.into()))
+        }
+    }
 }
 
 pub(super) async fn list(
@@ -137,6 +183,7 @@ pub(super) async fn control(
         id: p.get_job_id(),
         action: p.get_action()?.into(),
         by: this.own_jobs_only(),
+        actor: this.session.borrow().user.clone(),
     };
     // The signal to the worker, if any, follows from the applied entry's events.
     let header = this.write_for_header(cmd).await;

@@ -123,7 +123,33 @@ impl<A1: Mirror<B1>, B1, A2: Mirror<B2>, B2> Mirror<(B1, B2)> for (A1, A2) {
     }
 }
 
-mirror_same!(bool, i32, u32, u64, String, [u8; 32]);
+mirror_same!(bool, u8, i32, u32, u64, String, [u8; 32]);
+
+/// A script is stored by the SHA-256 its id is.
+impl Mirror<[u8; 32]> for xce_client::types::ScriptId {
+    fn mirror(self) -> [u8; 32] {
+        self.0
+    }
+}
+
+impl Mirror<xce_client::types::ScriptId> for [u8; 32] {
+    fn mirror(self) -> xce_client::types::ScriptId {
+        xce_client::types::ScriptId(self)
+    }
+}
+
+/// A script's bytes, shared in memory, are stored as a byte list.
+impl Mirror<Vec<u8>> for std::sync::Arc<[u8]> {
+    fn mirror(self) -> Vec<u8> {
+        self.to_vec()
+    }
+}
+
+impl Mirror<std::sync::Arc<[u8]>> for Vec<u8> {
+    fn mirror(self) -> std::sync::Arc<[u8]> {
+        self.into()
+    }
+}
 
 /// A request token is stored as its number.
 impl Mirror<u128> for xce_client::types::RequestToken {

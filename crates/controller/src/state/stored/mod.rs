@@ -13,6 +13,7 @@
 pub mod migrate;
 mod mirror;
 mod step6;
+mod step7;
 pub mod v6;
 pub mod v7;
 
@@ -21,11 +22,11 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use xce_client::types::{
-    HeldJob, HostAttributes, Job, JobEnd, JobResult, JobSpec, Limits, PendCode, PendReason,
-    RequestToken, Resources,
+    HeldJob, HostAttributes, Job, JobEnd, JobResult, JobSpec, Limits, OpenMode, PendCode,
+    PendReason, RequestToken, Resources,
 };
 
-pub use migrate::{downgrade_command, fit_format, upgrade_command, NotInFormat};
+pub use migrate::{fit_format, NotInFormat};
 pub use v6::{
     EndIntentRecord, HeldPhaseRecord, HeldRecord, HostActionRecord, JobActionRecord,
     JobSignalRecord, JobStateRecord, JobUsersRecord, LostPolicyRecord, OrderRecord, OutcomeRecord,
@@ -39,6 +40,7 @@ use super::{
     Command, EndIntent, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow,
     UserToken,
 };
+use xce_client::types::ScriptId;
 
 /// `From` both ways between a domain enum and its record, variant for variant.
 macro_rules! record_enum {
@@ -68,6 +70,28 @@ record_enum! {
     PendCodeRecord <=> PendCode {
         Resources, Priority, NoScheduler, QueueInactive, TooBig, Held, BeginTime, Dependency, Limit,
     }
+    OpenModeRecord <=> OpenMode { Append, Truncate }
+}
+
+/// A warning signal as stored (`--signal`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarningRecord {
+    pub signal: i32,
+    pub before_s: u32,
+    pub leader_only: bool,
+}
+
+/// What `UpdateJob` changes, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobChangesRecord {
+    pub name: Option<String>,
+    pub priority: Option<i32>,
+    pub queue: Option<String>,
+    pub cpus: Option<u32>,
+    pub mem_mb: Option<u64>,
+    pub time_limit_s: Option<u32>,
+    pub hold: Option<bool>,
+    pub begin_time_ms: Option<u64>,
 }
 
 /// An amount of resources as stored: generic resources by name, in name order.
@@ -117,6 +141,15 @@ pub struct SpecRecord {
     pub resources: ResourcesRecord,
     pub priority: i32,
     pub limits: LimitsRecord,
+    /// The SHA-256 of the job's script, whose bytes are in the state's script table.
+    pub script: Option<[u8; 32]>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub open_mode: Option<OpenModeRecord>,
+    pub hold: bool,
+    pub begin_time_ms: Option<u64>,
+    pub warn_signal: Option<WarningRecord>,
+    pub no_requeue: bool,
 }
 
 /// A job as stored in a snapshot.
@@ -137,14 +170,22 @@ pub struct JobRecord {
     pub start_time_ms: Option<u64>,
     pub end_time_ms: Option<u64>,
     pub output_dir: Option<String>,
+    pub cancelled_by: Option<String>,
 }
 
 mirror_structs! {
     LimitsRecord <=> Limits { time_limit_s }
-    SpecRecord <=> JobSpec { name, user, queue, command, env, cwd, resources, priority, limits }
+    SpecRecord <=> JobSpec {
+        name, user, queue, command, env, cwd, resources, priority, limits, script, stdout, stderr,
+        open_mode, hold, begin_time_ms, warn_signal, no_requeue,
+    }
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
-        submit_time_ms, start_time_ms, end_time_ms, output_dir,
+        submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by,
+    }
+    WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
+    JobChangesRecord <=> xce_client::types::JobChanges {
+        name, priority, queue, cpus, mem_mb, time_limit_s, hold, begin_time_ms,
     }
     HostAttributesRecord <=> HostAttributes { name, resources, spool_dir, job_users }
     HeldRecord <=> HeldJob { id, attempt, phase }
@@ -205,12 +246,14 @@ pub enum CommandRecord {
     Submit {
         token: u128,
         spec: SpecRecord,
+        script: Option<Vec<u8>>,
     },
     ControlJob {
         token: u128,
         id: u64,
         action: JobActionRecord,
         by: Option<String>,
+        actor: Option<String>,
     },
     ControlQueue {
         token: u128,
@@ -296,10 +339,26 @@ pub enum CommandRecord {
         base: u128,
         jobs: Vec<JobRecord>,
         intents: Vec<(u64, EndIntentRecord)>,
+        scripts: Vec<([u8; 32], Vec<u8>)>,
     },
     /// The cluster's active version raised (format 7 on).
     RaiseVersion {
         to: u32,
+    },
+    /// Changes to one job (format 8 on).
+    UpdateJob {
+        token: u128,
+        id: u64,
+        by: Option<String>,
+        changes: JobChangesRecord,
+    },
+    /// A signal to one running job (format 8 on).
+    SignalJob {
+        token: u128,
+        id: u64,
+        by: Option<String>,
+        signal: i32,
+        leader_only: bool,
     },
 }
 
@@ -329,8 +388,8 @@ impl From<EndRecord> for JobEnd {
 
 mirror_variants! {
     CommandRecord <=> Command {
-        Submit { token, spec },
-        ControlJob { token, id, action, by },
+        Submit { token, spec, script },
+        ControlJob { token, id, action, by, actor },
         ControlQueue { token, name, action },
         RegisterHost { token, host, held },
         ControlHost { token, name, action },
@@ -346,8 +405,10 @@ mirror_variants! {
         CreateToken { token, id, user, role, hash, expires_in_ms },
         RevokeToken { token, id },
         Restore { token, state },
-        RestoreJobs { token, base, jobs, intents },
+        RestoreJobs { token, base, jobs, intents, scripts },
         RaiseVersion { to },
+        UpdateJob { token, id, by, changes },
+        SignalJob { token, id, by, signal, leader_only },
     }
 }
 
@@ -379,6 +440,8 @@ pub struct StateRecord {
     pub user_tokens: Vec<UserTokenRecord>,
     /// The cluster version in force (format 7 on; a format-6 state is at 6).
     pub active_version: u32,
+    /// Job scripts by the SHA-256 of their bytes (format 8 on), each once.
+    pub scripts: Vec<([u8; 32], Vec<u8>)>,
 }
 
 fn user_token_record(id: &str, t: &UserToken) -> UserTokenRecord {
@@ -435,6 +498,7 @@ impl State {
             scheduler,
             user_tokens,
             active_version,
+            scripts,
             ..
         } = self;
         let TokenWindow {
@@ -460,6 +524,10 @@ impl State {
                 .map(|(id, t)| user_token_record(id, t))
                 .collect(),
             active_version,
+            scripts: scripts
+                .into_iter()
+                .map(|(id, body)| (id.0, body.to_vec()))
+                .collect(),
         }
     }
 
@@ -533,6 +601,11 @@ impl State {
                 })
                 .collect(),
             active_version: rec.active_version,
+            scripts: rec
+                .scripts
+                .into_iter()
+                .map(|(id, body)| (ScriptId(id), Arc::from(body)))
+                .collect(),
             emitted: Vec::new(),
         }
     }
@@ -573,35 +646,39 @@ impl Serialize for SnapshotView<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
         let st = self.state;
-        let v6 = self.format == 6;
+        let format = self.format;
         let tokens: Vec<(u128, OutcomeRecord)> = st
             .tokens
             .order
             .iter()
             .filter_map(|t| st.tokens.outcomes.get(t).map(|o| (t.0, o.clone().into())))
             .collect();
-        let mut rec = s.serialize_struct("StateRecord", 9)?;
+        let mut rec = s.serialize_struct("StateRecord", 10)?;
         rec.serialize_field("next_job_id", &st.next_job_id)?;
         let jobs = st.jobs.values().map(|j| JobRecord::from(Job::clone(j)));
         let hosts = st.hosts.iter().map(|(n, h)| host_record(n, h));
-        if v6 {
-            // Every record of a state whose active version is 6 is one format 6 can hold: what
-            // it could not was refused before it was proposed (`fit_format`).
-            let jobs = jobs.map(migrate::downgrade_job);
-            rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
-            rec.serialize_field(
-                "queues",
-                &Seq::of(st.queues.iter().map(|(n, q)| queue_record(n, q))),
-            )?;
-            let hosts = hosts.map(migrate::downgrade_host);
-            rec.serialize_field("hosts", &Seq::of(hosts.map(Fallible)))?;
-        } else {
-            rec.serialize_field("jobs", &Seq::of(jobs))?;
-            rec.serialize_field(
-                "queues",
-                &Seq::of(st.queues.iter().map(|(n, q)| queue_record(n, q))),
-            )?;
-            rec.serialize_field("hosts", &Seq::of(hosts))?;
+        let queues = || Seq::of(st.queues.iter().map(|(n, q)| queue_record(n, q)));
+        // Every record of a state whose active version is older is one that format can hold:
+        // what it could not was refused before it was proposed (`fit_format`).
+        match format {
+            6 => {
+                let jobs = jobs.map(migrate::downgrade_job_6);
+                rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+                rec.serialize_field("queues", &queues())?;
+                let hosts = hosts.map(migrate::downgrade_host_6);
+                rec.serialize_field("hosts", &Seq::of(hosts.map(Fallible)))?;
+            }
+            7 => {
+                let jobs = jobs.map(migrate::downgrade_job_7);
+                rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+                rec.serialize_field("queues", &queues())?;
+                rec.serialize_field("hosts", &Seq::of(hosts))?;
+            }
+            _ => {
+                rec.serialize_field("jobs", &Seq::of(jobs))?;
+                rec.serialize_field("queues", &queues())?;
+                rec.serialize_field("hosts", &Seq::of(hosts))?;
+            }
         }
         rec.serialize_field(
             "intents",
@@ -618,8 +695,18 @@ impl Serialize for SnapshotView<'_> {
             .iter()
             .map(|(id, t)| user_token_record(id, t));
         rec.serialize_field("user_tokens", &Seq::of(user_tokens))?;
-        if !v6 {
+        if format >= 7 {
             rec.serialize_field("active_version", &st.active_version)?;
+        }
+        if format == 7 && !st.scripts.is_empty() {
+            return Err(serde::ser::Error::custom(NotInFormat {
+                what: "script",
+                needs: 8,
+            }));
+        }
+        if format >= 8 {
+            let scripts = st.scripts.iter().map(|(id, body)| (id.0, &**body));
+            rec.serialize_field("scripts", &Seq::of(scripts))?;
         }
         rec.end()
     }
@@ -671,7 +758,11 @@ pub fn decode_state(bytes: &[u8]) -> Result<StateRecord, crate::store::format::F
     match split_mark(bytes)? {
         (6, body) => {
             let old: v6::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
-            migrate::upgrade_state(old).map_err(FormatError::Migrate)
+            migrate::upgrade_state_6(old).map_err(FormatError::Migrate)
+        }
+        (7, body) => {
+            let old: v7::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
+            Ok(migrate::upgrade_state_7(old))
         }
         (_, body) => postcard::from_bytes(body).map_err(FormatError::decode),
     }

@@ -7,7 +7,7 @@ use xce_client::types::{
     Placement, QueueAction, Role,
 };
 
-use super::migrate::downgrade_job;
+use super::migrate::{downgrade_command_6, downgrade_job_6, upgrade_command_6};
 use super::*;
 use crate::state::LostPolicy;
 use crate::store::format::encode_marked;
@@ -52,7 +52,9 @@ fn every_v6_command() -> Vec<Command> {
                 resources: Resources::new(2, 512),
                 priority: -3,
                 limits: Limits::default(),
+                ..Default::default()
             },
+            script: None,
         },
         Command::Dispatch {
             token: t(3),
@@ -70,6 +72,7 @@ fn every_v6_command() -> Vec<Command> {
             id: 1,
             action: JobAction::Kill,
             by: Some("alice".into()),
+            actor: None,
         },
         Command::JobFinished {
             token: t(6),
@@ -164,21 +167,23 @@ fn every_v6_command() -> Vec<Command> {
                 start_time_ms: Some(6),
                 end_time_ms: None,
                 output_dir: None,
+                cancelled_by: None,
             })],
             intents: vec![(9, EndIntentRecord::Kill)],
+            scripts: Vec::new(),
         },
     ]
 }
 
-/// One command of every kind the current format holds, every field set: format 6's, the
-/// raise to this version, then what only the current format holds.
-fn every_command() -> Vec<Command> {
+/// One command of every kind format 7 holds, every field set: format 6's, the raise to 7,
+/// then what format 7 added (format 7's own golden test's, in today's types).
+fn every_v7_command() -> Vec<Command> {
     let t = RequestToken;
     let mut gpu = Resources::new(1, 64);
     gpu.set_gres("gpu:a100", 2);
     let mut commands = every_v6_command();
     commands.extend([
-        Command::RaiseVersion { to: STORE_FORMAT },
+        Command::RaiseVersion { to: 7 },
         Command::RegisterHost {
             token: t(17),
             host: HostAttributes {
@@ -203,6 +208,7 @@ fn every_command() -> Vec<Command> {
                 },
                 ..JobSpec::default()
             },
+            script: None,
         },
         Command::Dispatch {
             token: t(19),
@@ -223,6 +229,91 @@ fn every_command() -> Vec<Command> {
             token: t(21),
             epoch: 1,
             reasons: vec![(2, PendReason::new(PendCode::TooBig, "no host with 9 gpu"))],
+        },
+    ]);
+    commands
+}
+
+/// The script of [`every_command`]'s batch jobs.
+const SCRIPT: &[u8] = b"#!/bin/sh\n#XCE --time 1:00\necho \"$1\"\n";
+
+/// One command of every kind the current format holds, every field set: format 7's, the
+/// raise to this version, then what only the current format holds.
+fn every_command() -> Vec<Command> {
+    let t = RequestToken;
+    let script = xce_client::types::ScriptId::of(SCRIPT);
+    let batch_spec = JobSpec {
+        name: "batch".into(),
+        user: "carol".into(),
+        command: vec!["arg".into()],
+        script: Some(script),
+        stdout: Some("%x-%j.out".into()),
+        stderr: Some("%x-%j.err".into()),
+        open_mode: Some(xce_client::types::OpenMode::Append),
+        hold: true,
+        begin_time_ms: Some(1_700_000_100_000),
+        warn_signal: Some(xce_client::types::Warning {
+            signal: 10,
+            before_s: 5,
+            leader_only: true,
+        }),
+        no_requeue: true,
+        ..JobSpec::default()
+    };
+    let mut commands = every_v7_command();
+    commands.extend([
+        Command::RaiseVersion { to: STORE_FORMAT },
+        // Job 3: the script's bytes with it; job 4: the same script, held already.
+        Command::Submit {
+            token: t(22),
+            spec: batch_spec.clone(),
+            script: Some(SCRIPT.into()),
+        },
+        Command::Submit {
+            token: t(23),
+            spec: JobSpec {
+                hold: false,
+                ..batch_spec
+            },
+            script: None,
+        },
+        Command::UpdateJob {
+            token: t(24),
+            id: 3,
+            by: Some("carol".into()),
+            changes: xce_client::types::JobChanges {
+                name: Some("renamed".into()),
+                priority: Some(-9),
+                queue: Some("normal".into()),
+                cpus: Some(2),
+                mem_mb: Some(100),
+                time_limit_s: Some(60),
+                hold: Some(false),
+                begin_time_ms: Some(0),
+            },
+        },
+        // Refused: job 3 is not running.
+        Command::SignalJob {
+            token: t(25),
+            id: 3,
+            by: None,
+            signal: 10,
+            leader_only: false,
+        },
+        Command::ControlJob {
+            token: t(26),
+            id: 4,
+            action: JobAction::Kill,
+            by: None,
+            actor: Some("dave".into()),
+        },
+        // Refused here (no restore under token 15 was applied).
+        Command::RestoreJobs {
+            token: t(27),
+            base: t(15),
+            jobs: Vec::new(),
+            intents: Vec::new(),
+            scripts: vec![(script.0, SCRIPT.to_vec())],
         },
     ]);
     commands
@@ -257,11 +348,11 @@ const GOLDEN_SNAPSHOT_6: &str = "0201010373696d05616c696365046869676803027368022
 /// the state they leave. They never change within a format: a change to a stored record is
 /// a new format (raise `store::STORE_FORMAT`, write its migration, keep these as the older
 /// format's golden bytes).
-const GOLDEN_FORMAT: u32 = 7;
-const GOLDEN_BATCH: &str = GOLDEN_BATCH_7;
-const GOLDEN_SNAPSHOT: &str = GOLDEN_SNAPSHOT_7;
+const GOLDEN_FORMAT: u32 = 8;
+const GOLDEN_BATCH: &str = "8880808080808080800180d095ffbc31200a070104686967686401030102773104801000062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636502800400050000000000000000000006030102773107040101027731010501000105616c6963650008060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b01010103187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838100f010001066e6f726d616c3c0101000000000000060011100f0109000000010474727565000000000000000000000000000000020000000001027731010000050106000000010900001207031102773208802001086770753a6131303004072f73706f6f6c32000000120000000105747261696e0000014001086770753a6131303002000102000000000000000000061302027732081402010277320400011e0d1501010204126e6f20686f7374207769746820392067707512080016056261746368056361726f6c0001036172670000000000000001f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a010925782d256a2e6f7574010925782d256a2e65727201000101a0dd9bffbc310114050101012523212f62696e2f73680a23584345202d2d74696d6520313a30300a6563686f20222431220a0017056261746368056361726f6c0001036172670000000000000001f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a010925782d256a2e6f7574010925782d256a2e65727201000001a0dd9bffbc3101140501010013180301056361726f6c010772656e616d6564011101066e6f726d616c01020164013c01000100141903001400011a040000010464617665111b0f000001f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a2523212f62696e2f73680a23584345202d2d74696d6520313a30300a6563686f20222431220a";
+const GOLDEN_SNAPSHOT: &str = "888080808080808080010504010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c696365028004000500000000000000000005000001066b696c6c656401020102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c00020000066e6f726d616c0105747261696e0000014001086770753a61313030020001020000000000000000050000011a74696d65206c696d6974206f6620303a303220726561636865640103010277320100011e80d095ffbc310180d095ffbc310180d095ffbc3101072f73706f6f6c3200030772656e616d6564056361726f6c066e6f726d616c0103617267000002640011013c01f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a010925782d256a2e6f7574010925782d256a2e65727201000000011405010100000000000000000080d095ffbc310000000004056261746368056361726f6c066e6f726d616c01036172670000010000000001f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a010925782d256a2e6f7574010925782d256a2e65727201000001a0dd9bffbc310114050101050000011163616e63656c6c6564206279206461766501020000000080d095ffbc31000180d095ffbc310001046461766502046869676864010001066e6f726d616c3c0101000202773104801000062f73706f6f6c0100010002773208802001086770753a6131303004072f73706f6f6c32000001001b010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e010f020a4e7468697320636c757374657220616c726561647920686f6c6473206a6f6273202869647320757020746f2031293a20726573746f7265206f6e6c7920696e746f2061206e657720636c757374657210020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465110400120002130114011501160003170004180119020a356a6f6220332069732070656e64696e673a206f6e6c7920612072756e6e696e67206a6f622063616e206265207369676e616c6c65641a011b020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd310801f165358cf94b76f77da1e9bd1479a88c6543003c54dddf17794c3e6e3a6dc52a2523212f62696e2f73680a23584345202d2d74696d6520313a30300a6563686f20222431220a";
 
-/// Format 7's golden bytes, as its builds wrote them: [`every_command`] as one batch, and the
+/// Format 7's golden bytes, as its builds wrote them: [`every_v7_command`] as one batch, and the
 /// snapshot of the state they leave.
 const GOLDEN_BATCH_7: &str = "8780808080808080800180d095ffbc31190a070104686967686401030102773104801000062f73706f6f6c01000109020100feffffffffffffffffffffffffffffffffff030373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636502800400050006030102773107040101027731010501000105616c69636508060101027731020c6e6f20737563682066696c6502070468696768030408027731010502773100090277310b090273312ab8170c0a0101010277310d0b01010103187175657565206e6f726d616c20697320696e6163746976650e0c103030313132323333343435353636666605616c6963650407070707070707070707070707070707070707070707070707070707070707070180b899290e0d106666656564646363626261613939383803626f62000909090909090909090909090909090909090909090909090909090909090909000f0e1066666565646463636262616139393838100f010001066e6f726d616c3c01010000000000000611100f01090000000104747275650000000000000002000000000102773101000005010600000109001207031102773208802001086770753a6131303004072f73706f6f6c32000000120000000105747261696e0000014001086770753a6131303002000102061302027732081402010277320400011e0d1501010204126e6f20686f73742077697468203920677075";
 const GOLDEN_SNAPSHOT_7: &str = "878080808080808080010302010373696d05616c696365046869676803027368022d63076563686f20686901014101310b2f686f6d652f616c69636502800400050005000001066b696c6c656401020102773101000080d095ffbc310180d095ffbc310180d095ffbc3101062f73706f6f6c020000066e6f726d616c0105747261696e0000014001086770753a6131303002000102050000011a74696d65206c696d6974206f6620303a303220726561636865640103010277320100011e80d095ffbc310180d095ffbc310180d095ffbc3101072f73706f6f6c3202046869676864010001066e6f726d616c3c0101000202773104801000062f73706f6f6c0100010002773208802001086770753a6131303004072f73706f6f6c320000010015010401090200feffffffffffffffffffffffffffffffffff0300010301040105010601070108010905010a0601010a167175657565206869676820697320696e6163746976650b010c010d010e010f020a4e7468697320636c757374657220616c726561647920686f6c6473206a6f6273202869647320757020746f2031293a20726573746f7265206f6e6c7920696e746f2061206e657720636c757374657210020a7574686973206261636b75702070617274277320726573746f726520686173206e6f7420626567756e20696e207468697320636c75737465723a20726573746f7265207468652077686f6c652066696c652c2077686f73652066697273742070617274207265706c6163657320746865207374617465110400120002130114011501010273312a01b8e795ffbc3101103030313132323333343435353636666605616c69636504070707070707070707070707070707070707070707070707070707070707070780d095ffbc31018088afa8bd3107";
@@ -275,7 +366,7 @@ fn format_6_is_written_as_its_builds_wrote_it() {
     let old: Vec<v6::CommandRecord> = commands
         .iter()
         .cloned()
-        .map(|c| downgrade_command(CommandRecord::from(c)).unwrap())
+        .map(|c| downgrade_command_6(CommandRecord::from(c)).unwrap())
         .collect();
     assert_eq!(hex(&postcard::to_stdvec(&old).unwrap()), GOLDEN_LOG_6);
     let state = applied(&commands);
@@ -290,7 +381,7 @@ fn format_6_golden_bytes_migrate_to_what_applying_gives() {
     let old: Vec<v6::CommandRecord> = postcard::from_bytes(&unhex(GOLDEN_LOG_6)).unwrap();
     let read: Vec<Command> = old
         .into_iter()
-        .map(|c| Command::from(upgrade_command(c).unwrap()))
+        .map(|c| Command::from(upgrade_command_6(c).unwrap()))
         .collect();
     assert_eq!(read, every_v6_command());
     let state = applied(&every_v6_command());
@@ -335,27 +426,77 @@ fn the_stored_encoding_is_the_golden_one_of_its_format() {
     let job = back.job(2).unwrap();
     assert_eq!(job.result, Some(JobResult::Timeout));
     assert_eq!(job.reason.as_deref(), Some("time limit of 0:02 reached"));
-    assert!(downgrade_job(JobRecord::from(job.clone())).is_err());
+    assert!(downgrade_job_6(JobRecord::from(job.clone())).is_err());
+    // The batch job is stored with its script, once, and who cancelled the other.
+    let job = back.job(3).unwrap();
+    assert_eq!(
+        (
+            job.spec.name.as_str(),
+            job.spec.hold,
+            job.spec.begin_time_ms
+        ),
+        ("renamed", false, None)
+    );
+    assert_eq!(
+        back.script(&job.spec.script.unwrap()).as_deref(),
+        Some(SCRIPT)
+    );
+    assert_eq!(back.script_totals(), (1, SCRIPT.len()));
+    let job = back.job(4).unwrap();
+    assert_eq!(
+        (job.reason.as_deref(), job.cancelled_by.as_deref()),
+        (Some("cancelled by dave"), Some("dave"))
+    );
 }
 
-/// The frozen format-7 records write format 7's golden bytes: `v7.rs` is the format as its
-/// builds wrote it, whatever the current records become.
+/// Format 7 is still written, byte for byte as its builds wrote it, while a cluster's
+/// version is 7; and its bytes read back as the same commands and state.
 #[test]
-fn format_7_is_frozen_as_its_golden_bytes() {
-    const MARK: u64 = 1 << 63;
-    let commands = every_command();
-    let records: Vec<v7::CommandRecord> = commands
+fn format_7_is_written_as_its_builds_wrote_it() {
+    let commands = every_v7_command();
+    let batch = Batch {
+        at_ms: 1_700_000_000_000,
+        format: 7,
+        commands: commands.clone(),
+    };
+    assert_eq!(hex(&postcard::to_stdvec(&batch).unwrap()), GOLDEN_BATCH_7);
+    let state = applied(&commands);
+    assert_eq!(state.active_version(), 7);
+    assert_eq!(hex(&state.snapshot_bytes().unwrap()), GOLDEN_SNAPSHOT_7);
+    let read: Batch = postcard::from_bytes(&unhex(GOLDEN_BATCH_7)).unwrap();
+    assert_eq!(read, batch);
+    let back = State::from_record(decode_state(&unhex(GOLDEN_SNAPSHOT_7)).unwrap());
+    assert_eq!(back, state);
+}
+
+/// What only format 8 holds is refused in a format-7 cluster, naming it; what format 7
+/// holds goes through unchanged, but for who cancelled a job (for the record only).
+#[test]
+fn a_command_format_7_cannot_hold_is_refused_naming_it() {
+    let newer = every_command().split_off(every_v7_command().len());
+    let refusals: Vec<String> = newer
         .iter()
         .cloned()
-        .map(|c| v7::CommandRecord::from(CommandRecord::from(c)))
+        .filter_map(|c| fit_format(7, c).err())
+        .map(|e| e.to_string())
         .collect();
-    let batch = postcard::to_stdvec(&(MARK | 7, 1_700_000_000_000u64, &records)).unwrap();
-    assert_eq!(hex(&batch), GOLDEN_BATCH_7);
-    let state = v7::StateRecord::from(applied(&commands).into_record());
-    assert_eq!(hex(&encode_marked(7, &state).unwrap()), GOLDEN_SNAPSHOT_7);
-    // And they read back as the same records.
-    let back: (u64, u64, Vec<v7::CommandRecord>) = postcard::from_bytes(&batch).unwrap();
-    assert_eq!(back.2, records);
+    assert_eq!(
+        refusals,
+        [
+            "script needs cluster version 8",
+            "script needs cluster version 8",
+            "xce update, hold and release needs cluster version 8",
+            "xce signal needs cluster version 8",
+            "script needs cluster version 8",
+        ]
+    );
+    for cmd in every_v7_command() {
+        assert_eq!(fit_format(7, cmd.clone()).unwrap(), cmd);
+    }
+    let Command::ControlJob { actor, .. } = fit_format(7, newer[5].clone()).unwrap() else {
+        panic!("a kill stays a kill");
+    };
+    assert_eq!(actor, None);
 }
 
 /// What only the current format holds is refused in a format-6 cluster, naming it; what
@@ -374,6 +515,11 @@ fn a_command_format_6_cannot_hold_is_refused_naming_what_needs_the_newer_version
             "gres needs cluster version 7",
             "time_limit_s needs cluster version 7",
             "a timeout needs cluster version 7",
+            "script needs cluster version 8",
+            "script needs cluster version 8",
+            "xce update, hold and release needs cluster version 8",
+            "xce signal needs cluster version 8",
+            "script needs cluster version 8",
         ]
     );
     for cmd in every_v6_command() {
@@ -389,6 +535,7 @@ fn a_command_format_6_cannot_hold_is_refused_naming_what_needs_the_newer_version
         Command::Submit {
             token: RequestToken(1),
             spec: limited,
+            script: None,
         },
     )
     .unwrap_err();
@@ -484,8 +631,8 @@ fn every_way_a_job_ends_has_its_result_and_format_6_derives_the_same() {
         end(&mut s);
         let job = s.job(1).unwrap().clone();
         assert_eq!(job.result, expected, "{what}: {job:?}");
-        let v6 = downgrade_job(JobRecord::from(job.clone())).unwrap();
-        let back = Job::from(migrate::upgrade_job(v6).unwrap());
+        let v6 = downgrade_job_6(JobRecord::from(job.clone())).unwrap();
+        let back = Job::from(migrate::upgrade_job_6(v6).unwrap());
         assert_eq!(back, job, "{what}: format 6 derives another result");
     }
     // A timeout exists from format 7 on only.
@@ -512,7 +659,7 @@ proptest! {
     /// refuses (`xce_client::version`): the two cannot disagree.
     #[test]
     fn the_client_knows_what_needs_a_newer_version(spec in xce_client::testing::spec()) {
-        let refused = fit_format(6, Command::Submit { token: RequestToken(1), spec: spec.clone() }).err();
+        let refused = fit_format(6, Command::Submit { token: RequestToken(1), spec: spec.clone(), script: None, }).err();
         let needs = xce_client::version::needed_by(&spec);
         prop_assert_eq!(refused.map(|e| (e.needs, e.what)), needs);
     }
@@ -524,9 +671,15 @@ proptest! {
         let record = JobRecord::from(job.clone());
         let bytes = postcard::to_stdvec(&record).unwrap();
         prop_assert_eq!(Job::from(postcard::from_bytes::<JobRecord>(&bytes).unwrap()), job);
-        if let Ok(old) = downgrade_job(record) {
-            let up = migrate::upgrade_job(old.clone()).unwrap();
-            prop_assert_eq!(downgrade_job(up).unwrap(), old);
+        if let Ok(old) = downgrade_job_6(record.clone()) {
+            let up = migrate::upgrade_job_6(old.clone()).unwrap();
+            prop_assert_eq!(downgrade_job_6(up).unwrap(), old);
+        }
+        if let Ok(old) = migrate::downgrade_job_7(record) {
+            let bytes = postcard::to_stdvec(&old).unwrap();
+            let back: v7::JobRecord = postcard::from_bytes(&bytes).unwrap();
+            let up = step7::upgrade_job(back);
+            prop_assert_eq!(migrate::downgrade_job_7(up).unwrap(), old);
         }
     }
 
@@ -540,12 +693,12 @@ proptest! {
     ) {
         let t = RequestToken(7);
         let commands = [
-            Command::Submit { token: t, spec },
+            Command::Submit { token: t, spec, script: None, },
             Command::RegisterHost { token: t, host, held: Vec::new() },
             Command::JobFinished { token: t, id: 1, attempt: 2, host: "w".into(), end },
             Command::SetPendReasons { token: t, epoch: 3, reasons: vec![(4, reason)] },
         ];
-        for format in [6, STORE_FORMAT] {
+        for format in [6, 7, STORE_FORMAT] {
             let fitted: Vec<Command> = commands
                 .iter()
                 .filter_map(|c| fit_format(format, c.clone()).ok())

@@ -1,14 +1,11 @@
 //! Store format 7, frozen: the records that hold a job, a command or a whole state as the
-//! builds of format 7 (ed5b428 on) wrote them. **Never edit these types**: data dirs and
-//! backups of format 7 are read through them, and format 6 is reached through them
-//! (`super::step6`). Today the current records have the same shape (the conversions below are
-//! one-to-one); the next format changes the current ones and turns the conversions into its
-//! migration step. Records that no later format changed are the current module's.
+//! builds of format 7 (ed5b428 to 7d20e9c) wrote them. **Never edit these types**: data dirs
+//! and backups of format 7 are read through them, and format 6 is reached through them
+//! (`super::step6`); `super::step7` converts them to and from format 8. Records that no later
+//! format changed are the current module's.
 
 use serde::{Deserialize, Serialize};
 
-use super::mirror::{mirror_same, mirror_structs, mirror_variants, mirror_via_from};
-use super::CommandRecord as CurrentCommand;
 use super::{
     EndIntentRecord, EndRecord, HeldRecord, HostActionRecord, HostAttributesRecord,
     HostStoredRecord, JobActionRecord, JobResultRecord, JobStateRecord, LimitsRecord,
@@ -182,87 +179,4 @@ pub enum BackupPart {
         jobs: Vec<JobRecord>,
         intents: Vec<(u64, EndIntentRecord)>,
     },
-}
-
-// Records that are the same in format 7 and the current one.
-mirror_same!(
-    u128,
-    ResourcesRecord,
-    LimitsRecord,
-    JobStateRecord,
-    PendCodeRecord,
-    JobResultRecord,
-    JobActionRecord,
-    QueueActionRecord,
-    HostAttributesRecord,
-    HeldRecord,
-    HostActionRecord,
-    EndRecord,
-    QueueDefRecord,
-    PendReasonRecord,
-    RoleRecord,
-    QueueRecord,
-    HostStoredRecord,
-    OutcomeRecord,
-    SchedulerLeaseRecord,
-    UserTokenRecord,
-);
-
-mirror_structs! {
-    SpecRecord <=> super::SpecRecord { name, user, queue, command, env, cwd, resources, priority, limits }
-    JobRecord <=> super::JobRecord {
-        id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
-        submit_time_ms, start_time_ms, end_time_ms, output_dir,
-    }
-    StateRecord <=> super::StateRecord {
-        next_job_id, jobs, queues, hosts, intents, tokens, scheduler, user_tokens, active_version,
-    }
-}
-
-mirror_variants! {
-    CommandRecord <=> CurrentCommand {
-        Submit { token, spec },
-        ControlJob { token, id, action, by },
-        ControlQueue { token, name, action },
-        RegisterHost { token, host, held },
-        ControlHost { token, name, action },
-        SetHostAvailable { name, available },
-        Dispatch { token, id, host },
-        JobStarted { token, id, attempt, host },
-        JobFinished { token, id, attempt, host, end },
-        HostLost { name },
-        Barrier { term, queues },
-        AcquireScheduler { token, name, instance, ttl_ms },
-        DispatchBatch { token, epoch, placements },
-        SetPendReasons { token, epoch, reasons },
-        CreateToken { token, id, user, role, hash, expires_in_ms },
-        RevokeToken { token, id },
-        Restore { token, state },
-        RestoreJobs { token, base, jobs, intents },
-        RaiseVersion { to },
-    }
-}
-
-impl From<BackupPart> for crate::state::BackupPart {
-    fn from(p: BackupPart) -> Self {
-        match p {
-            BackupPart::Base(state) => crate::state::BackupPart::Base(state.into()),
-            BackupPart::Jobs { jobs, intents } => crate::state::BackupPart::Jobs {
-                jobs: jobs.into_iter().map(Into::into).collect(),
-                intents,
-            },
-        }
-    }
-}
-
-impl From<crate::state::BackupPart> for BackupPart {
-    fn from(p: crate::state::BackupPart) -> Self {
-        match p {
-            crate::state::BackupPart::Base(state) => BackupPart::Base(state.into()),
-            crate::state::BackupPart::Jobs { jobs, intents } => BackupPart::Jobs {
-                jobs: jobs.into_iter().map(Into::into).collect(),
-                intents,
-            },
-        }
-    }
 }
