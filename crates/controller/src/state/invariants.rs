@@ -85,12 +85,7 @@ impl State {
         unique("user token", rec.user_tokens.iter().map(|t| t.id.as_str()))?;
         unique("script", rec.scripts.iter().map(|(id, _)| *id))?;
         for (id, body) in &rec.scripts {
-            if xce_client::script::ScriptId::of(body).0 != *id {
-                return Err(format!(
-                    "script {}: its bytes are not those its id names",
-                    xce_client::script::ScriptId(*id)
-                ));
-            }
+            super::scripts::check_bytes(xce_client::script::ScriptId(*id), body)?;
         }
         let held: std::collections::BTreeSet<[u8; 32]> =
             rec.scripts.iter().map(|(id, _)| *id).collect();

@@ -65,6 +65,18 @@ fn cancelled(job: &Job) -> String {
     }
 }
 
+/// Refuses a user (`by`, a `user`'s session) who may `verb` only their own jobs another's.
+pub(super) fn not_owner(job: &Job, by: Option<&str>, verb: &str) -> Option<Outcome> {
+    let user = by.filter(|u| *u != job.spec.user)?;
+    Some(Outcome::rejected(
+        Status::Perm,
+        format!(
+            "job {} is {}'s: {user} may {verb} only their own jobs",
+            job.id, job.spec.user
+        ),
+    ))
+}
+
 pub(super) fn no_such_job(id: JobId) -> Outcome {
     Outcome::rejected(Status::NoEnt, format!("job {id}: no such job"))
 }
@@ -82,20 +94,8 @@ impl State {
         if spec.queue.is_empty() {
             spec.queue = DEFAULT_QUEUE.to_string();
         }
-        match self.queues.get(&spec.queue) {
-            None => {
-                return Outcome::rejected(
-                    Status::NoEnt,
-                    format!("queue: no such queue {:?}", spec.queue),
-                )
-            }
-            Some(q) if !q.open => {
-                return Outcome::rejected(
-                    Status::Conflict,
-                    format!("queue: {:?} is closed to new jobs", spec.queue),
-                )
-            }
-            Some(_) => {}
+        if let Err(refused) = self.admits(&spec.queue) {
+            return refused;
         }
         if spec.resources.cpus == 0 {
             spec.resources.cpus = 1;
@@ -142,14 +142,8 @@ impl State {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
-        if let Some(user) = by.filter(|u| *u != job.spec.user) {
-            return Outcome::rejected(
-                Status::Perm,
-                format!(
-                    "job {id} is {}'s: {user} may control only their own jobs",
-                    job.spec.user
-                ),
-            );
+        if let Some(refused) = not_owner(job, by, "control") {
+            return refused;
         }
         let (state, attempt) = (job.state, job.attempt);
         let host = job.host.clone().unwrap_or_default();

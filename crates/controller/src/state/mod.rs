@@ -48,6 +48,7 @@ pub use invariants::{MAX_ATTEMPT, MAX_EPOCH, MAX_JOB_ID};
 pub use jobs::{REASON_KILLED, REASON_OOM};
 pub use restore::BackupPart;
 pub use schedulers::SchedulerLease;
+pub use scripts::check_bytes as check_script_bytes;
 pub use stored::{
     decode_state, fit_format, CommandRecord, EndIntentRecord, JobRecord, StateRecord,
 };

@@ -20,6 +20,22 @@ impl State {
         }
     }
 
+    /// Refuses a job into queue `name` unless it exists and is open: what a submit and a
+    /// pending job's move to another queue both need.
+    pub(super) fn admits(&self, name: &str) -> Result<(), Outcome> {
+        match self.queues.get(name) {
+            None => Err(Outcome::rejected(
+                Status::NoEnt,
+                format!("queue: no such queue {name:?}"),
+            )),
+            Some(q) if !q.open => Err(Outcome::rejected(
+                Status::Conflict,
+                format!("queue: {name:?} is closed to new jobs"),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// Adds configured queues that are missing and updates the priority and policy of known
     /// ones; their open/active state is operator state and stays as it is.
     pub(super) fn define_queues(&mut self, queues: Vec<QueueDef>) -> Outcome {

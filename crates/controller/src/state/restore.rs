@@ -214,11 +214,8 @@ impl State {
         intents: &[(u64, EndIntentRecord)],
         scripts: &BTreeMap<ScriptId, Arc<[u8]>>,
     ) -> Result<(), String> {
-        if let Some(id) = scripts
-            .iter()
-            .find_map(|(id, body)| (ScriptId::of(body) != *id).then_some(id))
-        {
-            return Err(format!("script {id}: its bytes are not those its id names"));
+        for (id, body) in scripts {
+            super::scripts::check_bytes(*id, body)?;
         }
         let (mut ids, mut placed) = (BTreeSet::new(), BTreeSet::new());
         for job in jobs {

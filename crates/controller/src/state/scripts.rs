@@ -11,6 +11,16 @@ use xce_proto::Status;
 
 use super::{Outcome, State};
 
+/// Refuses bytes that are not those the script id names (its SHA-256): the one check of a
+/// script's bytes, at submit, at apply, in a restored backup and in a snapshot.
+pub fn check_bytes(id: ScriptId, body: &[u8]) -> Result<(), String> {
+    if ScriptId::of(body) == id {
+        Ok(())
+    } else {
+        Err(format!("script {id}: the bytes are not those its id names"))
+    }
+}
+
 /// Why a submit's script cannot be taken, as the caller is told.
 pub(super) fn take_script(
     state: &mut State,
@@ -24,12 +34,7 @@ pub(super) fn take_script(
             "script: bytes sent for a job that names no script".to_string(),
         )),
         (Some(id), Some(body)) => {
-            if ScriptId::of(&body) != id {
-                return Err(Outcome::rejected(
-                    Status::Invalid,
-                    format!("script: the bytes sent are not those of script {id}"),
-                ));
-            }
+            check_bytes(id, &body).map_err(|e| Outcome::rejected(Status::Invalid, e))?;
             state.scripts.entry(id).or_insert(body);
             Ok(())
         }

@@ -5,7 +5,7 @@
 use xce_client::types::{JobId, JobState};
 use xce_proto::Status;
 
-use super::jobs::no_such_job;
+use super::jobs::{no_such_job, not_owner};
 use super::{Outcome, Push, State};
 
 impl State {
@@ -19,14 +19,8 @@ impl State {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
-        if let Some(user) = by.filter(|u| *u != job.spec.user) {
-            return Outcome::rejected(
-                Status::Perm,
-                format!(
-                    "job {id} is {}'s: {user} may signal only their own jobs",
-                    job.spec.user
-                ),
-            );
+        if let Some(refused) = not_owner(job, by, "signal") {
+            return refused;
         }
         if !(1..=xce_client::signals::MAX_SIGNAL).contains(&signal) {
             return Outcome::rejected(

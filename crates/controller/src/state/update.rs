@@ -8,7 +8,7 @@
 use xce_client::types::{JobChanges, JobId, JobSpec, JobState};
 use xce_proto::Status;
 
-use super::jobs::no_such_job;
+use super::jobs::{no_such_job, not_owner};
 use super::{is_placed, validate_spec, Outcome, Push, State};
 
 impl State {
@@ -16,14 +16,8 @@ impl State {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
-        if let Some(user) = by.filter(|u| *u != job.spec.user) {
-            return Outcome::rejected(
-                Status::Perm,
-                format!(
-                    "job {id} is {}'s: {user} may change only their own jobs",
-                    job.spec.user
-                ),
-            );
+        if let Some(refused) = not_owner(job, by, "change") {
+            return refused;
         }
         if job.state.is_final() {
             return Outcome::rejected(
@@ -49,25 +43,12 @@ impl State {
                     ),
                 );
             }
-        } else if let Some(queue) = &changes.queue {
-            match self.queues.get(queue) {
-                None => {
-                    return Outcome::rejected(
-                        Status::NoEnt,
-                        format!("queue: no such queue {queue:?}"),
-                    )
-                }
-                Some(q) if !q.open => {
-                    return Outcome::rejected(
-                        Status::Conflict,
-                        format!("queue: {queue:?} is closed to new jobs"),
-                    )
-                }
-                Some(_) => {}
-            }
+        } else if let Some(Err(refused)) = changes.queue.as_deref().map(|q| self.admits(q)) {
+            return refused;
         }
         let (host, attempt) = (job.host.clone(), job.attempt);
         let limit_changed = spec.limits != job.spec.limits;
+        let time_limit_s = spec.limits.time_limit_s;
         self.update_job(id, |job| {
             job.spec = spec;
             if job.state == JobState::Pending {
@@ -77,7 +58,6 @@ impl State {
             }
         });
         if placed && limit_changed {
-            let time_limit_s = self.jobs.get(&id).and_then(|j| j.spec.limits.time_limit_s);
             self.push(Push::TimeLimit {
                 host: host.unwrap_or_default(),
                 id,

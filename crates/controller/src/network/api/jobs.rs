@@ -96,17 +96,13 @@ fn script_of(
     body: &[u8],
     max: usize,
 ) -> Result<Option<std::sync::Arc<[u8]>>, String> {
-    use xce_client::script::{check, ScriptId};
+    use xce_client::script::check;
     match spec.script {
         None if body.is_empty() => Ok(None),
         None => Err("script: bytes sent for a job that names no script".into()),
         Some(id) => {
             check(body, max).map_err(|e| format!("script: {e}"))?;
-            if ScriptId::of(body) != id {
-                return Err(format!(
-                    "script: the bytes sent are not those of script {id}"
-                ));
-            }
+            crate::state::check_script_bytes(id, body)?;
             Ok(Some(body.into()))
         }
     }
