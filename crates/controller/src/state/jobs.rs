@@ -790,4 +790,35 @@ mod tests {
     }
 
     const DEFAULT_PAGE_FOR_TESTS: usize = super::super::DEFAULT_PAGE;
+
+    #[test]
+    fn a_kill_records_who_asked_and_a_no_requeue_job_ends_with_its_lost_host() {
+        let mut s = running_on_w1(2);
+        let kill = Command::ControlJob {
+            token: RequestToken(7),
+            id: 1,
+            action: JobAction::Kill,
+            by: None,
+            actor: Some("alice".into()),
+        };
+        assert_eq!(s.apply(5, kill), Outcome::Done);
+        finish(&mut s, 8, 1, 1, JobEnd::Signal(15));
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (job.result, job.reason.as_deref()),
+            (Some(JobResult::Cancelled), Some("cancelled by alice"))
+        );
+        s.update_job(2, |job| job.spec.no_requeue = true);
+        let unavailable = Command::SetHostAvailable {
+            name: "w1".into(),
+            available: false,
+        };
+        s.apply(6, unavailable);
+        s.apply(7, Command::HostLost { name: "w1".into() });
+        let job = s.job(2).unwrap();
+        assert_eq!(
+            (job.state, job.result),
+            (JobState::Exited, Some(JobResult::NodeFail))
+        );
+    }
 }

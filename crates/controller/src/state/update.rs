@@ -157,3 +157,170 @@ fn change(spec: &mut JobSpec, changes: &JobChanges, user_only: bool) -> Result<(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::{JobAction, JobChanges, JobState, RequestToken};
+    use xce_proto::Status;
+
+    use crate::state::testing::*;
+    use crate::state::{Command, Outcome, Push, State};
+
+    fn update(t: u128, id: u64, by: Option<&str>, changes: JobChanges) -> Command {
+        Command::UpdateJob {
+            token: RequestToken(t),
+            id,
+            by: by.map(str::to_string),
+            changes,
+        }
+    }
+
+    fn alices_pending_job() -> State {
+        let mut s = State::default();
+        s.apply(0, join_cmd(900, "w1", vec![]));
+        let mut job = spec(&["true"]);
+        job.user = "alice".into();
+        job.priority = 5;
+        job.limits.time_limit_s = Some(600);
+        job.hold = true;
+        assert_eq!(submit(&mut s, 1, job), Outcome::Submitted(1));
+        s
+    }
+
+    #[test]
+    fn a_held_job_is_placed_only_once_released() {
+        let mut s = alices_pending_job();
+        let refused = s.apply(1, dispatch_cmd(2, 1, "w1"));
+        rejected_with(&refused, Status::Conflict, "held");
+        let release = JobChanges {
+            hold: Some(false),
+            ..JobChanges::default()
+        };
+        assert_eq!(
+            s.apply(1, update(3, 1, Some("alice"), release)),
+            Outcome::Done
+        );
+        assert_eq!(s.apply(1, dispatch_cmd(4, 1, "w1")), Outcome::Done);
+    }
+
+    #[test]
+    fn a_job_waits_for_its_begin_time() {
+        let mut s = alices_pending_job();
+        let changes = JobChanges {
+            hold: Some(false),
+            begin_time_ms: Some(10_000),
+            ..JobChanges::default()
+        };
+        assert_eq!(s.apply(1, update(3, 1, None, changes)), Outcome::Done);
+        rejected_with(
+            &s.apply(9_999, dispatch_cmd(4, 1, "w1")),
+            Status::Conflict,
+            "begins at",
+        );
+        assert_eq!(s.apply(10_000, dispatch_cmd(5, 1, "w1")), Outcome::Done);
+    }
+
+    #[test]
+    fn a_user_lowers_their_own_job_s_priority_and_time_and_an_operator_raises_them() {
+        let mut s = alices_pending_job();
+        let raise = |t, by: Option<&str>| {
+            update(
+                t,
+                1,
+                by,
+                JobChanges {
+                    priority: Some(9),
+                    ..JobChanges::default()
+                },
+            )
+        };
+        rejected_with(
+            &s.apply(1, raise(2, Some("alice"))),
+            Status::Perm,
+            "ask an operator",
+        );
+        rejected_with(
+            &s.apply(1, raise(3, Some("bob"))),
+            Status::Perm,
+            "only their own jobs",
+        );
+        assert_eq!(s.apply(1, raise(4, None)), Outcome::Done);
+        let longer = JobChanges {
+            time_limit_s: Some(601),
+            ..JobChanges::default()
+        };
+        rejected_with(
+            &s.apply(1, update(5, 1, Some("alice"), longer)),
+            Status::Perm,
+            "600 s to 601 s",
+        );
+        let shorter = JobChanges {
+            time_limit_s: Some(60),
+            name: Some("shorter".into()),
+            ..JobChanges::default()
+        };
+        assert_eq!(
+            s.apply(1, update(6, 1, Some("alice"), shorter)),
+            Outcome::Done
+        );
+        let job = s.job(1).unwrap();
+        assert_eq!(
+            (
+                job.spec.priority,
+                job.spec.limits.time_limit_s,
+                job.spec.name.as_str()
+            ),
+            (9, Some(60), "shorter")
+        );
+        let closed = JobChanges {
+            queue: Some("nowhere".into()),
+            ..JobChanges::default()
+        };
+        rejected_with(
+            &s.apply(1, update(7, 1, None, closed)),
+            Status::NoEnt,
+            "no such queue",
+        );
+    }
+
+    #[test]
+    fn a_running_job_takes_only_a_new_time_limit_which_goes_to_its_worker() {
+        let mut s = running_on_w1(1);
+        let rename = JobChanges {
+            name: Some("x".into()),
+            ..JobChanges::default()
+        };
+        rejected_with(
+            &s.apply(5, update(7, 1, None, rename)),
+            Status::Conflict,
+            "not its name",
+        );
+        let longer = JobChanges {
+            time_limit_s: Some(3600),
+            ..JobChanges::default()
+        };
+        let (outcome, pushes) = apply_pushes(&mut s, update(8, 1, None, longer));
+        assert_eq!(outcome, Outcome::Done);
+        assert_eq!(
+            pushes,
+            vec![Push::TimeLimit {
+                host: "w1".into(),
+                id: 1,
+                attempt: 1,
+                time_limit_s: Some(3600),
+            }]
+        );
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        control(&mut s, 9, 1, JobAction::Kill);
+        let done = JobChanges {
+            time_limit_s: Some(1),
+            ..JobChanges::default()
+        };
+        finish(&mut s, 10, 1, 1, xce_client::types::JobEnd::Signal(15));
+        rejected_with(
+            &s.apply(5, update(11, 1, None, done)),
+            Status::Conflict,
+            "already exited",
+        );
+    }
+}
