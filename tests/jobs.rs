@@ -345,24 +345,35 @@ async fn requeue_kills_the_attempt_and_the_next_dispatch_is_a_new_attempt() {
     cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
     let job = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
     assert_eq!((job.state, job.attempt), (JobState::Done, 2));
-    let spool = &cluster.local.workers[0].data_dir;
+    // Its output file, in its working directory: the second attempt added to the first's.
     assert_eq!(
-        std::fs::read_to_string(spool.join(format!("{id}.2.out"))).unwrap(),
+        std::fs::read_to_string(work.join(format!("xce-{id}.out"))).unwrap(),
         "second\n"
     );
 }
 
-/// Every `<id>.<attempt>.out` file in the spool, as (id, attempt).
-fn outputs(spool: &Path) -> Vec<(u64, u32)> {
-    let mut found: Vec<(u64, u32)> = std::fs::read_dir(spool)
+/// Every attempt that started, as (id, attempt), by the `attempt N` lines each writes first
+/// into its job's `xce-<id>.out` in `dir` (every attempt adds to the file).
+fn outputs(dir: &Path) -> Vec<(u64, u32)> {
+    let mut found: Vec<(u64, u32)> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
-            let stem = name.strip_suffix(".out")?;
-            let (id, attempt) = stem.split_once('.')?;
-            Some((id.parse().ok()?, attempt.parse().ok()?))
+            let id: u64 = name
+                .strip_prefix("xce-")?
+                .strip_suffix(".out")?
+                .parse()
+                .ok()?;
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            Some(
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("attempt ")?.parse().ok())
+                    .map(|attempt| (id, attempt))
+                    .collect::<Vec<_>>(),
+            )
         })
+        .flatten()
         .collect();
     found.sort();
     found
@@ -382,7 +393,7 @@ async fn twenty_short_jobs_finish_exactly_once_across_a_primary_crash() {
             &[
                 "sh",
                 "-c",
-                "sleep 0.$((RANDOM % 9 + 1)); echo ran >> runs.$XCE_JOB_ID",
+                "echo attempt $XCE_JOB_ATTEMPT; sleep 0.$((RANDOM % 9 + 1)); echo ran >> runs.$XCE_JOB_ID",
                 "job",
             ],
         );
@@ -404,8 +415,7 @@ async fn twenty_short_jobs_finish_exactly_once_across_a_primary_crash() {
         let runs = std::fs::read_to_string(work.join(format!("runs.{id}"))).unwrap();
         assert_eq!(runs, "ran\n", "job {id}");
     }
-    let mut ran: Vec<(u64, u32)> = outputs(&cluster.local.workers[0].data_dir);
-    ran.extend(outputs(&cluster.local.workers[1].data_dir));
+    let ran = outputs(&work);
     for last in &finals {
         assert!(ran.contains(last), "no output of {last:?}: {ran:?}");
     }
@@ -925,7 +935,7 @@ async fn a_job_gets_its_environment_and_working_directory() {
     let job = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
     assert_eq!(job.state, JobState::Done, "{job:?}");
     let spool = &cluster.local.workers[0].data_dir;
-    let printed = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
+    let printed = std::fs::read_to_string(work.join(format!("xce-{id}.out"))).unwrap();
     // XCE_JOB_SPOOL is its worker's spool, canonical (a contract: jobs find their outputs
     // and the worker finds its jobs' processes by it).
     let canonical = spool.canonicalize().unwrap();

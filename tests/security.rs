@@ -940,7 +940,17 @@ async fn a_root_worker_runs_each_job_as_its_tokens_user() {
     let hosts = cluster.xce(&["-o", "json", "hosts"]);
     assert!(hosts.status.success());
     let token = create_token(&cluster, &user.name, "user");
-    let out = cluster.xce_token(&token, &["-o", "json", "submit", "--", "id", "-u"]);
+    // A directory of the user's own for the job's output (its home is not theirs).
+    let work = tempfile::Builder::new()
+        .prefix("xce-user-job")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::os::unix::fs::chown(work.path(), Some(uid), None).unwrap();
+    let cwd = work.path().to_string_lossy().into_owned();
+    let out = cluster.xce_token(
+        &token,
+        &["-o", "json", "submit", "--cwd", &cwd, "--", "id", "-u"],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -949,8 +959,7 @@ async fn a_root_worker_runs_each_job_as_its_tokens_user() {
     let id = xce_tests::json_of(&out)["id"].as_u64().unwrap();
     let done = cluster.wait_job(id, "done", |j| j.state.is_final()).await;
     assert_eq!(done.state, JobState::Done, "{done:?}");
-    let path = std::path::Path::new(done.output_dir.as_deref().unwrap())
-        .join(format!("{id}.{}.out", done.attempt));
+    let path = work.path().join(format!("xce-{id}.out"));
     assert_eq!(
         std::fs::read_to_string(&path).unwrap().trim(),
         uid.to_string()

@@ -323,7 +323,23 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     } else {
         serde_json::Value::Null
     };
+    // Its output where a job that named none writes it: `xce-ID.out` in its directory, once
+    // it has a host.
+    let output = match (&old["host"], old["cwd"].as_str()) {
+        (serde_json::Value::String(_), Some(cwd)) => {
+            let file = format!("xce-{}.out", old["id"]);
+            serde_json::json!(std::path::Path::new(cwd).join(file).display().to_string())
+        }
+        _ => serde_json::Value::Null,
+    };
     let map = job.as_object_mut().unwrap();
+    map.entry("stdout").or_insert(output.clone());
+    map.entry("stderr").or_insert(output);
+    map.entry("open_mode").or_insert(serde_json::Value::Null);
+    map.entry("held").or_insert(serde_json::json!(false));
+    map.entry("begin_time").or_insert(serde_json::Value::Null);
+    map.entry("warn_signal").or_insert(serde_json::Value::Null);
+    map.entry("requeue").or_insert(serde_json::json!(true));
     map.entry("result").or_insert(result);
     map.entry("pend_code").or_insert(code);
     map.entry("time_limit_s").or_insert(serde_json::Value::Null);

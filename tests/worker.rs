@@ -126,9 +126,11 @@ async fn wait_job(cluster: &Cluster, id: u64, done: impl Fn(&Job) -> bool) -> Jo
 async fn a_dispatched_job_runs_on_its_worker_and_reports_its_exit() {
     let cluster = Cluster::start_full(3, Some(CONFIG), 1, WORKER_ARGS);
     wait_state(&cluster, "w1", HostState::Ok).await;
-    let spool = cluster.local.workers[0].data_dir.clone();
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
     let submit = |cmd: &[&str]| {
-        let mut args = vec!["-o", "json", "submit", "--cwd", "/tmp", "--"];
+        let mut args = vec!["-o", "json", "submit", "--cwd", &cwd, "--"];
         args.extend_from_slice(cmd);
         json_of(&cluster.xce(&args))["id"].as_u64().unwrap()
     };
@@ -146,14 +148,17 @@ async fn a_dispatched_job_runs_on_its_worker_and_reports_its_exit() {
     );
     assert_eq!(job.host.as_deref(), Some("w1"));
     assert!(job.start_time_ms.is_some() && job.end_time_ms.is_some());
-    let stdout = std::fs::read_to_string(spool.join(format!("{id}.1.out"))).unwrap();
-    assert_eq!(stdout, "hello from sh\n");
-    let stderr = std::fs::read_to_string(spool.join(format!("{id}.1.err"))).unwrap();
-    assert_eq!(stderr, "oops\n");
+    // Its output, stderr with it, in its working directory (`xce-%j.out`, as Slurm's
+    // `slurm-%j.out`); the spool keeps the worker's own records only.
+    let out_path = work.join(format!("xce-{id}.out"));
+    let output = std::fs::read_to_string(&out_path).unwrap();
+    assert_eq!(output, "hello from sh\noops\n");
+    let spool = &cluster.local.workers[0].data_dir;
+    assert!(!spool.join(format!("{id}.1.out")).exists());
     // `xce job` tells the user where the output is.
     let shown = cluster.xce_ok(&["job", &id.to_string()]);
     let shown = String::from_utf8_lossy(&shown.stdout);
-    let out_path = format!("{}/{id}.1.out (on w1)", spool.display());
+    let out_path = format!("{} (on w1)", out_path.display());
     assert!(shown.contains(&out_path), "{shown:?} lacks {out_path:?}");
 
     // A command that does not exist ends the job with a clear reason; the worker lives on.

@@ -703,6 +703,11 @@ fn xce_with_cache(peers: &str, args: &[&str], cache: &Path) -> Output {
 
 fn xce_command(peers: &str, args: &[&str], cache: &Path) -> Command {
     let mut cmd = Command::new(bin("xce"));
+    // Jobs submitted without `--cwd` run, and write their output, where the CLI ran: the
+    // test's own directory, never the checkout.
+    if let Some(dir) = cache.parent() {
+        cmd.current_dir(dir);
+    }
     cmd.args(args)
         .env("XCE_PEERS", peers)
         .env("XDG_CACHE_HOME", cache)

@@ -18,13 +18,13 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 use xce_client::ops::{
-    self, ActAs, ControlHost, ControlJob, ControlQueue, GetCluster, GetJob, ListHosts, ListJobs,
-    ListQueues, Op, SubmitJob, Submitted,
+    self, ActAs, ControlHost, ControlJob, ControlQueue, GetCluster, GetJob, GetScript, ListHosts,
+    ListJobs, ListQueues, Op, SignalJob, SubmitJob, Submitted, UpdateJob,
 };
 use xce_client::tokens::Token;
 use xce_client::types::{
-    ClusterInfo, Host, HostAction, Job, JobAction, JobFilter, JobId, JobPage, JobSpec, Queue,
-    QueueAction, RequestToken, Role,
+    ClusterInfo, Host, HostAction, Job, JobAction, JobChanges, JobFilter, JobId, JobPage, JobSpec,
+    Queue, QueueAction, RequestToken, Role,
 };
 use xce_client::{Client, ClientConfig, ClientError, ConnectOptions};
 
@@ -67,8 +67,20 @@ pub enum Call {
     Submit {
         token: RequestToken,
         spec: JobSpec,
+        /// The bytes of `spec.script`.
+        script: Option<Arc<[u8]>>,
     },
     GetJob(JobId),
+    GetScript(JobId),
+    UpdateJob {
+        id: JobId,
+        changes: JobChanges,
+    },
+    SignalJob {
+        id: JobId,
+        signal: i32,
+        leader_only: bool,
+    },
     ListJobs {
         filter: JobFilter,
         after: JobId,
@@ -96,6 +108,7 @@ pub enum Call {
 pub enum Answer {
     Submitted(Submitted),
     Job(Job),
+    Script(Vec<u8>),
     Jobs(JobPage),
     Done,
     Queues(Vec<Queue>),
@@ -212,7 +225,11 @@ impl Backend for ClusterBackend {
         let (client, who) = (self.client.clone(), caller.token_text());
         Box::pin(async move {
             Ok(match call {
-                Call::Submit { token, spec } => {
+                Call::Submit {
+                    token,
+                    spec,
+                    script,
+                } => {
                     // A primary of an older build would drop what it does not know.
                     xce_client::version::check(&client, &spec).await?;
                     Answer::Submitted(
@@ -222,13 +239,39 @@ impl Backend for ClusterBackend {
                             SubmitJob {
                                 token,
                                 spec,
-                                script: None,
+                                script,
                             },
                         )
                         .await?,
                     )
                 }
                 Call::GetJob(id) => Answer::Job(Self::act(client, who, GetJob { id }).await?),
+                Call::GetScript(id) => {
+                    Answer::Script(Self::act(client, who, GetScript { id }).await?)
+                }
+                Call::UpdateJob { id, changes } => {
+                    let op = UpdateJob {
+                        token: RequestToken::random(),
+                        id,
+                        changes,
+                    };
+                    Self::act(client, who, op).await?;
+                    Answer::Done
+                }
+                Call::SignalJob {
+                    id,
+                    signal,
+                    leader_only,
+                } => {
+                    let op = SignalJob {
+                        token: RequestToken::random(),
+                        id,
+                        signal,
+                        leader_only,
+                    };
+                    Self::act(client, who, op).await?;
+                    Answer::Done
+                }
                 Call::ListJobs {
                     filter,
                     after,

@@ -12,9 +12,41 @@ use xce_client::json::JobJson;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRequest {
-    /// The command line: the program (not blank), then its arguments.
+    /// The command line: the program (not blank), then its arguments; with `script`, the
+    /// script's arguments (may be empty).
+    #[serde(default)]
     #[schema(schema_with = command_schema)]
     pub command: Vec<String>,
+    /// A job script (text, at most the controllers' `jobs.max_script_bytes`, 4 MiB by
+    /// default), run with its `#!` line or `/bin/sh`, with `command` as its arguments. Its
+    /// `#XCE` lines are for the CLI: here every option is a field.
+    #[serde(default)]
+    pub script: Option<String>,
+    /// Where its stdout goes, relative to `cwd`: `%j` (id), `%x` (name), `%u` (user), `%N`
+    /// (host), `%%`. Default `xce-%j.out`.
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Where its stderr goes (default: into the stdout file).
+    #[serde(default)]
+    pub stderr: Option<String>,
+    /// Default: the first attempt truncates, a requeued job's later ones append.
+    #[serde(default)]
+    #[schema(pattern = "^(append|truncate)$")]
+    pub open_mode: Option<String>,
+    /// Submit it held: it starts once released (`POST /v1/jobs/{id}/release`).
+    #[serde(default)]
+    pub hold: Option<bool>,
+    /// It starts no sooner: RFC 3339 or `now+N[s|m|h|d|w]`; a time past is now.
+    #[serde(default)]
+    pub begin_time: Option<String>,
+    /// `[B:]SIG[@SECONDS]`: the signal it gets that long (default 60 s) before its time
+    /// limit.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// Whether it runs again when its host is lost (default true; false: it ends
+    /// `node_fail`).
+    #[serde(default)]
+    pub requeue: Option<bool>,
     #[serde(default)]
     pub name: Option<String>,
     /// Default: the cluster's default queue (`normal`).
@@ -79,7 +111,6 @@ fn command_schema() -> utoipa::openapi::schema::Array {
             .pattern(Some(r"\S"))
             .build()])
         .items(ObjectBuilder::new().schema_type(Type::String).build())
-        .min_items(Some(1))
         .build()
 }
 
@@ -195,6 +226,53 @@ pub struct EventsQuery {
     pub user: Option<String>,
     /// Kinds, comma-separated (`job,host,queue`); resync items always come.
     pub kind: Option<String>,
+}
+
+/// `PATCH /v1/jobs/{id}`: what to change; the fields not given are kept. A pending job takes
+/// any; a running one only `time_limit_s` (a user lowers their job's priority and time
+/// only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateRequest {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "whole_number")]
+    pub priority: Option<i32>,
+    #[serde(default)]
+    pub queue: Option<String>,
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 1)]
+    pub cpus: Option<u32>,
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 0)]
+    pub mem_mb: Option<u64>,
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 1, maximum = 31536000)]
+    pub time_limit_s: Option<u32>,
+    #[serde(default)]
+    pub hold: Option<bool>,
+    /// RFC 3339 or `now+N[s|m|h|d|w]`; a time past is now.
+    #[serde(default)]
+    pub begin_time: Option<String>,
+}
+
+/// `POST /v1/jobs/{id}/signal`: a signal for a running job's processes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// A name (`USR1`, `SIGUSR1`) or a number, 1 to 64.
+    pub signal: String,
+    /// To its leading process (the batch shell) alone, not its whole process group.
+    #[serde(default)]
+    pub leader_only: bool,
+}
+
+/// `GET /v1/jobs/{id}/script`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ScriptJson {
+    pub id: u64,
+    /// The script as submitted (bytes that are not UTF-8 replaced).
+    pub script: String,
 }
 
 /// An action taken on a job, queue or host.

@@ -184,7 +184,7 @@ async fn submit_returns_the_job_and_an_idempotency_key_submits_once() {
     let tokens: Vec<RequestToken> = calls
         .iter()
         .filter_map(|(_, c)| match c {
-            Call::Submit { token, spec } => {
+            Call::Submit { token, spec, .. } => {
                 assert!(spec.command[0] == "true" || spec.env == vec![("A".into(), "b".into())]);
                 Some(*token)
             }

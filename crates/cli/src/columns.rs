@@ -144,7 +144,14 @@ pub const COLUMNS: &[Column] = &[
         name: "command",
         header: "COMMAND",
         width: 30,
-        value: |j| j.spec.command.join(" "),
+        // A script job by its name and arguments (its script is `xce job ID --script`).
+        value: |j| match j.spec.script {
+            Some(_) => std::iter::once(format!("[script {}]", j.spec.name))
+                .chain(j.spec.command.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => j.spec.command.join(" "),
+        },
     },
 ];
 

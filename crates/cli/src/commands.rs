@@ -6,12 +6,12 @@ use clap::Args;
 use xce_client::events::EventStream;
 use xce_client::ops::{
     claim_role, list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob,
-    ListHosts, ListQueues, Submit,
+    GetScript, ListHosts, ListQueues, SignalJob, Submit, UpdateJob,
 };
 use xce_client::transport::CapnpTransport;
 use xce_client::types::{
-    EventFilter, EventKind, HostAction, JobAction, JobFilter, JobResult, JobSpec, JobState, Limits,
-    RequestToken, Resources, Role,
+    EventFilter, EventKind, HostAction, JobAction, JobChanges, JobFilter, JobResult, JobSpec,
+    JobState, Limits, RequestToken, Resources, Role,
 };
 use xce_client::when;
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
@@ -21,7 +21,7 @@ use crate::hint::Hint;
 use crate::output::{self, fail};
 use crate::{Cli, Command, Format};
 
-/// Submit a job: xce submit [options] -- CMD [ARGS...]
+/// Submit a job: xce submit [options] SCRIPT [ARGS...] | < SCRIPT | --wrap CMD | -- CMD [ARGS...]
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct SubmitArgs {
     /// Queue (default: the cluster's default queue, `normal`).
@@ -63,38 +63,165 @@ pub struct SubmitArgs {
     /// Print the job id alone (what scripts parse, as `sbatch --parsable`).
     #[arg(long)]
     parsable: bool,
+    /// Run CMD as a `#!/bin/sh` script (as `sbatch --wrap`).
+    #[arg(long, value_name = "CMD")]
+    wrap: Option<String>,
+    /// Where the job's stdout goes, relative to its working directory: %j (job id), %x
+    /// (name), %u (user), %N (host), %% (default: xce-%j.out, as Slurm's slurm-%j.out).
+    #[arg(long, value_name = "PATTERN")]
+    stdout: Option<String>,
+    /// Where its stderr goes, with the same letters (default: into the stdout file).
+    #[arg(long, value_name = "PATTERN")]
+    stderr: Option<String>,
+    /// append or truncate the output files (default: the first attempt truncates them, a
+    /// requeued job's later attempts append).
+    #[arg(long, value_name = "append|truncate", value_parser = open_modes())]
+    open_mode: Option<xce_client::types::OpenMode>,
+    /// Submit the job held: it starts only once `xce release` lets it.
+    #[arg(long)]
+    hold: bool,
+    /// Start no sooner than TIME: now+N[s|m|h|d|w], HH:MM[:SS] (the next one), today,
+    /// tomorrow, YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (local time) or RFC 3339. A time past is
+    /// now.
+    #[arg(long, value_name = "TIME")]
+    begin: Option<String>,
+    /// Send SIG that many seconds (default 60) before the time limit; B: to the job's
+    /// leading process (the batch shell) alone, as Slurm's --signal.
+    #[arg(long, value_name = "[B:]SIG[@SECONDS]")]
+    signal: Option<String>,
+    /// Run the job again when its host is lost (the default).
+    #[arg(long, overrides_with = "no_requeue")]
+    requeue: bool,
+    /// End the job node_fail when its host is lost, rather than run it again.
+    #[arg(long, overrides_with = "requeue")]
+    no_requeue: bool,
+    /// The job script (read now: it may be gone once submitted) and its arguments; without
+    /// one, the script is read from standard input.
+    #[arg(value_name = "SCRIPT", allow_hyphen_values = true)]
+    script: Vec<String>,
     /// The command and its arguments, after `--`.
     #[arg(last = true)]
     command: Vec<String>,
 }
 
-/// `xce submit`'s options as a command of their own: what a script's `#XCE` directives and
-/// the command line are parsed as, together, the command line last and so overriding.
+/// `xce submit`'s options as a command of their own: what a script's `#XCE` directives are
+/// parsed as, together, a later one overriding an earlier one.
 #[derive(Debug, clap::Parser)]
 #[command(name = "submit", args_override_self = true)]
-#[cfg_attr(not(test), allow(dead_code))]
 pub struct SubmitOptions {
     #[command(flatten)]
     pub args: SubmitArgs,
 }
 
 /// The submit arguments of a script's directives and the command line's options: a
-/// directive holds options only.
-#[cfg_attr(not(test), allow(dead_code))]
+/// directive holds options only. For tests: parses `command_line` as `xce submit`'s.
+#[cfg(test)]
 pub fn submit_args_of(
     script: &str,
     command_line: &[String],
 ) -> Result<SubmitArgs, crate::directives::ParseError> {
+    use clap::{CommandFactory, FromArgMatches};
+    let line = std::iter::once("submit".to_string()).chain(command_line.iter().cloned());
+    let matches = SubmitOptions::command()
+        .try_get_matches_from(line)
+        .map_err(crate::directives::ParseError::CommandLine)?;
+    let given = SubmitOptions::from_arg_matches(&matches)
+        .map_err(crate::directives::ParseError::CommandLine)?;
+    with_directives(script, given.args, &matches)
+}
+
+/// `given` (the command line, as `matches` parsed it) over the options of `script`'s
+/// directives: an option given on the command line overrides the script's, a repeatable one
+/// (`-e`) adds to them, as if the command line came after the directives.
+pub fn with_directives(
+    script: &str,
+    given: SubmitArgs,
+    matches: &clap::ArgMatches,
+) -> Result<SubmitArgs, crate::directives::ParseError> {
     use crate::directives::{extract, parse_with, ParseError};
     let directives = extract(script).map_err(ParseError::Directive)?;
-    let options_only = |o: &SubmitOptions| {
-        if o.args.command.is_empty() {
-            Ok(())
-        } else {
-            Err("a directive holds options only, never the command".to_string())
-        }
+    if directives.is_empty() {
+        return Ok(given);
+    }
+    let options_only = |o: &SubmitOptions| match (&o.args.command[..], &o.args.script[..]) {
+        ([], []) if o.args.wrap.is_none() => Ok(()),
+        _ => Err("a directive holds options only, never the command or a script".to_string()),
     };
-    parse_with(&directives, command_line, options_only).map(|o: SubmitOptions| o.args)
+    let written = parse_with(&directives, &[], options_only).map(|o: SubmitOptions| o.args)?;
+    Ok(overridden(written, given, matches))
+}
+
+/// The script's options, each replaced by the command line's where the command line gave it.
+fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches) -> SubmitArgs {
+    let given = |id: &str| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+    // Every field named: one added to the options fails to compile here until it is merged.
+    let SubmitArgs {
+        queue,
+        cpus,
+        mem_mb,
+        time,
+        name,
+        priority,
+        cwd,
+        env,
+        export,
+        wait,
+        parsable,
+        wrap,
+        stdout,
+        stderr,
+        open_mode,
+        hold,
+        begin,
+        signal,
+        requeue,
+        no_requeue,
+        script,
+        command,
+    } = line;
+    macro_rules! pick {
+        ($field:ident) => {
+            if given(stringify!($field)) {
+                $field
+            } else {
+                written.$field
+            }
+        };
+    }
+    // The pair overrides as one: the last of them said wins.
+    let requeue_given = given("requeue") || given("no_requeue");
+    SubmitArgs {
+        queue: pick!(queue),
+        cpus: pick!(cpus),
+        mem_mb: pick!(mem_mb),
+        time: pick!(time),
+        name: pick!(name),
+        priority: pick!(priority),
+        cwd: pick!(cwd),
+        env: written.env.into_iter().chain(env).collect(),
+        export: pick!(export),
+        wait: pick!(wait),
+        parsable: pick!(parsable),
+        wrap,
+        stdout: pick!(stdout),
+        stderr: pick!(stderr),
+        open_mode: pick!(open_mode),
+        hold: pick!(hold),
+        begin: pick!(begin),
+        signal: pick!(signal),
+        requeue: if requeue_given {
+            requeue
+        } else {
+            written.requeue
+        },
+        no_requeue: if requeue_given {
+            no_requeue
+        } else {
+            written.no_requeue
+        },
+        script,
+        command,
+    }
 }
 
 /// List jobs.
@@ -212,13 +339,14 @@ pub(crate) fn check<T>(format: Format, r: Result<T, ClientError>) -> T {
     })
 }
 
-/// Runs the parsed command line; returns the process exit code.
-pub async fn run(cli: Cli) -> i32 {
+/// Runs the parsed command line (`submit`: what its command line gave, to put over a
+/// script's directives); returns the process exit code.
+pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
     let f = cli.output;
     match &cli.command {
         Command::Dev(args) => return crate::dev::run(args, f).await,
         Command::Tls(TlsCommand::Init(args)) => return tls_init(args, f),
-        Command::Submit(args) => return submit(&cli, args).await,
+        Command::Submit(args) => return submit(&cli, args, submit_matches).await,
         Command::Events(args) => return events(&cli, args).await,
         Command::Token(cmd) => return crate::tokens::run(&cli, cmd).await,
         Command::Admin(cmd) => return crate::admin::run(&cli, cmd).await,
@@ -250,8 +378,41 @@ pub async fn run(cli: Cli) -> i32 {
             }
             check(f, listed);
         }
-        Command::Job { id } => output::job(f, &check(f, c.call(GetJob { id }).await)),
-        Command::Kill { id } => control(&c, f, id, JobAction::Kill, "killed").await,
+        Command::Job { id, script: false } => {
+            output::job(f, &check(f, c.call(GetJob { id }).await))
+        }
+        Command::Job { id, script: true } => {
+            let body = check(f, c.call(GetScript { id }).await);
+            output::script(f, id, &body);
+        }
+        Command::Kill { id, signal: None } => control(&c, f, id, JobAction::Kill, "killed").await,
+        Command::Kill {
+            id,
+            signal: Some(signal),
+        } => send_signal(&c, f, id, &signal).await,
+        Command::Signal { id, signal } => send_signal(&c, f, id, &signal).await,
+        Command::Hold { ids } => {
+            for id in ids {
+                let changes = JobChanges {
+                    hold: Some(true),
+                    ..JobChanges::default()
+                };
+                update(&c, f, id, changes, "held").await;
+            }
+        }
+        Command::Release { ids } => {
+            for id in ids {
+                let changes = JobChanges {
+                    hold: Some(false),
+                    ..JobChanges::default()
+                };
+                update(&c, f, id, changes, "released").await;
+            }
+        }
+        Command::Update(args) => {
+            let changes = args.changes(f);
+            update(&c, f, args.id, changes, "updated").await;
+        }
         Command::Suspend { id } => control(&c, f, id, JobAction::Suspend, "suspended").await,
         Command::Resume { id } => control(&c, f, id, JobAction::Resume, "resumed").await,
         Command::Requeue { id } => control(&c, f, id, JobAction::Requeue, "requeued").await,
@@ -298,6 +459,102 @@ pub async fn run(cli: Cli) -> i32 {
     }
     remember(&c, &hint);
     0
+}
+
+/// Change a job: a pending one's name, priority, queue, cpus, memory, time or begin time; a
+/// running one's time limit (operators raise it, its user may lower it).
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    pub id: u64,
+    /// A new name.
+    #[arg(long, short = 'J')]
+    name: Option<String>,
+    /// A new priority within the queue (a user may only lower it).
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i32>,
+    /// Another queue.
+    #[arg(long, short = 'q')]
+    queue: Option<String>,
+    /// Another number of CPUs.
+    #[arg(long)]
+    cpus: Option<u32>,
+    /// Another amount of memory, in MiB.
+    #[arg(long = "mem-mb")]
+    mem_mb: Option<u64>,
+    /// A new time limit, as submit's --time (a user may only lower it; an operator may
+    /// raise a running job's, which goes on running).
+    #[arg(long, short = 't', value_name = "TIME")]
+    time: Option<String>,
+    /// A new begin time, as submit's --begin (now: at once).
+    #[arg(long, value_name = "TIME")]
+    begin: Option<String>,
+}
+
+impl UpdateArgs {
+    fn changes(&self, f: Format) -> JobChanges {
+        let time_limit_s =
+            self.time
+                .as_deref()
+                .map(|text| match xce_client::time_limit::parse(text) {
+                    Ok(Some(seconds)) => seconds,
+                    Ok(None) => fail(
+                        f,
+                        "invalid",
+                        "time: a job's limit can be changed, not removed (give a time)",
+                    ),
+                    Err(e) => fail(f, "invalid", &e.to_string()),
+                });
+        let begin_time_ms = self.begin.as_deref().map(|text| {
+            let now = when::now_ms();
+            match when::parse(text, now, when::TimeOfDay::Next) {
+                Ok(at) => at.max(now),
+                Err(e) => fail(f, "invalid", &format!("begin: {e}")),
+            }
+        });
+        let changes = JobChanges {
+            name: self.name.clone(),
+            priority: self.priority,
+            queue: self.queue.clone(),
+            cpus: self.cpus,
+            mem_mb: self.mem_mb,
+            time_limit_s,
+            hold: None,
+            begin_time_ms,
+        };
+        if changes == JobChanges::default() {
+            fail(f, "invalid", "nothing to change: give --name, --priority, --queue, --cpus, --mem-mb, --time or --begin");
+        }
+        changes
+    }
+}
+
+async fn update(c: &Client, f: Format, id: u64, changes: JobChanges, verb: &str) {
+    let op = UpdateJob {
+        token: RequestToken::random(),
+        id,
+        changes,
+    };
+    check(f, c.call(op).await);
+    output::done(f, &format!("Job <{id}> is {verb}."));
+}
+
+/// `xce signal ID SIG` and `xce kill ID --signal SIG`.
+async fn send_signal(c: &Client, f: Format, id: u64, text: &str) {
+    let (leader_only, name) = match text.strip_prefix("B:") {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let signal = xce_client::signals::parse(name)
+        .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")));
+    let op = SignalJob {
+        token: RequestToken::random(),
+        id,
+        signal,
+        leader_only,
+    };
+    check(f, c.call(op).await);
+    let name = xce_client::signals::name(signal);
+    output::done(f, &format!("Job <{id}> is sent {name}."));
 }
 
 async fn control(c: &Client, f: Format, id: u64, action: JobAction, verb: &str) {
@@ -348,6 +605,13 @@ fn count(f: Format, field: &str, value: i64, max: i64) -> i64 {
 fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(JobState::NAMES).try_map(|s| s.parse::<JobState>())
+}
+
+/// The `--open-mode` values, from the cluster's enum likewise.
+fn open_modes() -> impl clap::builder::TypedValueParser<Value = xce_client::types::OpenMode> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(xce_client::types::OpenMode::NAMES)
+        .try_map(|s| s.parse::<xce_client::types::OpenMode>())
 }
 
 /// The `--result` values, from the cluster's enum likewise.
@@ -436,25 +700,125 @@ fn wait_exit_code(job: &xce_client::types::Job) -> i32 {
     }
 }
 
-async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
-    let f = cli.output;
-    if args.command.is_empty() {
-        fail(
+/// What a submit runs: a script's bytes, or (`None`) the command after `--`. The script is
+/// read here, whole: it may be gone a moment after the submit returns.
+fn script_body(f: Format, args: &SubmitArgs) -> Option<Vec<u8>> {
+    use std::io::{IsTerminal, Read};
+    let usage =
+        "usage: xce submit [options] SCRIPT [ARGS...] | < SCRIPT | --wrap CMD | -- CMD [ARGS...]";
+    match (&args.command[..], &args.script[..], &args.wrap) {
+        ([], [], Some(command)) => Some(xce_client::script::wrap(command)),
+        ([_, ..], [], None) => None,
+        // A misspelt option, since what follows a script is its arguments whatever they look
+        // like.
+        ([], [path, ..], None) if path.starts_with('-') => fail(
             f,
             "invalid",
-            "command: missing; usage: xce submit [options] -- CMD [ARGS...]",
-        );
+            &format!(
+                "{path}: not an option of xce submit (and a script's path does not begin with -)"
+            ),
+        ),
+        ([], [path, ..], None) => match std::fs::read(path) {
+            Ok(body) => Some(body),
+            Err(e) => fail(f, "invalid", &format!("script {path}: {e}")),
+        },
+        ([], [], None) if !std::io::stdin().is_terminal() => {
+            let mut body = Vec::new();
+            if let Err(e) = std::io::stdin().read_to_end(&mut body) {
+                fail(f, "invalid", &format!("script on standard input: {e}"));
+            }
+            if body.is_empty() {
+                fail(
+                    f,
+                    "invalid",
+                    &format!("nothing to run: no script, command or --wrap, and standard input is empty; {usage}"),
+                );
+            }
+            Some(body)
+        }
+        ([], [], None) => fail(
+            f,
+            "invalid",
+            &format!("nothing to run: no script, command or --wrap; {usage}"),
+        ),
+        _ => fail(
+            f,
+            "invalid",
+            &format!("give one of a script, --wrap or a command after --; {usage}"),
+        ),
     }
+}
+
+/// The job's name when it names none: its script's file name (as `sbatch`), `wrap` for
+/// `--wrap`, none for a command or a script on standard input.
+fn default_name(args: &SubmitArgs) -> String {
+    match (&args.wrap, args.script.first()) {
+        (Some(_), _) => "wrap".to_string(),
+        (None, Some(path)) => std::path::Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        (None, None) => String::new(),
+    }
+}
+
+/// The spec fields of issue 33's options, each refused with `invalid` naming the bad input.
+fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
+    for (field, pattern) in [("stdout", &args.stdout), ("stderr", &args.stderr)] {
+        if let Some(pattern) = pattern {
+            if let Err(e) = xce_client::output_path::check(pattern) {
+                fail(f, "invalid", &format!("{field}: {e}"));
+            }
+        }
+    }
+    spec.stdout = args.stdout.clone();
+    spec.stderr = args.stderr.clone();
+    spec.open_mode = args.open_mode;
+    spec.hold = args.hold;
+    spec.begin_time_ms = args.begin.as_deref().map(|text| {
+        let now = when::now_ms();
+        match when::parse(text, now, when::TimeOfDay::Next) {
+            // A time past is now.
+            Ok(at) => at.max(now),
+            Err(e) => fail(f, "invalid", &format!("begin: {e}")),
+        }
+    });
+    spec.warn_signal = args.signal.as_deref().map(|text| {
+        xce_client::signals::parse_warning(text)
+            .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")))
+    });
+    spec.no_requeue = args.no_requeue;
+}
+
+async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches>) -> i32 {
+    let f = cli.output;
+    let body = script_body(f, given);
+    let args = match (&body, matches) {
+        (Some(body), Some(matches)) => {
+            if let Err(e) = xce_client::script::check(body, usize::MAX) {
+                fail(f, "invalid", &format!("script: {e}"));
+            }
+            let text = String::from_utf8_lossy(body);
+            with_directives(&text, given.clone(), matches)
+                .unwrap_or_else(|e| fail(f, "invalid", &e.to_string()))
+        }
+        _ => given.clone(),
+    };
+    let args = &args;
     let cwd = args.cwd.clone().unwrap_or_else(|| {
         std::env::current_dir()
             .map(|d| d.display().to_string())
             .unwrap_or_default()
     });
-    let spec = JobSpec {
-        name: args.name.clone().unwrap_or_default(),
+    let command = match &body {
+        Some(_) => args.script.iter().skip(1).cloned().collect(),
+        None => args.command.clone(),
+    };
+    let mut spec = JobSpec {
+        name: args.name.clone().unwrap_or_else(|| default_name(args)),
         user: submitting_user(),
         queue: args.queue.clone().unwrap_or_default(),
-        command: args.command.clone(),
+        command,
         env: environment(f, args),
         cwd,
         resources: Resources::new(
@@ -465,7 +829,7 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         limits: Limits {
             time_limit_s: time_limit(f, args.time.as_deref()),
         },
-        script: None,
+        script: body.as_deref().map(xce_client::script::ScriptId::of),
         stdout: None,
         stderr: None,
         open_mode: None,
@@ -474,13 +838,14 @@ async fn submit(cli: &Cli, args: &SubmitArgs) -> i32 {
         warn_signal: None,
         no_requeue: false,
     };
+    batch_options(f, args, &mut spec);
     let (c, hint) = client(cli);
     // A time limit needs a cluster that knows it: a primary of an older build would drop it.
     check(f, xce_client::version::check(&c, &spec).await);
     let op = Submit {
         token: RequestToken::random(),
         spec,
-        script: None,
+        script: body.map(Into::into),
     };
     let id = check(f, c.call(op).await);
     remember(&c, &hint);
@@ -628,10 +993,28 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let bad = submit_args_of("#XCE --cpus 2\n", &["--cpuz".into()]).unwrap_err();
-        assert!(bad.to_string().contains("--cpuz"), "{bad}");
+        // Taken for a script's path here, which `xce submit` refuses for its leading `-`.
+        let bad = submit_args_of("#XCE --cpus 2\n", &["--cpuz".into()]).unwrap();
+        assert_eq!(bad.script, ["--cpuz"]);
         let over = submit_args_of("#XCE --cpus 2 -J a\n", &["--cpus".into(), "8".into()]).unwrap();
         assert_eq!((over.cpus, over.name.as_deref()), (8, Some("a")));
+    }
+
+    /// What follows the script is its arguments, whatever they look like (as `sbatch`); a
+    /// command comes after `--`.
+    #[test]
+    fn a_script_s_arguments_follow_it_and_a_command_follows_the_double_dash() {
+        let parsed = |line: &[&str]| {
+            let line: Vec<String> = line.iter().map(|s| s.to_string()).collect();
+            submit_args_of("", &line).unwrap()
+        };
+        let a = parsed(&["--cpus", "2", "run.sh", "a", "-b", "--cpus", "9"]);
+        assert_eq!(a.cpus, 2);
+        assert_eq!(a.script, ["run.sh", "a", "-b", "--cpus", "9"]);
+        assert!(a.command.is_empty());
+        let c = parsed(&["-J", "x", "--", "echo", "--cpus"]);
+        assert!(c.script.is_empty());
+        assert_eq!(c.command, ["echo", "--cpus"]);
     }
 
     #[test]

@@ -6,9 +6,6 @@ mod admin;
 mod columns;
 mod commands;
 mod dev;
-// Read by `xce submit SCRIPT`, which lands with the stored scripts (format 8); until then
-// only its tests use it.
-#[cfg_attr(not(test), allow(dead_code))]
 mod directives;
 mod hint;
 mod output;
@@ -52,14 +49,41 @@ pub struct Cli {
 // (tests/args.rs checks every subcommand's help against the list).
 #[command(defer = true)]
 pub enum Command {
-    /// Submit a job: xce submit [options] -- CMD [ARGS...]
+    /// Submit a job: xce submit [options] SCRIPT [ARGS...] | < SCRIPT | --wrap CMD | -- CMD [ARGS...]
     Submit(commands::SubmitArgs),
     /// List jobs.
     Jobs(commands::JobsArgs),
     /// Show one job.
-    Job { id: u64 },
+    Job {
+        id: u64,
+        /// Print the job's script instead.
+        #[arg(long)]
+        script: bool,
+    },
     /// Kill a job.
-    Kill { id: u64 },
+    Kill {
+        id: u64,
+        /// Send this signal instead (a name, with or without SIG, or a number), as `scancel
+        /// --signal`: the job goes on unless the signal ends it.
+        #[arg(long, value_name = "SIG")]
+        signal: Option<String>,
+    },
+    /// Hold pending jobs: they start only once released (a user their own, operators any).
+    Hold {
+        #[arg(required = true)]
+        ids: Vec<u64>,
+    },
+    /// Release held jobs.
+    Release {
+        #[arg(required = true)]
+        ids: Vec<u64>,
+    },
+    /// Send a signal to a running job's processes: SIG is a name (with or without SIG) or a
+    /// number; B:SIG to its leading process (the batch shell) alone.
+    Signal { id: u64, signal: String },
+    /// Change a job: a pending one's name, priority, queue, cpus, memory, time or begin time;
+    /// a running one's time limit (operators raise it, its user may lower it).
+    Update(commands::UpdateArgs),
     /// Suspend a running job.
     Suspend { id: u64 },
     /// Resume a suspended job.
@@ -104,7 +128,11 @@ pub enum Command {
 
 fn main() {
     init_logging();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // What `xce submit` was given on the command line, to put over a script's directives.
+    let submit_matches = matches.subcommand_matches("submit");
     let format = cli.output;
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -115,7 +143,7 @@ fn main() {
     };
     // The controller connections run on this LocalSet, on this thread (see `commands::client`):
     // a one-shot command has nothing to gain from a thread per connection.
-    let code = tokio::task::LocalSet::new().block_on(&runtime, commands::run(cli));
+    let code = tokio::task::LocalSet::new().block_on(&runtime, commands::run(cli, submit_matches));
     std::process::exit(code);
 }
 

@@ -92,13 +92,17 @@ impl JobsPrinter {
 }
 
 /// A job's state as the listing shows it: with how it ended when that is not told by the
-/// state alone (`exited (timeout)`; `done` is always `completed`).
+/// state alone (`exited (timeout)`; `done` is always `completed`), and why a pending job
+/// waits (`pending (held)`).
 pub fn state_shown(j: &Job) -> String {
-    match (j.state, j.result) {
-        (xce_client::types::JobState::Exited, Some(result)) => {
+    match (j.state, j.result, j.pend_code) {
+        (xce_client::types::JobState::Exited, Some(result), _) => {
             format!("{} ({})", j.state.name(), result.name())
         }
-        (state, _) => state.name().to_string(),
+        (xce_client::types::JobState::Pending, _, Some(code)) => {
+            format!("{} ({})", j.state.name(), code.name())
+        }
+        (state, _, _) => state.name().to_string(),
     }
 }
 
@@ -120,6 +124,11 @@ pub fn job(format: Format, j: &Job) {
                     .join(" "),
                 other => other.to_string(),
             };
+            // Where the output is, on which host.
+            let shown = match (k.as_str(), &j.host) {
+                ("stdout" | "stderr", Some(host)) if shown != "-" => format!("{shown} (on {host})"),
+                _ => shown,
+            };
             println!("{k:<12} {shown}");
         }
     }
@@ -130,10 +139,21 @@ pub fn job(format: Format, j: &Job) {
             xce_client::time_limit::format(limit)
         );
     }
-    if let (Some(dir), Some(host)) = (&j.output_dir, &j.host) {
-        let base = format!("{dir}/{}.{}", j.id, j.attempt);
-        println!("{:<12} {base}.out (on {host})", "stdout");
-        println!("{:<12} {base}.err (on {host})", "stderr");
+}
+
+/// Prints a job's script: its bytes as they are, or in JSON as text (invalid UTF-8
+/// replaced).
+pub fn script(format: Format, id: u64, body: &[u8]) {
+    use std::io::Write;
+    match format {
+        Format::Json => print_json(&serde_json::json!({
+            "id": id,
+            "script": String::from_utf8_lossy(body),
+        })),
+        Format::Text => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(body).and_then(|()| out.flush());
+        }
     }
 }
 

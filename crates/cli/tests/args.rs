@@ -42,6 +42,22 @@ fn submit_without_a_command_is_invalid() {
 }
 
 #[test]
+fn a_misspelt_submit_option_is_invalid_by_name() {
+    let e = json_error(&xce(
+        &["-o", "json", "submit", "--cpuz", "2"],
+        Some("127.0.0.1:1"),
+    ));
+    assert_eq!(e["code"], "invalid");
+    assert!(e["message"].as_str().unwrap().contains("--cpuz"), "{e}");
+    let e = json_error(&xce(
+        &["-o", "json", "submit", "--signal", "NOPE", "--wrap", "true"],
+        Some("127.0.0.1:1"),
+    ));
+    assert_eq!(e["code"], "invalid");
+    assert!(e["message"].as_str().unwrap().contains("NOPE"), "{e}");
+}
+
+#[test]
 fn text_errors_go_to_stderr_with_a_non_zero_exit() {
     let out = xce(&["jobs"], None);
     assert!(!out.status.success());

@@ -250,6 +250,9 @@ struct Picker {
     in_flight: HashMap<JobId, (String, Resources)>,
     /// Reasons sent and not yet seen back in an event, so they are not sent twice.
     reasons_sent: HashMap<JobId, PendReason>,
+    /// When the last round's earliest begin time comes (ms since the epoch): a round is due
+    /// then, though no event comes.
+    wake_at_ms: Option<u64>,
     unknown: HashSet<JobId>,
     hosts_stale: bool,
     queues_stale: bool,
@@ -425,6 +428,7 @@ impl Picker {
         }
         let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
         let mut planned = plan(&self.view, &in_flight, &self.reserved(), MAX_BATCH);
+        self.wake_at_ms = planned.wake_at_ms;
         self.dirty = planned.placements.len() >= MAX_BATCH;
         planned
             .reasons
@@ -488,6 +492,9 @@ pub async fn picker(
         crate::metrics::PENDING.store(me.view.pending.len() as i64, Ordering::Relaxed);
         let behind = !me.unknown.is_empty() || me.hosts_stale || me.queues_stale;
         let ready = epoch.is_some() && me.dirty && !behind && !me.view_stale;
+        let begins_in = me
+            .wake_at_ms
+            .map(|at| Duration::from_millis(at.saturating_sub(xce_client::when::now_ms())));
         tokio::select! {
             biased;
             () = stopped(&mut inputs.stop) => return,
@@ -515,6 +522,11 @@ pub async fn picker(
                 None => return,
             },
             Ok(()) = inputs.lease.changed() => me.dirty = true,
+            // A job's begin time came.
+            () = tokio::time::sleep(begins_in.unwrap_or_default()), if begins_in.is_some() && !me.dirty => {
+                me.wake_at_ms = None;
+                me.dirty = true;
+            }
             _ = reread.tick() => reread_now(&client),
             // A catch-up that failed is tried again soon, not at the next event.
             () = tokio::time::sleep(Duration::from_millis(100)), if behind => {}
@@ -662,6 +674,8 @@ mod tests {
             need: Resources::new(1, 0),
             user: String::new(),
             pend_reason: None,
+            hold: false,
+            begin_time_ms: None,
         }
     }
 

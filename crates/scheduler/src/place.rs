@@ -31,6 +31,9 @@ pub struct Plan {
     pub placements: Vec<Placement>,
     /// Pending jobs whose reason should change, and the new reason.
     pub reasons: Vec<(JobId, PendReason)>,
+    /// The earliest begin time (ms since the epoch) of a job that waits for one: the next
+    /// round is due then, whatever else happens.
+    pub wake_at_ms: Option<u64>,
 }
 
 /// Decides up to `max` placements from `view`. Jobs in `in_flight` (decided, not yet
@@ -41,6 +44,18 @@ pub fn plan(
     in_flight: &HashSet<JobId>,
     reserved: &HashMap<String, Resources>,
     max: usize,
+) -> Plan {
+    plan_at(view, in_flight, reserved, max, xce_client::when::now_ms())
+}
+
+/// [`plan`] at `now_ms`: a held job, or one before its begin time, is placed nowhere and
+/// blocks nothing ([`xce_client::holds`]).
+pub fn plan_at(
+    view: &View,
+    in_flight: &HashSet<JobId>,
+    reserved: &HashMap<String, Resources>,
+    max: usize,
+    now_ms: u64,
 ) -> Plan {
     let mut loads: HashMap<&str, Resources> = view.loads();
     for (host, r) in reserved {
@@ -66,7 +81,12 @@ pub fn plan(
         };
         // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
         // allocation per round.
+        let waits = xce_client::holds::waiting_for(job.hold, job.begin_time_ms, now_ms);
+        if let (Some(_), false, Some(begin)) = (&waits, job.hold, job.begin_time_ms) {
+            out.wake_at_ms = Some(out.wake_at_ms.map_or(begin, |w| w.min(begin)));
+        }
         let reason: Option<(PendCode, Cow<'static, str>)> = match view.queues.get(&job.queue) {
+            _ if waits.is_some() => waits.map(|r| (r.code, r.text.into())),
             None => Some((
                 PendCode::QueueInactive,
                 format!("queue {} does not exist", job.queue).into(),
@@ -319,6 +339,8 @@ mod tests {
                 need,
                 user: String::new(),
                 pend_reason: None,
+                hold: false,
+                begin_time_ms: None,
             },
         );
     }
@@ -493,6 +515,29 @@ mod tests {
         assert!(p.placements.is_empty());
         assert_eq!(p.reasons.len(), 1);
         assert_eq!(p.reasons[0].0, 2);
+    }
+
+    #[test]
+    fn a_held_job_or_one_before_its_begin_time_waits_and_blocks_nothing() {
+        let mut v = view(&[("h1", 1, 0)], &[("normal", 0, true)]);
+        pend(&mut v, 1, "normal", 9, r(1, 0));
+        pend(&mut v, 2, "normal", 9, r(1, 0));
+        pend(&mut v, 3, "normal", 0, r(1, 0));
+        v.pending.get_mut(&1).unwrap().hold = true;
+        v.pending.get_mut(&2).unwrap().begin_time_ms = Some(5_000);
+        let (f, res) = none();
+        let p = plan_at(&v, &f, &res, 100, 4_000);
+        assert_eq!(placed_ids(&p), vec![3], "the waiting ones block nothing");
+        assert_eq!(
+            p.reasons[0],
+            (1, why(PendCode::Held, "held: xce release lets it run"))
+        );
+        assert_eq!(p.reasons[1].1.code, PendCode::BeginTime);
+        assert_eq!(p.wake_at_ms, Some(5_000));
+        v.pending.remove(&3);
+        let p = plan_at(&v, &f, &res, 100, 5_000);
+        assert_eq!(placed_ids(&p), vec![2], "placed from its begin time on");
+        assert_eq!(p.wake_at_ms, None);
     }
 
     #[test]

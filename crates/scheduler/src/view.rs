@@ -19,6 +19,10 @@ pub struct PendingJob {
     pub user: String,
     /// Why it waits, as the controller last said (so a reason is published only on change).
     pub pend_reason: Option<String>,
+    /// Held (`--hold`, `xce hold`): placed nowhere until released.
+    pub hold: bool,
+    /// Placed nowhere before this time (`--begin`), ms since the epoch.
+    pub begin_time_ms: Option<u64>,
 }
 
 /// A placed job (dispatched, running or suspended): what it holds on its host.
@@ -79,6 +83,8 @@ impl View {
                         need,
                         user: job.spec.user.clone(),
                         pend_reason: job.pend_reason.clone(),
+                        hold: job.spec.hold,
+                        begin_time_ms: job.spec.begin_time_ms,
                     },
                 );
             }
@@ -170,22 +176,17 @@ impl View {
         };
         match (state, host) {
             (JobState::Pending, _) => {
-                let (priority, user) = match self.pending.get(&id) {
-                    Some(p) => (p.priority, p.user.clone()),
+                let Some(known) = self.pending.get_mut(&id) else {
                     // Requeued: its priority and user are not in the event.
-                    None => return Followup::FetchJob(id),
+                    return Followup::FetchJob(id);
                 };
-                self.placed.remove(&id);
-                self.pending.insert(
-                    id,
-                    PendingJob {
-                        queue: queue.to_string(),
-                        priority,
-                        need,
-                        user,
-                        pend_reason: pend_reason.clone(),
-                    },
-                );
+                if pend_reason.is_none() {
+                    // A pending job the view knows loses its reason only when it changed
+                    // (`xce update`, `hold`, `release`), and what changed is not in the event.
+                    return Followup::FetchJob(id);
+                }
+                known.queue = queue.to_string();
+                known.pend_reason = pend_reason.clone();
             }
             (JobState::Dispatched | JobState::Running | JobState::Suspended, Some(host)) => {
                 self.pending.remove(&id);

@@ -35,6 +35,8 @@ pub struct Parked {
     pub job: Job,
     pub attempt: u32,
     pub fenced: Option<FencedCopy>,
+    /// The bytes of the job's script, for a job with one.
+    pub script: Option<Vec<u8>>,
 }
 
 impl JoinWindow {
@@ -128,6 +130,7 @@ mod tests {
             job: job(id, attempt),
             attempt,
             fenced: None,
+            script: None,
         }
     }
 

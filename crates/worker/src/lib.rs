@@ -178,6 +178,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                     job,
                     attempt,
                     generation,
+                    script,
                 } => match start_lease.overdue(fence::now()) {
                     Some(late) => {
                         warn!(
@@ -188,8 +189,25 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
                         );
                         start_client.request_rejoin();
                     }
-                    None => served.start_from(*job, attempt, generation),
+                    None => served.start_from(*job, attempt, generation, script),
                 },
+                AgentRequest::SendSignal {
+                    id,
+                    attempt,
+                    signal,
+                    leader_only,
+                    held,
+                } => {
+                    let _ = held.send(served.send_signal(id, attempt, signal, leader_only));
+                }
+                AgentRequest::SetTimeLimit {
+                    id,
+                    attempt,
+                    time_limit_s,
+                    held,
+                } => {
+                    let _ = held.send(served.set_time_limit(id, attempt, time_limit_s));
+                }
                 AgentRequest::Signal { order, held } => {
                     let _ = held.send(served.signal(order));
                 }

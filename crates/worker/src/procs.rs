@@ -325,6 +325,19 @@ pub fn signal_group(pgid: i32, signal: Signal) -> bool {
     killpg(Pid::from_raw(pgid), signal).is_ok()
 }
 
+/// Sends any signal by number (real-time ones too, which [`Signal`] does not name) to a
+/// job's whole process group, or to its leading process alone. Whether it was delivered.
+#[allow(unsafe_code)]
+pub fn send_signal(pgid: i32, signal: i32, leader_only: bool) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    let target = if leader_only { pgid } else { -pgid };
+    // SAFETY: kill(2) takes plain integers and touches no memory of this process; a pid of
+    // 0, 1 or -1 (every process) is refused above.
+    unsafe { nix::libc::kill(target, signal) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -303,12 +303,12 @@ async fn a_start_over_a_connection_the_worker_left_waits_for_the_primary_s_word(
     let ran = |id: JobId| dir.path().join(format!("ran{id}")).exists();
     jobs.join_begins();
     jobs.join_answered(2);
-    jobs.start_from(touch(51), 1, 1);
+    jobs.start_from(touch(51), 1, 1, None);
     assert!(
         jobs.waits(51, 1),
         "a start over a left connection ran at once"
     );
-    jobs.start_from(touch(52), 1, 2);
+    jobs.start_from(touch(52), 1, 2, None);
     assert!(
         !jobs.waits(52, 1),
         "a start over the current connection waits"
@@ -321,7 +321,7 @@ async fn a_start_over_a_connection_the_worker_left_waits_for_the_primary_s_word(
     // through it that the primary still wants here runs once it says so.
     jobs.join_begins();
     jobs.join_answered(3);
-    jobs.start_from(touch(53), 1, 2);
+    jobs.start_from(touch(53), 1, 2, None);
     assert!(jobs.waits(53, 1));
     jobs.settle_parked(53, 1, Some(&dispatched(53, 1)));
     wait_until("the due starts to run", || ran(52) && ran(53)).await;
@@ -444,6 +444,185 @@ async fn a_command_that_cannot_start_is_reported_with_its_reason() {
     })
     .await;
     stop.send_replace(true);
+}
+
+fn script_job(id: JobId, cwd: &Path, body: &[u8], args: &[&str]) -> Job {
+    let mut j = job(id, args);
+    j.spec.cwd = cwd.to_string_lossy().into_owned();
+    j.spec.script = Some(xce_client::script::ScriptId::of(body));
+    j
+}
+
+/// A job script runs from a private copy with its interpreter line (or `/bin/sh` without
+/// one), in its working directory, with its arguments; its output goes to `xce-<id>.out`
+/// there, stderr with it, and a later attempt appends to it. The copy goes with the job.
+#[tokio::test]
+async fn a_script_runs_from_its_copy_and_writes_its_output_where_its_user_looks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, work) = (dir.path().join("spool"), dir.path().join("work"));
+    std::fs::create_dir(&spool).unwrap();
+    std::fs::create_dir(&work).unwrap();
+    let (jobs, _lease, stop) = table(&spool);
+    let body = b"#!/bin/sh\necho \"out $1 $(basename \"$(pwd)\")\"\necho err >&2\n\
+                 stat -c %a \"$0\"\n";
+    let first = script_job(61, &work, body, &["a b"]);
+    jobs.start_script(first.clone(), 1, body.to_vec());
+    assert_eq!(wait_end(&spool, 61, 1).await, JobEnd::Exit(0));
+    let out = work.join("xce-61.out");
+    let once = "out a b work\nerr\n500\n";
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), once);
+    assert!(
+        !spool.join("scripts/61.1").exists(),
+        "the copy outlived its job"
+    );
+    jobs.start_script(first, 2, body.to_vec());
+    assert_eq!(wait_end(&spool, 61, 2).await, JobEnd::Exit(0));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        once.repeat(2),
+        "a requeued job appends"
+    );
+
+    // No interpreter line: /bin/sh. Output patterns, stderr apart, truncated when asked.
+    let plain = b"echo plain \"$@\"\necho oops >&2\nexit 3\n";
+    let mut second = script_job(62, &work, plain, &["x"]);
+    second.spec.stdout = Some("%x.%j.o".into());
+    second.spec.stderr = Some("logs/%j.e".into());
+    second.spec.name = "two".into();
+    second.spec.open_mode = Some(xce_client::types::OpenMode::Truncate);
+    std::fs::create_dir(work.join("logs")).unwrap();
+    for attempt in [1, 2] {
+        jobs.start_script(second.clone(), attempt, plain.to_vec());
+        assert_eq!(wait_end(&spool, 62, attempt).await, JobEnd::Exit(3));
+    }
+    assert_eq!(
+        std::fs::read_to_string(work.join("two.62.o")).unwrap(),
+        "plain x\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join("logs/62.e")).unwrap(),
+        "oops\n"
+    );
+
+    // What cannot start ends failed, naming why.
+    let missing = b"#!/no/such/shell\necho\n";
+    jobs.start_script(script_job(63, &work, missing, &[]), 1, missing.to_vec());
+    assert_eq!(
+        wait_end(&spool, 63, 1).await,
+        JobEnd::Failed("command not found: /no/such/shell".into())
+    );
+    jobs.start_script(script_job(64, &work, body, &[]), 1, missing.to_vec());
+    match wait_end(&spool, 64, 1).await {
+        JobEnd::Failed(why) => assert!(why.contains("are not those of"), "{why}"),
+        other => panic!("ran a script of other bytes: {other:?}"),
+    }
+    jobs.start(script_job(65, &work, body, &[]), 1);
+    match wait_end(&spool, 65, 1).await {
+        JobEnd::Failed(why) => assert!(why.contains("did not come with its start"), "{why}"),
+        other => panic!("ran without its script: {other:?}"),
+    }
+    let mut nowhere = script_job(66, &dir.path().join("gone"), body, &[]);
+    nowhere.spec.stdout = Some("/dev/null".into());
+    jobs.start_script(nowhere, 1, body.to_vec());
+    match wait_end(&spool, 66, 1).await {
+        JobEnd::Failed(why) => assert!(why.contains("working directory"), "{why}"),
+        other => panic!("ran without its directory: {other:?}"),
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(spool.join("scripts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(leftovers.is_empty(), "script copies left: {leftovers:?}");
+    stop.send_replace(true);
+}
+
+/// `--signal USR1@1` with a 2 s limit: USR1 once, about a second before the TERM of the
+/// limit; and a limit changed while the job runs is kept from then on (here raised past
+/// the job's own end, which it then reaches).
+#[tokio::test]
+async fn the_warning_signal_comes_once_before_the_limit_and_a_new_limit_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let record = dir.path().join("signals");
+    let script = format!(
+        "trap 'echo usr1 $(date +%s%N) >> {0}' USR1; \
+         trap 'echo term $(date +%s%N) >> {0}; exit 0' TERM; \
+         while :; do sleep 0.05; done",
+        record.display()
+    );
+    let mut warned = job(71, &["sh", "-c", &script]);
+    warned.spec.limits.time_limit_s = Some(2);
+    warned.spec.warn_signal = Some(xce_client::signals::parse_warning("USR1@1").unwrap());
+    jobs.start(warned, 1);
+    match wait_end(dir.path(), 71, 1).await {
+        JobEnd::TimedOut { .. } => {}
+        other => panic!("not stopped at its limit: {other:?}"),
+    }
+    let text = std::fs::read_to_string(&record).unwrap();
+    let times: Vec<(&str, u64)> = text
+        .lines()
+        .map(|l| {
+            let (what, ns) = l.split_once(' ').unwrap();
+            (what, ns.parse().unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = times.iter().map(|(w, _)| *w).collect();
+    assert_eq!(names, ["usr1", "term"], "{text}");
+    let ahead = Duration::from_nanos(times[1].1 - times[0].1);
+    assert!(
+        ahead > Duration::from_millis(600) && ahead < Duration::from_millis(1600),
+        "USR1 came {ahead:?} before the TERM"
+    );
+
+    let mut raised = job(72, &["sleep", "2"]);
+    raised.spec.limits.time_limit_s = Some(1);
+    jobs.start(raised, 1);
+    started(&jobs, 72).await;
+    assert!(jobs.set_time_limit(72, 1, Some(30)));
+    assert_eq!(wait_end(dir.path(), 72, 1).await, JobEnd::Exit(0));
+    assert!(!jobs.set_time_limit(72, 1, Some(30)), "the job has ended");
+    assert!(!xce_worker::shim::limit_file(dir.path(), 72, 1).exists());
+    stop.send_replace(true);
+}
+
+/// `xce signal`: any signal, to the job's whole group or its leading process alone.
+#[tokio::test]
+async fn a_signal_reaches_the_whole_job_or_its_leader_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    let record = dir.path().join("got");
+    let script = format!(
+        "trap 'echo leader-hup >> {0}' HUP; \
+         sh -c \"trap 'echo child-hup >> {0}' HUP; while :; do sleep 0.05; done\" & \
+         trap 'echo leader-usr2 >> {0}; kill $!; exit 0' USR2; \
+         while :; do sleep 0.05; done",
+        record.display()
+    );
+    jobs.start(job(73, &["sh", "-c", &script]), 1);
+    started(&jobs, 73).await;
+    // The traps are set once the shell has run a little; the record file shows it.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(jobs.send_signal(73, 1, libc_hup(), true));
+    wait_until("the leader to record its HUP", || {
+        std::fs::read_to_string(&record).is_ok_and(|t| t.contains("leader-hup"))
+    })
+    .await;
+    assert!(jobs.send_signal(73, 1, libc_hup(), false));
+    wait_until("the child to record its HUP", || {
+        std::fs::read_to_string(&record).is_ok_and(|t| t.contains("child-hup"))
+    })
+    .await;
+    assert!(jobs.send_signal(73, 1, 12, true));
+    assert_eq!(wait_end(dir.path(), 73, 1).await, JobEnd::Exit(0));
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(text.matches("child-hup").count(), 1, "{text}");
+    assert!(!jobs.send_signal(73, 1, 1, false), "the job has ended");
+    assert!(!jobs.send_signal(74, 1, 1, false), "never held");
+    stop.send_replace(true);
+}
+
+fn libc_hup() -> i32 {
+    nix::sys::signal::Signal::SIGHUP as i32
 }
 
 #[tokio::test]
@@ -875,9 +1054,17 @@ async fn as_root_each_job_runs_as_its_user_with_their_groups() {
                   grep -E '^(Uid|Gid|CapEff):' /proc/self/status; echo ${XCE_WORKERS_OWN:-clean}";
     // Something of the worker's own environment that a job must not inherit.
     std::env::set_var("XCE_WORKERS_OWN", "leaked");
-    jobs.start(job_of(1, &user.name, &["sh", "-c", script]), 1);
+    // Its output in a directory of its user's, named by patterns; its home ("/") is not
+    // theirs to write in.
+    let outputs = dir.path().join("outputs");
+    std::fs::create_dir(&outputs).unwrap();
+    std::os::unix::fs::chown(&outputs, Some(user.uid()), None).unwrap();
+    let mut first = job_of(1, &user.name, &["sh", "-c", script]);
+    first.spec.stdout = Some(format!("{}/%u-%j.out", outputs.display()));
+    first.spec.stderr = Some(format!("{}/%u-%j.err", outputs.display()));
+    jobs.start(first, 1);
     assert_eq!(wait_end(dir.path(), 1, 1).await, JobEnd::Exit(0));
-    let out_path = dir.path().join("1.1.out");
+    let out_path = outputs.join(format!("{}-1.out", user.name));
     let out = std::fs::read_to_string(&out_path).unwrap();
     let lines: Vec<&str> = out.lines().collect();
     let uid = user.uid().to_string();
@@ -899,10 +1086,33 @@ async fn as_root_each_job_runs_as_its_user_with_their_groups() {
     assert_eq!(ids(lines[6]), ["0000000000000000"], "{out}");
     assert_eq!(lines[7], "clean", "the worker's environment leaked: {out}");
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    for file in ["1.1.out", "1.1.err"] {
-        let meta = std::fs::metadata(dir.path().join(file)).unwrap();
+    for file in ["out", "err"] {
+        let meta = std::fs::metadata(outputs.join(format!("{}-1.{file}", user.name))).unwrap();
         assert_eq!(meta.uid(), user.uid(), "{file}");
-        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
+        let primary = nix::unistd::User::from_name(&user.name)
+            .unwrap()
+            .unwrap()
+            .gid;
+        assert_eq!(meta.gid(), primary.as_raw(), "{file}: not the user's group");
+        assert_eq!(meta.permissions().mode() & 0o022, 0, "{file}");
+    }
+    // Output a user may not write where they asked: refused as theirs, though the shim is
+    // root; and the default, in their home, which is not theirs either.
+    let mut elsewhere = job_of(4, &user.name, &["true"]);
+    elsewhere.spec.stdout = Some(format!("{}/%j.out", dir.path().display()));
+    jobs.start(elsewhere, 1);
+    match wait_end(dir.path(), 4, 1).await {
+        JobEnd::Failed(reason) => assert!(
+            reason.contains("cannot open output file") && reason.contains("Permission denied"),
+            "{reason}"
+        ),
+        other => panic!("the job wrote where its user may not: {other:?}"),
+    }
+    assert!(!dir.path().join("4.out").exists());
+    jobs.start(job_of(5, &user.name, &["true"]), 1);
+    match wait_end(dir.path(), 5, 1).await {
+        JobEnd::Failed(reason) => assert!(reason.contains("/xce-5.out"), "{reason}"),
+        other => panic!("the job wrote into / as its user: {other:?}"),
     }
 
     jobs.start(job_of(2, "root", &["true"]), 1);

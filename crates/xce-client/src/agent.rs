@@ -10,7 +10,7 @@ use capnp::capability::Rc;
 use tokio::sync::mpsc;
 use xce_proto::xce_capnp::agent;
 
-use crate::types::{Job, JobOrder};
+use crate::types::{Job, JobId, JobOrder};
 use crate::wire::{self, ReplyHeader};
 
 /// A request from the primary to the worker.
@@ -26,10 +26,29 @@ pub enum AgentRequest {
         job: Box<Job>,
         attempt: u32,
         generation: u64,
+        /// The bytes of the job's script, for a job with one.
+        script: Option<Vec<u8>>,
     },
     /// Signal one attempt's process group; the worker answers whether it holds the attempt.
     Signal {
         order: JobOrder,
+        held: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// Send `signal` to one attempt's process group, or its leading process alone (`xce
+    /// signal`); the worker answers whether it holds the attempt running.
+    SendSignal {
+        id: JobId,
+        attempt: u32,
+        signal: i32,
+        leader_only: bool,
+        held: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// One running attempt's new time limit (`None`: none), for its shim to keep; the worker
+    /// answers whether it holds the attempt running.
+    SetTimeLimit {
+        id: JobId,
+        attempt: u32,
+        time_limit_s: Option<u32>,
         held: tokio::sync::oneshot::Sender<bool>,
     },
     /// Not from the primary: the worker's own mark ([`AgentHandle::flush`]), answered once
@@ -109,12 +128,16 @@ impl agent::Server for AgentServer {
         let p = params.get()?;
         let job = wire::read_job(p.get_job()?)?;
         let attempt = p.get_attempt();
+        let script = Some(p.get_script()?)
+            .filter(|body| !body.is_empty())
+            .map(<[u8]>::to_vec);
         self.handle
             .requests
             .send(AgentRequest::StartJob {
                 job: Box::new(job),
                 attempt,
                 generation: self.generation,
+                script,
             })
             .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
         wire::write_header(results.get().init_header(), &ReplyHeader::ok());
@@ -146,6 +169,68 @@ impl agent::Server for AgentServer {
         };
         wire::write_header(results.get().init_header(), &header);
         Ok(())
+    }
+
+    async fn send_signal(
+        self: Rc<Self>,
+        params: agent::SendSignalParams,
+        mut results: agent::SendSignalResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let (id, attempt) = (p.get_job_id(), p.get_attempt());
+        let (signal, leader_only) = (p.get_signal(), p.get_leader_only());
+        let header = self
+            .ask(id, attempt, |held| AgentRequest::SendSignal {
+                id,
+                attempt,
+                signal,
+                leader_only,
+                held,
+            })
+            .await?;
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+
+    async fn set_time_limit(
+        self: Rc<Self>,
+        params: agent::SetTimeLimitParams,
+        mut results: agent::SetTimeLimitResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let (id, attempt) = (p.get_job_id(), p.get_attempt());
+        let time_limit_s = Some(p.get_time_limit_s()).filter(|s| *s > 0);
+        let header = self
+            .ask(id, attempt, |held| AgentRequest::SetTimeLimit {
+                id,
+                attempt,
+                time_limit_s,
+                held,
+            })
+            .await?;
+        wire::write_header(results.get().init_header(), &header);
+        Ok(())
+    }
+}
+
+impl AgentServer {
+    /// Hands the worker a request about one attempt and says whether it held it.
+    async fn ask(
+        &self,
+        id: JobId,
+        attempt: u32,
+        request: impl FnOnce(tokio::sync::oneshot::Sender<bool>) -> AgentRequest,
+    ) -> Result<ReplyHeader, capnp::Error> {
+        let gone = || capnp::Error::disconnected("the worker is shutting down".into());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.handle.requests.send(request(tx)).map_err(|_| gone())?;
+        Ok(match rx.await.map_err(|_| gone())? {
+            true => ReplyHeader::ok(),
+            false => ReplyHeader::status(
+                xce_proto::Status::NoEnt,
+                format!("job {id} attempt {attempt}: not running here"),
+            ),
+        })
     }
 }
 

@@ -7,20 +7,22 @@ use crate::types::{JobSpec, PendCode, PendReason};
 
 /// Why `spec` may not start at `now_ms`, or `None` when nothing but resources holds it.
 pub fn waiting(spec: &JobSpec, now_ms: u64) -> Option<PendReason> {
-    if spec.hold {
+    waiting_for(spec.hold, spec.begin_time_ms, now_ms)
+}
+
+/// [`waiting`] from the two fields alone, for a view that keeps no whole spec. The reason's
+/// text does not change while the job waits, so it is published once.
+pub fn waiting_for(hold: bool, begin_time_ms: Option<u64>, now_ms: u64) -> Option<PendReason> {
+    if hold {
         return Some(PendReason::new(
             PendCode::Held,
             "held: xce release lets it run",
         ));
     }
-    match spec.begin_time_ms {
+    match begin_time_ms {
         Some(begin) if begin > now_ms => Some(PendReason::new(
             PendCode::BeginTime,
-            format!(
-                "begins at {} (in {})",
-                crate::when::rfc3339(begin),
-                crate::when::until(now_ms, begin)
-            ),
+            format!("begins at {}", crate::when::rfc3339(begin)),
         )),
         _ => None,
     }

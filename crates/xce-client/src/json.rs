@@ -58,6 +58,22 @@ shape! {
         /// Whether the job runs a script (`xce job ID --script` prints it); otherwise it runs
         /// `command`.
         pub script: bool,
+        /// The file its stdout goes to on its host (relative ones are in its user's home);
+        /// `null` until it has a host.
+        pub stdout: Option<String>,
+        /// The file its stderr goes to: stdout's unless submitted with `--stderr`.
+        pub stderr: Option<String>,
+        /// `append` or `truncate` (`--open-mode`); `null`: truncated by the first attempt,
+        /// appended to by later ones.
+        pub open_mode: Option<String>,
+        /// Held (`--hold`, `xce hold`): it starts only once released.
+        pub held: bool,
+        /// RFC 3339, UTC: it starts no sooner (`--begin`).
+        pub begin_time: Option<String>,
+        /// `[B:]SIG@SECONDS`: the signal it gets that long before its time limit (`--signal`).
+        pub warn_signal: Option<String>,
+        /// Whether it runs again when its host is lost (`--no-requeue`: it ends `node_fail`).
+        pub requeue: bool,
     }
 }
 
@@ -80,7 +96,7 @@ impl From<&Job> for JobJson {
             submit_time_ms,
             start_time_ms,
             end_time_ms,
-            // Where the output is: `xce job` says it in words; not part of the shape.
+            // The worker's spool: the output is where `stdout` and `stderr` say.
             output_dir: _,
             // Said in words by the reason ("cancelled by alice").
             cancelled_by: _,
@@ -97,17 +113,28 @@ impl From<&Job> for JobJson {
             priority,
             limits,
             script,
-            // Shown as the resolved paths once the host writes them (issue 33's next step).
+            // Shown resolved, as `stdout` and `stderr`.
             stdout: _,
             stderr: _,
-            open_mode: _,
-            // Shown as `held` and `begin_time` once the scheduler keeps them (the next step).
-            hold: _,
-            begin_time_ms: _,
-            // Shown by `xce job` in words once the shim sends it (the next step).
-            warn_signal: _,
-            no_requeue: _,
+            open_mode,
+            hold,
+            begin_time_ms,
+            warn_signal,
+            no_requeue,
         } = spec;
+        let output = host
+            .as_deref()
+            .and_then(|host| crate::output_path::of_job(spec, *id, host).ok());
+        let (stdout, stderr) = match output {
+            Some(o) => {
+                let stdout = o.stdout.to_string_lossy().into_owned();
+                let stderr = o
+                    .stderr
+                    .map_or_else(|| stdout.clone(), |e| e.to_string_lossy().into_owned());
+                (Some(stdout), Some(stderr))
+            }
+            None => (None, None),
+        };
         let Resources {
             cpus,
             mem_mb,
@@ -139,6 +166,13 @@ impl From<&Job> for JobJson {
             start_time: start_time_ms.map(rfc3339),
             end_time: end_time_ms.map(rfc3339),
             script: script.is_some(),
+            stdout,
+            stderr,
+            open_mode: open_mode.map(|m| m.name().to_string()),
+            held: *hold,
+            begin_time: begin_time_ms.map(rfc3339),
+            warn_signal: warn_signal.map(|w| w.to_string()),
+            requeue: !no_requeue,
         }
     }
 }

@@ -129,6 +129,42 @@ pub fn resolve(pattern: &str, facts: &Facts<'_>, cwd: &Path) -> Result<PathBuf, 
     Ok(cwd.join(expand(pattern, facts)?))
 }
 
+/// Where one job's output goes on `host`: stdout's file, and stderr's when it is apart
+/// (`None`: in stdout's file). Relative to the job's working directory, joined to it when
+/// the job names one (a job that names none runs in its user's home, or the worker's spool).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutput {
+    pub stdout: PathBuf,
+    pub stderr: Option<PathBuf>,
+}
+
+/// The files of job `id` on `host`, as its host opens them and `xce job` shows them: one
+/// function for both, so they never disagree.
+pub fn of_job(
+    spec: &crate::types::JobSpec,
+    id: u64,
+    host: &str,
+) -> Result<JobOutput, PatternError> {
+    let facts = Facts {
+        id,
+        name: &spec.name,
+        user: &spec.user,
+        host,
+        array: None,
+    };
+    let cwd = Path::new(&spec.cwd);
+    let stdout = resolve(
+        spec.stdout.as_deref().unwrap_or(DEFAULT_PATTERN),
+        &facts,
+        cwd,
+    )?;
+    let stderr = match &spec.stderr {
+        Some(pattern) => Some(resolve(pattern, &facts, cwd)?),
+        None => None,
+    };
+    Ok(JobOutput { stdout, stderr })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

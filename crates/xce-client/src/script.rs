@@ -83,10 +83,52 @@ pub fn wrap(command: &str) -> Vec<u8> {
     format!("#!/bin/sh\n{command}\n").into_bytes()
 }
 
+/// The shell a script without an interpreter line runs with (as LSF does).
+pub const DEFAULT_SHELL: &str = "/bin/sh";
+
+/// The command that runs the script at `path` with `args`: its `#!` interpreter (and the one
+/// optional argument the kernel would pass it) given the path, or [`DEFAULT_SHELL`] without a
+/// `#!` line. The interpreter is run rather than the script itself so that the copy need not
+/// be executable and is never exec'd while some process still holds it open for writing (a
+/// fork elsewhere in the worker at the wrong moment: `ETXTBSY`).
+pub fn command_of(body: &[u8], path: &str, args: &[String]) -> Vec<String> {
+    let line = body
+        .strip_prefix(b"#!")
+        .map(|rest| rest.split(|&b| b == b'\n').next().unwrap_or(rest))
+        .map(|line| String::from_utf8_lossy(line).trim().to_string())
+        .filter(|line| !line.is_empty());
+    let mut command: Vec<String> = match line {
+        Some(line) => match line.split_once([' ', '\t']) {
+            Some((interpreter, arg)) => vec![interpreter.to_string(), arg.trim().to_string()],
+            None => vec![line],
+        },
+        None => vec![DEFAULT_SHELL.to_string()],
+    };
+    command.push(path.to_string());
+    command.extend(args.iter().cloned());
+    command
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_script_runs_with_its_interpreter_line_or_the_shell() {
+        let args = ["a b".to_string()];
+        assert_eq!(
+            command_of(b"#!/bin/bash\necho", "/s/1", &args),
+            ["/bin/bash", "/s/1", "a b"]
+        );
+        assert_eq!(
+            command_of(b"#! /usr/bin/env  python3 -u \nprint()", "/s/1", &[]),
+            ["/usr/bin/env", "python3 -u", "/s/1"],
+            "one optional argument, the rest of the line, as the kernel passes it"
+        );
+        assert_eq!(command_of(b"echo hi\n", "/s/1", &[]), ["/bin/sh", "/s/1"]);
+        assert_eq!(command_of(b"#!\necho", "/s/1", &[]), ["/bin/sh", "/s/1"]);
+    }
 
     #[test]
     fn the_id_is_the_sha256_of_the_bytes() {

@@ -58,6 +58,38 @@ pub fn job_filter() -> impl Strategy<Value = JobFilter> {
         )
 }
 
+/// Any changes `updateJob` carries (any field set or not, empty texts included).
+pub fn job_changes() -> impl Strategy<Value = crate::types::JobChanges> {
+    (
+        (
+            proptest::option::of(".{0,8}"),
+            proptest::option::of(any::<i32>()),
+            proptest::option::of(".{0,8}"),
+            proptest::option::of(any::<u32>()),
+        ),
+        (
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<u64>()),
+        ),
+    )
+        .prop_map(
+            |((name, priority, queue, cpus), (mem_mb, time_limit_s, hold, begin_time_ms))| {
+                crate::types::JobChanges {
+                    name,
+                    priority,
+                    queue,
+                    cpus,
+                    mem_mb,
+                    time_limit_s,
+                    hold,
+                    begin_time_ms,
+                }
+            },
+        )
+}
+
 /// Any amount of resources the wire carries (cpus and memory within its signed fields).
 pub fn resources() -> impl Strategy<Value = Resources> {
     (

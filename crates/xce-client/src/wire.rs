@@ -7,10 +7,10 @@ use xce_proto::Status;
 
 use crate::types::{
     ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
-    HostAttributes, HostState, Job, JobAction, JobEnd, JobFilter, JobOrder, JobResult, JobSignal,
-    JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode, PendCode, PendReason,
-    Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role, SchedulerInfo, ScriptId,
-    TokenInfo, Warning,
+    HostAttributes, HostState, Job, JobAction, JobChanges, JobEnd, JobFilter, JobOrder, JobResult,
+    JobSignal, JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode, PendCode,
+    PendReason, Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role,
+    SchedulerInfo, ScriptId, TokenInfo, Warning,
 };
 
 /// The common header of every reply, Rust side.
@@ -695,6 +695,70 @@ pub fn read_order(r: w::job_order::Reader<'_>) -> Result<JobOrder, Error> {
     })
 }
 
+/// Writes what `updateJob` changes.
+pub fn write_changes(mut b: w::job_changes::Builder<'_>, c: &JobChanges) {
+    // Every field named: one added to the changes fails to compile here until it is sent.
+    let JobChanges {
+        name,
+        priority,
+        queue,
+        cpus,
+        mem_mb,
+        time_limit_s,
+        hold,
+        begin_time_ms,
+    } = c;
+    if let Some(name) = name {
+        b.set_name(name);
+        b.set_set_name(true);
+    }
+    if let Some(priority) = priority {
+        b.set_priority(*priority);
+        b.set_set_priority(true);
+    }
+    if let Some(queue) = queue {
+        b.set_queue(queue);
+        b.set_set_queue(true);
+    }
+    if let Some(cpus) = cpus {
+        b.set_cpus(*cpus);
+        b.set_set_cpus(true);
+    }
+    if let Some(mem_mb) = mem_mb {
+        b.set_mem_mb(*mem_mb);
+        b.set_set_mem_mb(true);
+    }
+    if let Some(limit) = time_limit_s {
+        b.set_time_limit_s(*limit);
+        b.set_set_time_limit(true);
+    }
+    if let Some(hold) = hold {
+        b.set_hold(*hold);
+        b.set_set_hold(true);
+    }
+    if let Some(begin) = begin_time_ms {
+        b.set_begin_time_ms(*begin);
+        b.set_set_begin_time(true);
+    }
+}
+
+/// Reads what `updateJob` changes.
+pub fn read_changes(r: w::job_changes::Reader<'_>) -> Result<JobChanges, Error> {
+    Ok(JobChanges {
+        name: r.get_set_name().then(|| text(r.get_name()?)).transpose()?,
+        priority: r.get_set_priority().then(|| r.get_priority()),
+        queue: r
+            .get_set_queue()
+            .then(|| text(r.get_queue()?))
+            .transpose()?,
+        cpus: r.get_set_cpus().then(|| r.get_cpus()),
+        mem_mb: r.get_set_mem_mb().then(|| r.get_mem_mb()),
+        time_limit_s: r.get_set_time_limit().then(|| r.get_time_limit_s()),
+        hold: r.get_set_hold().then(|| r.get_hold()),
+        begin_time_ms: r.get_set_begin_time().then(|| r.get_begin_time_ms()),
+    })
+}
+
 /// Writes one attempt a worker holds.
 pub fn write_held(mut b: w::held_job::Builder<'_>, h: &HeldJob) {
     b.set_job_id(h.id);
@@ -926,6 +990,14 @@ pub(crate) mod tests {
                 read_filter(m.get_root_as_reader().unwrap()).unwrap()
             });
             prop_assert_eq!(back, filter);
+        }
+
+        #[test]
+        fn any_changes_round_trip_through_capnp(changes in testing::job_changes()) {
+            let back = round_trip(&changes, |m, c| write_changes(m.init_root(), c), |m| {
+                read_changes(m.get_root_as_reader().unwrap()).unwrap()
+            });
+            prop_assert_eq!(back, changes);
         }
 
         #[test]

@@ -343,6 +343,43 @@ interface Controller {
   addController @27 (token :Token, name :Text, addr :Text) -> (header :ReplyHeader);
   # Removes controller `name` from the members; `noEnt` when it is not one.
   removeController @28 (token :Token, name :Text) -> (header :ReplyHeader);
+
+  # ---- Changing jobs ----
+  # Changes one job (`xce update`, `xce hold`, `xce release`): a pending job any field of
+  # `changes`, a placed one only its time limit (its worker's shim keeps the new one). A user
+  # changes their own jobs, and only lowers priority and time; an operator any job. `perm`
+  # otherwise, `conflict` for a change a placed or ended job cannot take, `invalid` naming
+  # the field that breaks a rule a submit would have broken.
+  updateJob @29 (token :Token, jobId :UInt64, changes :JobChanges) -> (header :ReplyHeader);
+  # Sends signal number `signal` to a running job's process group, or to its leading process
+  # alone (`leaderOnly`: Slurm's `B:`); once, like the kill order. A user their own jobs.
+  signalJob @30 (token :Token, jobId :UInt64, signal :Int32, leaderOnly :Bool)
+      -> (header :ReplyHeader);
+  # The bytes of a job's script (`xce job ID --script`): its owner's, or anyone's for an
+  # operator. `noEnt` for a job without one.
+  jobScript @31 (jobId :UInt64) -> (header :ReplyHeader, script :Data);
+}
+
+# What `updateJob` changes: each field only with its `set` flag (capnp has no optional
+# scalars), the others kept.
+struct JobChanges {
+  name @0 :Text;
+  setName @1 :Bool;
+  priority @2 :Int32;
+  setPriority @3 :Bool;
+  queue @4 :Text;
+  setQueue @5 :Bool;
+  cpus @6 :UInt32;
+  setCpus @7 :Bool;
+  memMb @8 :UInt64;
+  setMemMb @9 :Bool;
+  timeLimitS @10 :UInt32;
+  setTimeLimit @11 :Bool;
+  hold @12 :Bool;
+  setHold @13 :Bool;
+  # 0: now.
+  beginTimeMs @14 :UInt64;
+  setBeginTime @15 :Bool;
 }
 
 # A user token as listed: never its secret or hash.

@@ -6,7 +6,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
 use xce_client::json::{ErrorJson, JobJson};
 use xce_client::types::{
-    JobAction, JobFilter, JobResult, JobSpec, JobState, Limits, RequestToken, Resources,
+    JobAction, JobChanges, JobFilter, JobResult, JobSpec, JobState, Limits, RequestToken, Resources,
 };
 use xce_client::when::{self, now_ms};
 
@@ -15,7 +15,8 @@ use crate::backend::{Answer, Call, Caller};
 use crate::error::ApiError;
 use crate::extract::{Body, Path, Query};
 use crate::shapes::{
-    ActionJson, JobPageJson, ListJobsQuery, SubmitRequest, SubmitResponse, MAX_LIMIT,
+    ActionJson, JobPageJson, ListJobsQuery, ScriptJson, SignalRequest, SubmitRequest,
+    SubmitResponse, UpdateRequest, MAX_LIMIT,
 };
 
 /// The header that makes a submit idempotent.
@@ -54,14 +55,22 @@ pub async fn submit(
     if let Some(user) = req.user.as_deref() {
         check_user(user)?;
     }
-    if req.command.first().is_none_or(|p| p.trim().is_empty()) {
+    if req.script.is_none() && req.command.first().is_none_or(|p| p.trim().is_empty()) {
         return Err(ApiError::invalid(
-            "command: the program (its first element) must be given and not blank",
+            "command: the program (its first element) must be given and not blank, or a script",
         ));
     }
+    let script: Option<std::sync::Arc<[u8]>> = req.script.as_deref().map(|s| s.as_bytes().into());
+    if let Some(body) = &script {
+        xce_client::script::check(body, usize::MAX)
+            .map_err(|e| ApiError::invalid(format!("script: {e}")))?;
+    }
+    let mut spec = spec_of(req)?;
+    spec.script = script.as_deref().map(xce_client::script::ScriptId::of);
     let call = Call::Submit {
         token,
-        spec: spec_of(req)?,
+        spec,
+        script,
     };
     let Answer::Submitted(done) = state.call("submit", &caller, call).await? else {
         return Err(ApiError::internal(
@@ -129,7 +138,37 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         cwd,
         user,
         time_limit_s,
+        // Taken apart by the caller: its bytes and id.
+        script: _,
+        stdout,
+        stderr,
+        open_mode,
+        hold,
+        begin_time,
+        signal,
+        requeue,
     } = req;
+    for (field, pattern) in [("stdout", &stdout), ("stderr", &stderr)] {
+        if let Some(pattern) = pattern {
+            xce_client::output_path::check(pattern)
+                .map_err(|e| ApiError::invalid(format!("{field}: {e}")))?;
+        }
+    }
+    let open_mode = open_mode
+        .map(|m| {
+            m.parse::<xce_client::types::OpenMode>().map_err(|_| {
+                ApiError::invalid(format!("open_mode: {m:?} is not append or truncate"))
+            })
+        })
+        .transpose()?;
+    let begin_time_ms = begin_time.as_deref().map(begin_time_of).transpose()?;
+    let warn_signal = signal
+        .as_deref()
+        .map(|s| {
+            xce_client::signals::parse_warning(s)
+                .map_err(|e| ApiError::invalid(format!("signal: {e}")))
+        })
+        .transpose()?;
     let negative = |field: &str, got: i64| {
         ApiError::invalid(format!("{field}: must not be negative (got {got})"))
     };
@@ -151,16 +190,24 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         limits: Limits {
             time_limit_s: time_limit_s.filter(|s| *s > 0),
         },
-        // Not taken over HTTP yet (issue 33's next steps).
         script: None,
-        stdout: None,
-        stderr: None,
-        open_mode: None,
-        hold: false,
-        begin_time_ms: None,
-        warn_signal: None,
-        no_requeue: false,
+        stdout,
+        stderr,
+        open_mode,
+        hold: hold.unwrap_or(false),
+        begin_time_ms,
+        warn_signal,
+        no_requeue: requeue == Some(false),
     })
+}
+
+/// A begin time as the HTTP API takes it (any form `xce submit --begin` takes, RFC 3339 and
+/// `now+N` among them); a time past is now.
+fn begin_time_of(text: &str) -> Result<u64, ApiError> {
+    let now = now_ms();
+    when::parse(text, now, when::TimeOfDay::Next)
+        .map(|at| at.max(now))
+        .map_err(|e| ApiError::invalid(format!("begin_time: {e}")))
 }
 
 /// Lists jobs in id order, a page at a time.
@@ -267,14 +314,15 @@ pub async fn get(
     Ok(Json(JobJson::from(&job)))
 }
 
-/// Kills, suspends, resumes or requeues a job. A user may act only on their own jobs.
+/// Kills, suspends, resumes, requeues, holds or releases a job. A user may act only on their
+/// own jobs.
 #[utoipa::path(
     post,
     path = "/v1/jobs/{id}/{action}",
     tag = "jobs",
     params(
         ("id" = u64, Path, description = "The job id", example = 1),
-        ("action" = String, Path, pattern = "^(kill|suspend|resume|requeue)$", description = "kill, suspend, resume or requeue")
+        ("action" = String, Path, pattern = "^(kill|suspend|resume|requeue|hold|release)$", description = "kill, suspend, resume, requeue, hold or release")
     ),
     responses(
         (status = 200, body = ActionJson),
@@ -289,15 +337,156 @@ pub async fn control(
     caller: Caller,
     Path((id, action)): Path<(u64, String)>,
 ) -> Result<Json<ActionJson>, ApiError> {
-    let parsed: JobAction = action.parse().map_err(|_| {
-        ApiError::not_found(format!(
-            "no action {action:?} on a job (kill, suspend, resume or requeue)"
-        ))
-    })?;
-    let call = Call::ControlJob { id, action: parsed };
-    state.call("jobControl", &caller, call).await?;
+    let hold = |hold| Call::UpdateJob {
+        id,
+        changes: JobChanges {
+            hold: Some(hold),
+            ..JobChanges::default()
+        },
+    };
+    let (call, method) = match action.as_str() {
+        "hold" => (hold(true), "updateJob"),
+        "release" => (hold(false), "updateJob"),
+        other => {
+            let parsed: JobAction = other.parse().map_err(|_| {
+                ApiError::not_found(format!(
+                    "no action {action:?} on a job (kill, suspend, resume, requeue, hold or release)"
+                ))
+            })?;
+            (Call::ControlJob { id, action: parsed }, "jobControl")
+        }
+    };
+    state.call(method, &caller, call).await?;
     Ok(Json(ActionJson {
         target: id.to_string(),
         action,
+    }))
+}
+
+/// Changes a job: a pending one's name, priority, queue, cpus, memory, time limit, hold or
+/// begin time; a running one's time limit (which its worker applies without restarting it).
+/// A user changes their own jobs and may only lower priority and time.
+#[utoipa::path(
+    patch,
+    path = "/v1/jobs/{id}",
+    tag = "jobs",
+    params(("id" = u64, Path, description = "The job id")),
+    request_body = UpdateRequest,
+    responses(
+        (status = 200, body = JobJson),
+        (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
+        (status = 403, body = ErrorJson), (status = 404, body = ErrorJson),
+        (status = 409, body = ErrorJson), (status = 503, body = ErrorJson)
+    ),
+    security(("bearer" = []))
+)]
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+    Body(req): Body<UpdateRequest>,
+) -> Result<Json<JobJson>, ApiError> {
+    let UpdateRequest {
+        name,
+        priority,
+        queue,
+        cpus,
+        mem_mb,
+        time_limit_s,
+        hold,
+        begin_time,
+    } = req;
+    let changes = JobChanges {
+        name,
+        priority,
+        queue,
+        cpus,
+        mem_mb,
+        time_limit_s,
+        hold,
+        begin_time_ms: begin_time.as_deref().map(begin_time_of).transpose()?,
+    };
+    if changes == JobChanges::default() {
+        return Err(ApiError::invalid(
+            "nothing to change: give at least one field",
+        ));
+    }
+    state
+        .call("updateJob", &caller, Call::UpdateJob { id, changes })
+        .await?;
+    let Answer::Job(job) = state.call("jobInfo", &caller, Call::GetJob(id)).await? else {
+        return Err(ApiError::internal(
+            "update: the backend answered something else",
+        ));
+    };
+    Ok(Json(JobJson::from(&job)))
+}
+
+/// Sends a signal to a running job's processes (its whole process group, or its leading
+/// process alone). A user signals their own jobs.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/signal",
+    tag = "jobs",
+    params(("id" = u64, Path, description = "The job id")),
+    request_body = SignalRequest,
+    responses(
+        (status = 200, body = ActionJson),
+        (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
+        (status = 403, body = ErrorJson), (status = 404, body = ErrorJson),
+        (status = 409, body = ErrorJson), (status = 503, body = ErrorJson)
+    ),
+    security(("bearer" = []))
+)]
+pub async fn signal(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+    Body(req): Body<SignalRequest>,
+) -> Result<Json<ActionJson>, ApiError> {
+    let signal = xce_client::signals::parse(&req.signal)
+        .map_err(|e| ApiError::invalid(format!("signal: {e}")))?;
+    let call = Call::SignalJob {
+        id,
+        signal,
+        leader_only: req.leader_only,
+    };
+    state.call("signalJob", &caller, call).await?;
+    Ok(Json(ActionJson {
+        target: id.to_string(),
+        action: format!("signal {}", xce_client::signals::name(signal)),
+    }))
+}
+
+/// A job's script, as submitted: its owner's, or any job's for an operator.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/script",
+    tag = "jobs",
+    params(("id" = u64, Path, description = "The job id")),
+    responses(
+        (status = 200, body = ScriptJson),
+        (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
+        (status = 403, body = ErrorJson), (status = 404, body = ErrorJson),
+        (status = 503, body = ErrorJson)
+    ),
+    security(("bearer" = []))
+)]
+pub async fn script(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<u64>,
+) -> Result<Json<ScriptJson>, ApiError> {
+    let Answer::Script(body) = state
+        .call("jobScript", &caller, Call::GetScript(id))
+        .await?
+    else {
+        return Err(ApiError::internal(
+            "script: the backend answered something else",
+        ));
+    };
+    Ok(Json(ScriptJson {
+        id,
+        script: String::from_utf8_lossy(&body).into_owned(),
     }))
 }

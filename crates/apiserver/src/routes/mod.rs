@@ -99,8 +99,10 @@ impl Modify for BearerScheme {
 fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
     let bounded = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(jobs::submit, jobs::list))
-        .routes(routes!(jobs::get))
+        .routes(routes!(jobs::get, jobs::update))
         .routes(routes!(jobs::control))
+        .routes(routes!(jobs::signal))
+        .routes(routes!(jobs::script))
         .routes(routes!(queues::list))
         .routes(routes!(queues::control))
         .routes(routes!(hosts::list))

@@ -208,11 +208,14 @@ pub enum Method {
     RestoreSnapshot,
     AddController,
     RemoveController,
+    UpdateJob,
+    SignalJob,
+    JobScript,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 29] = [
+    pub const ALL: [Method; 32] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -242,6 +245,9 @@ impl Method {
         Method::RestoreSnapshot,
         Method::AddController,
         Method::RemoveController,
+        Method::UpdateJob,
+        Method::SignalJob,
+        Method::JobScript,
     ];
 
     /// The schema name, for messages.
@@ -276,6 +282,9 @@ impl Method {
             Method::RestoreSnapshot => "restoreSnapshot",
             Method::AddController => "addController",
             Method::RemoveController => "removeController",
+            Method::UpdateJob => "updateJob",
+            Method::SignalJob => "signalJob",
+            Method::JobScript => "jobScript",
         }
     }
 }
@@ -299,7 +308,12 @@ pub fn allowed(method: Method, role: Role) -> bool {
         Method::AddController | Method::RemoveController => role == Admin,
         // People's own work. The apiserver acts for the person a request's token names
         // (`actAs`); its certificate alone controls no one's jobs.
-        Method::Submit | Method::JobControl => matches!(role, User | Operator | Admin),
+        // A script is read like the job's environment: its owner's, or an operator's.
+        Method::Submit
+        | Method::JobControl
+        | Method::UpdateJob
+        | Method::SignalJob
+        | Method::JobScript => matches!(role, User | Operator | Admin),
         Method::ActAs => role == Apiserver,
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
         // Placement by hand: an operator's. A scheduler places through `dispatchBatch`, whose
@@ -356,7 +370,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 29] = [
+        let expected: [(Method, &[Role]); 32] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -386,6 +400,9 @@ mod tests {
             (Method::RestoreSnapshot, &[Admin]),
             (Method::AddController, &[Admin]),
             (Method::RemoveController, &[Admin]),
+            (Method::UpdateJob, &[User, Operator, Admin]),
+            (Method::SignalJob, &[User, Operator, Admin]),
+            (Method::JobScript, &[User, Operator, Admin]),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

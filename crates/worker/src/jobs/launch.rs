@@ -8,7 +8,12 @@ impl Jobs {
     /// join. For tests: the worker's own pushes go through [`Jobs::start_from`] with the
     /// number they came through.
     pub fn start(self: &Arc<Self>, job: Job, attempt: u32) {
-        self.start_from(job, attempt, u64::MAX);
+        self.start_from(job, attempt, u64::MAX, None);
+    }
+
+    /// [`Jobs::start`] for a job with a script: its bytes, as a start carries them.
+    pub fn start_script(self: &Arc<Self>, job: Job, attempt: u32, script: Vec<u8>) {
+        self.start_from(job, attempt, u64::MAX, Some(script));
     }
 
     /// Starts `attempt` of `job` under a shim of its own, unless this worker already holds
@@ -18,7 +23,13 @@ impl Jobs {
     /// agent capability (`generation`) of an older join than the last answered one (over a
     /// connection this worker has left: a deposed primary's late push), or for an attempt no
     /// newer than one this worker let go of ([`crate::ended`]).
-    pub fn start_from(self: &Arc<Self>, job: Job, attempt: u32, generation: u64) {
+    pub fn start_from(
+        self: &Arc<Self>,
+        job: Job,
+        attempt: u32,
+        generation: u64,
+        script: Option<Vec<u8>>,
+    ) {
         let id = job.id;
         let table = self.table();
         let mut fenced = None;
@@ -57,6 +68,7 @@ impl Jobs {
             job,
             attempt,
             fenced,
+            script,
         };
         let parked = match doubt {
             None => self.window().park(start),
@@ -101,32 +113,25 @@ impl Jobs {
             job,
             attempt,
             fenced,
+            script,
         } = start;
         let id = job.id;
         let span = tracing::info_span!("job", id, attempt);
-        let spec = ShimSpec {
-            after: fenced,
-            ..self.shim_spec(&job, attempt)
+        let spec = match self.shim_spec(&job, attempt, script.as_deref()) {
+            Ok(spec) => ShimSpec {
+                after: fenced,
+                ..spec
+            },
+            Err(why) => return self.not_launched(table, id, attempt, why),
         };
-        // A job script is run from a copy the start carries: until this worker makes it, a
-        // script job fails here by name rather than run its arguments as a command.
-        let launched = match job.spec.script {
-            Some(script) => Err(std::io::Error::other(format!(
-                "job script {script}: this worker's build does not run job scripts yet"
-            ))),
-            None => self.launcher.launch(&spec),
-        };
-        match launched {
+        match self.launcher.launch(&spec) {
             Err(e) => {
-                warn!(job = id, attempt, error = %e, "cannot start the job's shim");
                 self.return_spare(&spec);
-                table.insert(id, Held::new(attempt, HeldPhase::Finished));
-                drop(table);
-                let (jobs, end) = (
-                    self.clone(),
-                    JobEnd::Failed(format!("cannot start the job's supervisor: {e}")),
-                );
-                tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
+                if let Some(copy) = &spec.script {
+                    let _ = std::fs::remove_file(copy);
+                }
+                let why = format!("cannot start the job's supervisor: {e}");
+                self.not_launched(table, id, attempt, why);
             }
             Ok(launched) => {
                 table.insert(
@@ -143,6 +148,22 @@ impl Jobs {
         }
     }
 
+    /// Ends an attempt that could not be launched: failed, with `why`.
+    fn not_launched(
+        self: &Arc<Self>,
+        mut table: MutexGuard<'_, HashMap<JobId, Held>>,
+        id: JobId,
+        attempt: u32,
+        why: String,
+    ) {
+        warn!(job = id, attempt, error = %why, "cannot start the job's shim");
+        table.insert(id, Held::new(attempt, HeldPhase::Finished));
+        drop(table);
+        let (jobs, end) = (self.clone(), JobEnd::Failed(why));
+        let span = tracing::info_span!("job", id, attempt);
+        tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
+    }
+
     /// Puts the spare a shim was given back in the pool if it is still there: the launch
     /// failed, or the shim ended before it wrote its record (it started nothing). A shim
     /// that wrote its record renamed the spare away.
@@ -152,7 +173,14 @@ impl Jobs {
         }
     }
 
-    pub(super) fn shim_spec(&self, job: &Job, attempt: u32) -> ShimSpec {
+    /// What the attempt's shim is told; writes the job's script copy. Refuses, with the
+    /// reason the job's end carries, what cannot run here.
+    pub(super) fn shim_spec(
+        &self,
+        job: &Job,
+        attempt: u32,
+        script_body: Option<&[u8]>,
+    ) -> Result<ShimSpec, String> {
         // Every spec field decided here: a new one fails to compile until the host's part of
         // it is carried to the shim, or named as none of the host's business.
         let xce_client::types::JobSpec {
@@ -171,17 +199,18 @@ impl Jobs {
                 },
             priority: _,
             limits: xce_client::types::Limits { time_limit_s },
-            // The script is run from its copy in the spool (`script`), its bytes carried
-            // with the start, not in the spec.
-            script: _,
+            // The script is run from its copy in the spool, its bytes carried with the start.
+            script,
+            // Resolved by `output_path::of_job`, with the job's name, user and cwd.
             stdout: _,
             stderr: _,
-            open_mode: _,
+            open_mode,
             // The controller's and the scheduler's business: a job reaches its host held by
             // neither.
             hold: _,
             begin_time_ms: _,
-            warn_signal: _,
+            warn_signal,
+            // The controller's business, when a host is lost.
             no_requeue: _,
         } = &job.spec;
         let run_as = match self.settings.job_users {
@@ -214,10 +243,36 @@ impl Jobs {
                     .map(|(k, v)| (k.to_string(), v)),
             )
             .collect();
-        ShimSpec {
+        let output = xce_client::output_path::of_job(&job.spec, job.id, &self.host)
+            .map_err(|e| e.to_string())?;
+        let output = Output {
+            stdout: output.stdout,
+            stderr: output.stderr,
+            append: match open_mode {
+                Some(xce_client::types::OpenMode::Append) => true,
+                Some(xce_client::types::OpenMode::Truncate) => false,
+                // A requeued job's later attempts add to what the earlier ones wrote.
+                None => attempt > 1,
+            },
+        };
+        let (command, script) = match (script, script_body) {
+            (None, _) => (command.clone(), None),
+            (Some(id), None) => {
+                return Err(format!("the job's script {id} did not come with its start"))
+            }
+            (Some(id), Some(body)) => {
+                let copy = self.write_script(job.id, attempt, *id, body)?;
+                let path = copy.to_string_lossy();
+                (
+                    xce_client::script::command_of(body, &path, command),
+                    Some(copy),
+                )
+            }
+        };
+        Ok(ShimSpec {
             id: job.id,
             attempt,
-            command: command.clone(),
+            command,
             env,
             cwd,
             spool: self.spool.clone(),
@@ -234,6 +289,45 @@ impl Jobs {
             after: None,
             worker: self.me,
             spare: self.spares.take(),
+            script,
+            output: Some(output),
+            warning: *warn_signal,
+        })
+    }
+
+    /// Writes the attempt's private copy of its script, checked against the id it was
+    /// submitted with, into `<spool>/scripts` (which anyone may pass through but not list):
+    /// readable only by its owner, whom the shim makes the job's user.
+    fn write_script(
+        &self,
+        id: JobId,
+        attempt: u32,
+        script: xce_client::script::ScriptId,
+        body: &[u8],
+    ) -> Result<PathBuf, String> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        if xce_client::script::ScriptId::of(body) != script {
+            return Err(format!(
+                "the bytes of the job's script are not those of {script}"
+            ));
         }
+        let dir = self.spool.join("scripts");
+        let cannot = |e: std::io::Error| format!("cannot write the job's script copy: {e}");
+        std::fs::create_dir_all(&dir).map_err(cannot)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).map_err(cannot)?;
+        let path = dir.join(format!("{id}.{attempt}"));
+        let tmp = dir.join(format!("{id}.{attempt}.tmp"));
+        let _ = std::fs::remove_file(&tmp);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o500)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&tmp)
+            .map_err(cannot)?;
+        std::io::Write::write_all(&mut file, body).map_err(cannot)?;
+        drop(file);
+        std::fs::rename(&tmp, &path).map_err(cannot)?;
+        Ok(path)
     }
 }

@@ -35,7 +35,7 @@ use crate::join_window::{still_due, JoinWindow, Parked};
 use crate::launcher::{Launched, Launcher, ShimEvent};
 use crate::outbox::{Outbox, Report, Spares};
 use crate::procs::{self, ProcRecord, Records};
-use crate::shim::{FencedCopy, RunAs, ShimSpec, KILLED_BEFORE_START};
+use crate::shim::{FencedCopy, Output, RunAs, ShimSpec, KILLED_BEFORE_START};
 
 /// How often an adopted shim (not this process's child, so it cannot be waited for) is
 /// looked at.

@@ -223,6 +223,56 @@ impl Jobs {
         true
     }
 
+    /// Sends any signal to a running attempt's process group, or its leading process alone
+    /// (`xce signal`); false if this worker holds no such attempt running.
+    pub fn send_signal(&self, id: JobId, attempt: u32, signal: i32, leader_only: bool) -> bool {
+        let table = self.table();
+        let Some(pgid) = table
+            .get(&id)
+            .filter(|h| h.attempt == attempt && h.phase != HeldPhase::Finished)
+            .and_then(|h| h.pgid)
+        else {
+            return false;
+        };
+        let sent = procs::send_signal(pgid, signal, leader_only);
+        info!(
+            job = id,
+            attempt,
+            signal = %xce_client::signals::name(signal),
+            leader_only,
+            sent,
+            "signal sent to the job"
+        );
+        sent
+    }
+
+    /// Gives a running attempt a new time limit, which its shim keeps from then on (counted
+    /// from the job's start, as the old one was); false if this worker holds no such attempt.
+    pub fn set_time_limit(&self, id: JobId, attempt: u32, time_limit_s: Option<u32>) -> bool {
+        let table = self.table();
+        let Some(held) = table
+            .get(&id)
+            .filter(|h| h.attempt == attempt && h.phase != HeldPhase::Finished)
+        else {
+            return false;
+        };
+        // Written even while the start waits: the shim reads it when it starts the job.
+        if let Err(e) = crate::shim::write_limit(&self.spool, id, attempt, time_limit_s) {
+            warn!(job = id, attempt, error = %e, "cannot hand the job's new time limit to its shim");
+            return false;
+        }
+        if let Some(shim) = held.shim {
+            signal_shim(shim, Signal::SIGHUP);
+        }
+        info!(
+            job = id,
+            attempt,
+            limit_s = time_limit_s,
+            "the job's time limit changed"
+        );
+        true
+    }
+
     /// Stops every running attempt when the worker stops (SIGTERM, then SIGKILL after the
     /// grace period, by their shims) and waits for them, bounded. Their ends are not
     /// reported: the primary requeues them when this worker rejoins or its host is lost.

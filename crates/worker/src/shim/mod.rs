@@ -53,8 +53,8 @@ use spawn::*;
 use supervise::*;
 
 pub use orders::order_signals;
-use spec::Account;
-pub use spec::{output_paths, FencedCopy, RunAs, ShimSpec};
+pub use spec::{limit_file, output_paths, write_limit, FencedCopy, Output, RunAs, ShimSpec};
+use spec::{read_limit, Account};
 
 /// The first argument that makes `xce-worker` a shim.
 pub const SHIM_ARG: &str = "shim";
@@ -88,13 +88,16 @@ pub fn main() -> i32 {
 pub fn run_spec(spec: &ShimSpec) -> i32 {
     let span = tracing::info_span!("job", id = spec.id, attempt = spec.attempt);
     let _entered = span.enter();
-    match run(spec) {
+    let code = match run(spec) {
         Ok(code) => code,
         Err(e) => {
             warn!(error = %e, "shim failed");
             1
         }
-    }
+    };
+    // The job is over, or never started.
+    remove_leftovers(spec);
+    code
 }
 
 /// How a forked shim's one line is told apart on its launcher's pipe: `<seq> said `.
@@ -219,6 +222,14 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
     Ok(0)
 }
 
+/// Removes what the worker left for this attempt alone: its script copy and its limit file.
+fn remove_leftovers(spec: &ShimSpec) {
+    if let Some(script) = &spec.script {
+        let _ = std::fs::remove_file(script);
+    }
+    let _ = std::fs::remove_file(limit_file(&spec.spool, spec.id, spec.attempt));
+}
+
 /// How the end of an attempt killed before its job started reads, wherever it was stopped.
 pub const KILLED_BEFORE_START: &str = "killed before it started";
 
@@ -268,7 +279,7 @@ mod tests {
     #[test]
     fn time_suspended_does_not_count_against_the_limit() {
         let s = Duration::from_secs;
-        let mut clock = RunClock::new(s(10));
+        let mut clock = RunClock::new(Some(s(10)));
         clock.tick(s(100), false);
         clock.tick(s(104), false);
         // Suspended from 104 to 110: the job is seen suspended at each look.
@@ -280,6 +291,7 @@ mod tests {
         assert!(!clock.reached());
         clock.tick(s(116), false);
         assert!(clock.reached());
+        assert!(clock.within(s(0)) && !RunClock::new(None).within(s(1000)));
         // A stop caused by the limit is reported as a timeout, with the kill grace.
         assert_eq!(StopCause::TimeLimit.reporting(), Reporting::TimedOut);
         assert_eq!(StopCause::TimeLimit.grace(s(3)), s(3));

@@ -14,8 +14,11 @@ pub(super) struct Orders {
     pub(super) stop: Arc<AtomicBool>,
     /// SIGUSR2.
     pub(super) stale: Arc<AtomicBool>,
-    /// Readable after any of those, or SIGCHLD (the job ended); SIGINT, SIGHUP and SIGQUIT
-    /// only wake the shim, which must outlive the terminal the worker was started from.
+    /// SIGHUP: the worker wrote the attempt a new time limit ([`super::limit_file`]). A
+    /// hangup of the terminal the worker was started from only makes the shim read it again.
+    pub(super) reload: Arc<AtomicBool>,
+    /// Readable after any of those, or SIGCHLD (the job ended); SIGINT and SIGQUIT only wake
+    /// the shim, which must outlive the terminal the worker was started from.
     pub(super) wake: UnixStream,
 }
 
@@ -31,8 +34,10 @@ impl Orders {
             kill: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             stale: Arc::new(AtomicBool::new(false)),
+            reload: Arc::new(AtomicBool::new(false)),
             wake,
         };
+        signal_hook::flag::register(SIGHUP, orders.reload.clone())?;
         signal_hook::flag::register(SIGUSR1, orders.kill.clone())?;
         signal_hook::flag::register(SIGTERM, orders.stop.clone())?;
         signal_hook::flag::register(SIGUSR2, orders.stale.clone())?;

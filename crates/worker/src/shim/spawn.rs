@@ -42,25 +42,11 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         return Err(format!("this worker does not run the job: {why}"));
     }
     let account = spec.run_as.as_ref().map(RunAs::resolve).transpose()?;
-    let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
-    let open = |p: &Path| {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Readable by the job's user alone, and never through a link planted in the spool.
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(if account.is_some() { 0o600 } else { 0o644 })
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(p)
-            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
-        // The job's output is its user's.
-        if let Some(a) = &account {
-            nix::unistd::fchown(&file, Some(a.uid), Some(a.gid))
-                .map_err(|e| format!("cannot give {} to {}: {e}", p.display(), a.name))?;
-        }
-        Ok::<_, String>(file)
-    };
+    if let (Some(script), Some(a)) = (&spec.script, &account) {
+        // The job's own copy, readable by its user alone.
+        nix::unistd::chown(script, Some(a.uid), Some(a.gid))
+            .map_err(|e| format!("cannot give the job's script to {}: {e}", a.name))?;
+    }
     let mut command = Command::new(program);
     // The job's environment is what it was submitted with (`--export`), never the worker's
     // own (a worker's settings and credentials are not the job's), over a default `PATH`;
@@ -108,6 +94,16 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             become_account(&mut command, a, &cwd)?;
         }
     }
+    let (stdout, stderr) = match &spec.output {
+        Some(output) => {
+            let cwd = match &account {
+                Some(a) if spec.cwd.as_os_str().is_empty() => a.home.clone(),
+                _ => spec.cwd.clone(),
+            };
+            open_output(output, account.as_ref(), &cwd)?
+        }
+        None => spool_output(spec, account.as_ref())?,
+    };
     die_with_this_shim(&mut command);
     let who = account
         .as_ref()
@@ -123,8 +119,8 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         .env(procs::ENV_ATTEMPT, spec.attempt.to_string())
         .env(procs::ENV_SPOOL_MARK, &spec.spool)
         .stdin(Stdio::null())
-        .stdout(open(&out)?)
-        .stderr(open(&err)?)
+        .stdout(stdout)
+        .stderr(stderr)
         .spawn()
         .map_err(|e| match e.kind() {
             // As a user, the switch and the directory can fail too: say all of it.
@@ -133,6 +129,101 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             std::io::ErrorKind::PermissionDenied => format!("permission denied: {program}"),
             _ => format!("cannot start {program}: {e}"),
         })
+}
+
+/// Opens the job's output files, as its user where it runs as one (so that a job writes only
+/// where its user may, and its files are its user's), relative to `cwd`.
+fn open_output(
+    output: &Output,
+    account: Option<&Account>,
+    cwd: &Path,
+) -> Result<(std::fs::File, std::fs::File), String> {
+    let _as_user = account.map(AsUser::enter).transpose()?;
+    if !cwd.is_dir() {
+        let whom = account
+            .map(|a| format!(" to {}", a.name))
+            .unwrap_or_default();
+        return Err(format!(
+            "working directory {} does not exist{whom}",
+            cwd.display()
+        ));
+    }
+    let open = |p: &Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = cwd.join(p);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .append(output.append)
+            .truncate(!output.append)
+            .mode(0o644)
+            .open(&path)
+            .map_err(|e| format!("cannot open output file {}: {e}", path.display()))
+    };
+    let stdout = open(&output.stdout)?;
+    let stderr = match &output.stderr {
+        Some(p) => open(p)?,
+        None => stdout
+            .try_clone()
+            .map_err(|e| format!("cannot share the output file for stderr: {e}"))?,
+    };
+    Ok((stdout, stderr))
+}
+
+/// The attempt's own output files in the spool, for a spec that names no [`Output`]:
+/// created by the shim, never through a link planted there, then given to the job's user.
+fn spool_output(
+    spec: &ShimSpec,
+    account: Option<&Account>,
+) -> Result<(std::fs::File, std::fs::File), String> {
+    let (out, err) = output_paths(&spec.spool, spec.id, spec.attempt);
+    let open = |p: &Path| {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(if account.is_some() { 0o600 } else { 0o644 })
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(p)
+            .map_err(|e| format!("cannot create {}: {e}", p.display()))?;
+        if let Some(a) = account {
+            nix::unistd::fchown(&file, Some(a.uid), Some(a.gid))
+                .map_err(|e| format!("cannot give {} to {}: {e}", p.display(), a.name))?;
+        }
+        Ok::<_, String>(file)
+    };
+    Ok((open(&out)?, open(&err)?))
+}
+
+/// The shim's file-system identity switched to an account's (its uid, gid and groups) while
+/// it lives: what the shim opens meanwhile it opens with that account's rights alone, and
+/// what it creates is that account's. `setfsuid` touches file access only (no signals can be
+/// sent or received as the account), and the shim is single-threaded.
+struct AsUser {
+    uid: nix::unistd::Uid,
+    gid: nix::unistd::Gid,
+    groups: Vec<nix::unistd::Gid>,
+}
+
+impl AsUser {
+    fn enter(account: &Account) -> Result<AsUser, String> {
+        let groups =
+            nix::unistd::getgroups().map_err(|e| format!("cannot read the shim's groups: {e}"))?;
+        nix::unistd::setgroups(&account.groups)
+            .map_err(|e| format!("cannot take on the groups of {}: {e}", account.name))?;
+        let gid = nix::unistd::setfsgid(account.gid);
+        let uid = nix::unistd::setfsuid(account.uid);
+        Ok(AsUser { uid, gid, groups })
+    }
+}
+
+impl Drop for AsUser {
+    fn drop(&mut self) {
+        nix::unistd::setfsuid(self.uid);
+        nix::unistd::setfsgid(self.gid);
+        let _ = nix::unistd::setgroups(&self.groups);
+    }
 }
 
 /// Ties the job's life to this shim's: a shim killed (with its worker, say: then nothing

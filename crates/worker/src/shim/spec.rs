@@ -47,6 +47,29 @@ pub struct ShimSpec {
     /// controller failover or a worker restart neither resets nor doubles it.
     #[serde(default)]
     pub time_limit_s: Option<u32>,
+    /// The copy of the job's script this attempt runs (its command names it): given to the
+    /// job's user before the job starts, removed once it has ended.
+    #[serde(default)]
+    pub script: Option<PathBuf>,
+    /// Where the job's output goes; `None` (older workers, tests): files of the attempt's
+    /// own in the spool.
+    #[serde(default)]
+    pub output: Option<Output>,
+    /// The signal the job gets some time before its time limit (`--signal`), once.
+    #[serde(default)]
+    pub warning: Option<xce_client::signals::Warning>,
+}
+
+/// The files a job's output goes to: relative ones in its working directory. Opened by the
+/// shim as the job's user, so a job can only write where its user may.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Output {
+    pub stdout: PathBuf,
+    /// `None`: stderr goes into stdout's file.
+    pub stderr: Option<PathBuf>,
+    /// Appended to rather than truncated (`--open-mode`; a requeued job's later attempts
+    /// by default, so no attempt's output is lost).
+    pub append: bool,
 }
 
 /// The older copy a newer attempt waits out.
@@ -106,10 +129,44 @@ impl RunAs {
     }
 }
 
-/// Where an attempt's output goes.
+/// Where an attempt's output goes when its spec names no [`Output`].
 pub fn output_paths(spool: &Path, id: u64, attempt: u32) -> (PathBuf, PathBuf) {
     (
         spool.join(format!("{id}.{attempt}.out")),
         spool.join(format!("{id}.{attempt}.err")),
     )
+}
+
+/// Where the worker leaves a running attempt's new time limit for its shim (`xce update
+/// --time`): the seconds, or `none`. The shim reads it when told (SIGHUP) and when it
+/// starts the job (a limit set while the start waited).
+pub fn limit_file(spool: &Path, id: u64, attempt: u32) -> PathBuf {
+    spool.join("limits").join(format!("{id}.{attempt}"))
+}
+
+/// The limit a limit file holds: `Some(None)` for none, `None` when there is no file (or it
+/// cannot be read: the limit stays).
+pub(super) fn read_limit(path: &Path) -> Option<Option<u32>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    match text.trim() {
+        "none" => Some(None),
+        seconds => seconds.parse().ok().map(Some),
+    }
+}
+
+/// Writes a limit file whole (renamed into place, so a shim never reads half of one).
+pub fn write_limit(
+    spool: &Path,
+    id: u64,
+    attempt: u32,
+    limit_s: Option<u32>,
+) -> std::io::Result<()> {
+    let path = limit_file(spool, id, attempt);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let text = limit_s.map_or_else(|| "none".to_string(), |s| s.to_string());
+    let tmp = path.with_file_name(format!("{id}.{attempt}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
 }

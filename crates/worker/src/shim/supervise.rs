@@ -62,9 +62,14 @@ pub(super) fn supervise(
     let lease = LeaseFile::new(&spec.spool);
     let mut fence_at = spec.fence_at_ms.map(Duration::from_millis);
     let mut stopping: Option<Stopping> = None;
-    let mut clock = spec
-        .time_limit_s
-        .map(|s| RunClock::new(Duration::from_secs(s.into())));
+    let seconds = |s: u32| Duration::from_secs(s.into());
+    let limit_path = limit_file(&spec.spool, spec.id, spec.attempt);
+    let mut clock = RunClock::new(spec.time_limit_s.map(seconds));
+    // A limit set while the start waited.
+    if let Some(limit) = read_limit(&limit_path) {
+        clock.limit = limit.map(seconds);
+    }
+    let mut warned = false;
     loop {
         orders.drain();
         if orders.kill.swap(false, Ordering::SeqCst) {
@@ -78,6 +83,12 @@ pub(super) fn supervise(
         if orders.stale.swap(false, Ordering::SeqCst) {
             info!("stale copy: killing the job");
             begin_stop(job, StopCause::Stale, kill_grace, &mut stopping);
+        }
+        if orders.reload.swap(false, Ordering::SeqCst) {
+            if let Some(limit) = read_limit(&limit_path) {
+                info!(limit_s = limit, "the job's time limit changed");
+                clock.limit = limit.map(seconds);
+            }
         }
         if let Some(status) = child.try_wait()? {
             return Ok((status, stopping));
@@ -98,12 +109,21 @@ pub(super) fn supervise(
             );
             begin_stop(job, StopCause::LeaseLost, kill_grace, &mut stopping);
         }
-        if let Some(clock) = clock.as_mut() {
-            clock.tick(now, job.suspended());
-            if stopping.is_none() && clock.reached() {
-                info!(limit = ?clock.limit, grace = ?kill_grace, "the job reached its time limit; terminating it");
-                begin_stop(job, StopCause::TimeLimit, kill_grace, &mut stopping);
+        // Suspension is looked for only while it can matter (a limit set later counts the
+        // time before it whole).
+        clock.tick(now, clock.limit.is_some() && job.suspended());
+        if let Some(w) = spec.warning.filter(|_| stopping.is_none() && !warned) {
+            if clock.within(seconds(w.before_s)) {
+                // Once, whatever becomes of the limit: the shim outlives a worker restart,
+                // so nothing sends it again.
+                let sent = procs::send_signal(job.pgid, w.signal, w.leader_only);
+                info!(signal = %w, sent, "the job nears its time limit; warning signal sent");
+                warned = true;
             }
+        }
+        if stopping.is_none() && clock.reached() {
+            info!(limit = ?clock.limit, grace = ?kill_grace, "the job reached its time limit; terminating it");
+            begin_stop(job, StopCause::TimeLimit, kill_grace, &mut stopping);
         }
         if let Some(s) = stopping.as_mut().filter(|s| !s.killed && now >= s.kill_at) {
             if s.cause.reporting() != Reporting::Unreported {
@@ -156,13 +176,14 @@ pub(super) fn begin_stop(
 /// suspends to make room is not charged for the wait.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RunClock {
-    pub(super) limit: Duration,
+    /// `None`: no limit (one may be set while the job runs).
+    pub(super) limit: Option<Duration>,
     pub(super) ran: Duration,
     pub(super) last: Option<Duration>,
 }
 
 impl RunClock {
-    pub(super) fn new(limit: Duration) -> RunClock {
+    pub(super) fn new(limit: Option<Duration>) -> RunClock {
         RunClock {
             limit,
             ran: Duration::ZERO,
@@ -181,7 +202,12 @@ impl RunClock {
     }
 
     pub(super) fn reached(&self) -> bool {
-        self.ran >= self.limit
+        self.limit.is_some_and(|limit| self.ran >= limit)
+    }
+
+    /// Whether the job has `before` or less left of its limit.
+    pub(super) fn within(&self, before: Duration) -> bool {
+        self.limit.is_some_and(|limit| self.ran + before >= limit)
     }
 }
 

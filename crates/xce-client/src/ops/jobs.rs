@@ -5,7 +5,7 @@ use xce_proto::xce_capnp::controller;
 
 use super::{header_only, read_list, reply, Op, OpKind, Reply};
 use crate::connection::LocalFuture;
-use crate::types::{Job, JobAction, JobFilter, JobId, JobPage, JobSpec, RequestToken};
+use crate::types::{Job, JobAction, JobChanges, JobFilter, JobId, JobPage, JobSpec, RequestToken};
 use crate::wire;
 
 /// Submit a job. Output: its id (the original id on a replayed token).
@@ -253,6 +253,81 @@ impl Op for Dispatch {
             req.get().set_host(self.host.as_str());
             let resp = req.send().promise.await?;
             header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}
+
+/// Change a job (`xce update`, `xce hold`, `xce release`).
+#[derive(Debug, Clone)]
+pub struct UpdateJob {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub changes: JobChanges,
+}
+
+impl Op for UpdateJob {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "updateJob";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.update_job_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.id);
+            wire::write_changes(req.get().init_changes(), &self.changes);
+            let resp = req.send().promise.await?;
+            header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}
+
+/// Send a signal to a running job (`xce signal`, `xce kill --signal`).
+#[derive(Debug, Clone)]
+pub struct SignalJob {
+    pub token: RequestToken,
+    pub id: JobId,
+    pub signal: i32,
+    /// To its leading process alone (Slurm's `B:`), not its whole process group.
+    pub leader_only: bool,
+}
+
+impl Op for SignalJob {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "signalJob";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.signal_job_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.id);
+            req.get().set_signal(self.signal);
+            req.get().set_leader_only(self.leader_only);
+            let resp = req.send().promise.await?;
+            header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}
+
+/// The bytes of a job's script (`xce job ID --script`).
+#[derive(Debug, Clone)]
+pub struct GetScript {
+    pub id: JobId,
+}
+
+impl Op for GetScript {
+    type Output = Vec<u8>;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "jobScript";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Vec<u8>>, capnp::Error>> {
+        async move {
+            let mut req = client.job_script_request();
+            req.get().set_job_id(self.id);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            reply(r.get_header()?, || Ok(r.get_script()?.to_vec()))
         }
         .boxed_local()
     }

@@ -25,7 +25,8 @@ pub use cluster::{AddController, GetCluster, RemoveController};
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{
-    all_jobs, list_jobs, ControlJob, Dispatch, GetJob, ListJobs, Submit, SubmitJob, Submitted,
+    all_jobs, list_jobs, ControlJob, Dispatch, GetJob, GetScript, ListJobs, SignalJob, Submit,
+    SubmitJob, Submitted, UpdateJob,
 };
 pub use queues::{ControlQueue, ListQueues};
 pub use schedulers::{AcquireScheduler, DispatchBatch, SetPendReasons};

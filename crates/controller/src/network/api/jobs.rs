@@ -1,4 +1,4 @@
-//! Job methods: submit, list (paged), look up, control, dispatch.
+//! Job methods: submit, list (paged), look up, control, dispatch, update, signal, script.
 
 use xce_client::wire::{self, ReplyHeader};
 use xce_proto::xce_capnp::controller;
@@ -203,5 +203,132 @@ pub(super) async fn dispatch(
     // scheduler).
     let header = this.write_for_header(cmd).await;
     wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}
+
+pub(super) async fn update(
+    this: &ControllerService,
+    params: controller::UpdateJobParams,
+    mut results: controller::UpdateJobResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let token = wire::read_token(p.get_token()?);
+    let id = p.get_job_id();
+    let changes = wire::read_changes(p.get_changes()?)?;
+    let by = this.own_jobs_only();
+    let checked = match this.node.admit().await {
+        Ok(()) => check_update(this, id, &changes, by.is_some()).await,
+        Err(h) => Err(h),
+    };
+    let header = match checked {
+        Ok(()) => {
+            this.write_for_header(Command::UpdateJob {
+                token,
+                id,
+                by,
+                changes,
+            })
+            .await
+        }
+        Err(h) => h,
+    };
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}
+
+/// The cluster's time rules for a change, as at submit: a new limit or queue keeps the job
+/// within the cluster's maximum and, for a user, the queue's (an operator may grant more, as
+/// Slurm's administrators may). The rest is the apply's to judge.
+async fn check_update(
+    this: &ControllerService,
+    id: xce_client::types::JobId,
+    changes: &xce_client::types::JobChanges,
+    user_only: bool,
+) -> Result<(), ReplyHeader> {
+    if changes.queue.is_none() && changes.time_limit_s.is_none() {
+        return Ok(());
+    }
+    let Some(mut spec) = this
+        .node
+        .read(|s| s.job(id).map(|j| j.spec.clone()))
+        .await?
+    else {
+        // The apply answers `noEnt`.
+        return Ok(());
+    };
+    if let Some(queue) = &changes.queue {
+        spec.queue = queue.clone();
+    }
+    if let Some(limit) = changes.time_limit_s {
+        spec.limits.time_limit_s = Some(limit);
+    }
+    let rules = &this.node.job_rules;
+    let queue = spec.queue.clone();
+    time_limit::check(&spec, rules.max_time_limit_s)
+        .and_then(|()| match user_only {
+            true => time_limit::fit_queue(&mut spec, &queue, rules.queue_time(&queue), false),
+            false => Ok(()),
+        })
+        .map_err(|message| ReplyHeader::status(Status::Invalid, message))
+}
+
+pub(super) async fn signal(
+    this: &ControllerService,
+    params: controller::SignalJobParams,
+    mut results: controller::SignalJobResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let cmd = Command::SignalJob {
+        token: wire::read_token(p.get_token()?),
+        id: p.get_job_id(),
+        by: this.own_jobs_only(),
+        signal: p.get_signal(),
+        leader_only: p.get_leader_only(),
+    };
+    // The push to the worker follows from the applied entry, once.
+    let header = this.write_for_header(cmd).await;
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}
+
+pub(super) async fn script(
+    this: &ControllerService,
+    params: controller::JobScriptParams,
+    mut results: controller::JobScriptResults,
+) -> Result<(), capnp::Error> {
+    let id = params.get()?.get_job_id();
+    let by = this.own_jobs_only();
+    let body = this
+        .node
+        .read(|s| {
+            let job = s.job(id).ok_or_else(|| {
+                ReplyHeader::status(Status::NoEnt, format!("job {id}: no such job"))
+            })?;
+            if by.as_deref().is_some_and(|me| me != job.spec.user) {
+                return Err(ReplyHeader::status(
+                    Status::Perm,
+                    format!("job {id}: not yours; its script is its owner's to read"),
+                ));
+            }
+            let script = job.spec.script.ok_or_else(|| {
+                ReplyHeader::status(
+                    Status::NoEnt,
+                    format!("job {id}: runs a command, not a script"),
+                )
+            })?;
+            s.script(&script).ok_or_else(|| {
+                ReplyHeader::status(
+                    Status::Internal,
+                    format!("job {id}: its script {script} is not in this controller's state"),
+                )
+            })
+        })
+        .await
+        .and_then(|r| r);
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&body));
+    if let Ok(body) = body {
+        r.set_script(&body);
+    }
     Ok(())
 }

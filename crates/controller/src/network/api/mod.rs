@@ -209,4 +209,7 @@ methods! {
     restore_snapshot(RestoreSnapshotParams, RestoreSnapshotResults) => RestoreSnapshot: backups::restore;
     add_controller(AddControllerParams, AddControllerResults) => AddController: cluster::add_controller;
     remove_controller(RemoveControllerParams, RemoveControllerResults) => RemoveController: cluster::remove_controller;
+    update_job(UpdateJobParams, UpdateJobResults) => UpdateJob: jobs::update;
+    signal_job(SignalJobParams, SignalJobResults) => SignalJob: jobs::signal;
+    job_script(JobScriptParams, JobScriptResults) => JobScript: jobs::script;
 }
