@@ -27,8 +27,8 @@ def wait(what, timeout, check):
         time.sleep(0.1)
 
 
-def submit(api, token, command, name=None):
-    body = {"command": command}
+def submit(api, token, command, name=None, **fields):
+    body = {"command": command, **fields}
     if name is not None:
         body["name"] = name
     req = urllib.request.Request(
@@ -149,6 +149,25 @@ def main(xce):
             shown_ids(driver)
         ))
         print(f"webview: filtered by name, the table shows jobs {shown}")
+
+        # A held script job: the table says why it waits; its detail shows the script, and
+        # its release button lets it run.
+        driver.find_element(By.ID, "f-name").clear()
+        driver.find_element(By.ID, "apply").click()
+        script = "#!/bin/sh\necho held-and-released\n"
+        held = submit(api, token, [], name="webview-held", script=script, hold=True)
+        seen = []
+        wait(f"job {held} held on the page (seen: {seen})", 30,
+             lambda: seen.append(job_state(driver, held)) or seen[-1] == "pending (held)")
+        driver.execute_script(
+            "document.querySelector(`#jobs tr[data-id=\"${arguments[0]}\"]`).click();", str(held)
+        )
+        wait("the held job's script in its detail", 30,
+             lambda: driver.find_element(By.ID, "detail-script").text.strip() == script.strip())
+        wait("the release button", 30, lambda: driver.find_element(By.ID, "release").is_enabled())
+        driver.find_element(By.ID, "release").click()
+        wait(f"job {held} done on the page", 60, lambda: job_state(driver, held) == "done")
+        print(f"webview: held script job {held} shown with its script, released, done")
 
         for name in ("c1", "c2"):
             os.kill(pids[name], signal.SIGKILL)

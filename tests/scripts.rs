@@ -447,3 +447,99 @@ async fn a_thousand_jobs_sharing_a_script_store_it_once() {
         "the script is not in the backup at all"
     );
 }
+
+/// The same through the HTTP API: a held script job with its options, its script read back,
+/// a change, a release, a signal refused for a job that does not run, and the job's output.
+#[tokio::test]
+async fn the_http_api_takes_scripts_holds_changes_and_signals() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .config(CONFIG)
+        .workers(1, WORKER_ARGS)
+        .schedulers(1, SCHEDULER_ARGS)
+        .apiservers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    let (work, _reaper) = workdir(&cluster);
+    let api = cluster.api(0);
+    let script = "#!/bin/sh\necho \"http $1 $XCE_JOB_NAME\"\n";
+    let body = serde_json::json!({
+        "script": script,
+        "command": ["arg"],
+        "cwd": work.display().to_string(),
+        "stdout": "%x.%j.log",
+        "hold": true,
+        "signal": "B:USR1@30",
+        "time_limit_s": 600,
+        "requeue": false,
+    });
+    let made = wait_for("the apiserver", Duration::from_secs(30), || async {
+        let answer = api
+            .request("POST", "/v1/jobs", Some(&body), &[])
+            .await
+            .ok()?;
+        (answer.status == 201).then_some(answer)
+    })
+    .await;
+    let id = made.body["id"].as_u64().unwrap();
+    let job = &made.body["job"];
+    assert_eq!(
+        (&job["script"], &job["held"], &job["requeue"]),
+        (
+            &serde_json::json!(true),
+            &serde_json::json!(true),
+            &serde_json::json!(false)
+        ),
+        "{job}"
+    );
+    assert_eq!(job["warn_signal"], "B:USR1@30");
+    let read = api.get(&format!("/v1/jobs/{id}/script")).await;
+    assert_eq!(
+        (read.status, read.body["script"].as_str()),
+        (200, Some(script))
+    );
+    let signal = serde_json::json!({"signal": "USR1"});
+    let refused = api.post(&format!("/v1/jobs/{id}/signal"), &signal).await;
+    assert_eq!(
+        (refused.status, &refused.body["error"]["code"]),
+        (409, &serde_json::json!("conflict")),
+        "{}",
+        refused.body
+    );
+    let changed = api
+        .request(
+            "PATCH",
+            &format!("/v1/jobs/{id}"),
+            Some(&serde_json::json!({"name": "renamed"})),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (changed.status, &changed.body["name"]),
+        (200, &serde_json::json!("renamed")),
+        "{}",
+        changed.body
+    );
+    let released = api
+        .post(&format!("/v1/jobs/{id}/release"), &serde_json::json!({}))
+        .await;
+    assert_eq!(released.status, 200, "{}", released.body);
+    let job = ended(&cluster, id).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let out = std::fs::read_to_string(work.join(format!("renamed.{id}.log"))).unwrap();
+    assert_eq!(out, "http arg renamed\n");
+    let bad = api
+        .post(
+            "/v1/jobs",
+            &serde_json::json!({"script": "#!/bin/sh\n", "signal": "NOPE@5"}),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, &bad.body["error"]["code"]),
+        (400, &serde_json::json!("invalid"))
+    );
+}

@@ -1,7 +1,7 @@
 //! Extractors that refuse bad input in the API's own error shape (axum's answer plain text):
 //! a JSON body, query parameters, a path segment, and who the caller is.
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
@@ -12,7 +12,9 @@ use crate::backend::Caller;
 use crate::error::ApiError;
 use crate::routes::AppState;
 
-/// A JSON body; a malformed one is 400 naming what is wrong, one over the limit 413.
+/// A JSON body, an object; a malformed one is 400 naming what is wrong, one over the limit
+/// 413. (serde would read a struct from an array of its fields in order too, which no
+/// document of ours says.)
 #[derive(Debug)]
 pub struct Body<T>(pub T);
 
@@ -24,18 +26,36 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
-            Err(JsonRejection::BytesRejection(e))
-                if e.status() == StatusCode::PAYLOAD_TOO_LARGE =>
-            {
-                Err(ApiError {
+        let json = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let mime = v.split(';').next().unwrap_or("").trim();
+                mime == "application/json" || mime.ends_with("+json")
+            });
+        if !json {
+            return Err(ApiError::invalid(
+                "body: expected a request with `Content-Type: application/json`",
+            ));
+        }
+        let bytes = match axum::body::Bytes::from_request(req, state).await {
+            Ok(bytes) => bytes,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError {
                     status: StatusCode::PAYLOAD_TOO_LARGE,
                     code: "invalid",
                     message: format!("the request body is too large: {}", e.body_text()),
                     retry_after: None,
                 })
             }
+            Err(e) => return Err(ApiError::invalid(format!("body: {}", e.body_text()))),
+        };
+        if bytes.trim_ascii_start().first() != Some(&b'{') {
+            return Err(ApiError::invalid("body: must be a JSON object"));
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
+            Ok(axum::Json(value)) => Ok(Body(value)),
             Err(e) => Err(ApiError::invalid(format!("body: {}", e.body_text()))),
         }
     }

@@ -21,13 +21,16 @@ pub struct SubmitRequest {
     /// default), run with its `#!` line or `/bin/sh`, with `command` as its arguments. Its
     /// `#XCE` lines are for the CLI: here every option is a field.
     #[serde(default)]
+    #[schema(min_length = 1, pattern = r"^[^\u0000]+$")]
     pub script: Option<String>,
     /// Where its stdout goes, relative to `cwd`: `%j` (id), `%x` (name), `%u` (user), `%N`
     /// (host), `%%`. Default `xce-%j.out`.
     #[serde(default)]
+    #[schema(pattern = r"^([^%\u0000]|%%|%(10|[0-9])?[jxuNAa])+$")]
     pub stdout: Option<String>,
     /// Where its stderr goes (default: into the stdout file).
     #[serde(default)]
+    #[schema(pattern = r"^([^%\u0000]|%%|%(10|[0-9])?[jxuNAa])+$")]
     pub stderr: Option<String>,
     /// Default: the first attempt truncates, a requeued job's later ones append.
     #[serde(default)]
@@ -36,12 +39,15 @@ pub struct SubmitRequest {
     /// Submit it held: it starts once released (`POST /v1/jobs/{id}/release`).
     #[serde(default)]
     pub hold: Option<bool>,
-    /// It starts no sooner: RFC 3339 or `now+N[s|m|h|d|w]`; a time past is now.
+    /// It starts no sooner: RFC 3339, `now+N[s|m|h|d|w]`, `HH:MM` (the next), ... (the
+    /// server reads every form `xce submit --begin` does); a time past is now, empty none.
     #[serde(default)]
+    #[schema(schema_with = begin_schema)]
     pub begin_time: Option<String>,
     /// `[B:]SIG[@SECONDS]`: the signal it gets that long (default 60 s) before its time
     /// limit.
     #[serde(default)]
+    #[schema(schema_with = warning_schema)]
     pub signal: Option<String>,
     /// Whether it runs again when its host is lost (default true; false: it ends
     /// `node_fail`).
@@ -160,6 +166,63 @@ pub const SINCE_PATTERN: &str = concat!(
     r"(T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](Z|[+-](0[0-9]|1[0-3]):[0-5][0-9])?)?)?)?$",
 );
 
+fn begin_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::Array(vec![
+            Type::String,
+            Type::Null,
+        ]))
+        .pattern(Some(SINCE_PATTERN))
+        .build()
+}
+
+/// A signal as the document promises it: a name, upper case, with or without `SIG`, or a
+/// number from 1 to 64 (the server reads any case).
+pub fn signal_pattern() -> String {
+    let names: Vec<&str> = xce_client::signals::names().collect();
+    format!("(SIG)?({})|[1-9]|[1-5][0-9]|6[0-4]", names.join("|"))
+}
+
+fn signal_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!("^({})$", signal_pattern())))
+        .build()
+}
+
+/// `[B:]SIG[@SECONDS]`, the seconds at most 65535.
+fn warning_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let seconds = "[0-9]{1,4}|[0-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]";
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
+        .pattern(Some(format!(
+            "^(B:)?({})(@({seconds}))?$",
+            signal_pattern()
+        )))
+        .build()
+}
+
+/// What a submit must hold beside its other fields: a script, or a command whose program is
+/// given (`command` then not empty). Joined to the request's own schema by
+/// [`crate::routes::openapi`], since a struct's derived schema cannot say "one of two".
+pub fn submit_needs() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{AnyOfBuilder, ArrayBuilder, ObjectBuilder, Type};
+    let script = ObjectBuilder::new()
+        .property("script", ObjectBuilder::new().schema_type(Type::String))
+        .required("script");
+    let command = ObjectBuilder::new()
+        .property("command", ArrayBuilder::new().min_items(Some(1)))
+        .required("command");
+    AnyOfBuilder::new()
+        .item(script)
+        .item(command)
+        .build()
+        .into()
+}
+
 fn since_schema() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     ObjectBuilder::new()
@@ -251,8 +314,9 @@ pub struct UpdateRequest {
     pub time_limit_s: Option<u32>,
     #[serde(default)]
     pub hold: Option<bool>,
-    /// RFC 3339 or `now+N[s|m|h|d|w]`; a time past is now.
+    /// As a submit's; a time past (or empty) is now.
     #[serde(default)]
+    #[schema(schema_with = begin_schema)]
     pub begin_time: Option<String>,
 }
 
@@ -261,6 +325,7 @@ pub struct UpdateRequest {
 #[serde(deny_unknown_fields)]
 pub struct SignalRequest {
     /// A name (`USR1`, `SIGUSR1`) or a number, 1 to 64.
+    #[schema(schema_with = signal_schema)]
     pub signal: String,
     /// To its leading process (the batch shell) alone, not its whole process group.
     #[serde(default)]

@@ -432,7 +432,19 @@ async fn the_document_s_state_result_and_pending_lists_are_the_enums() {
     let (status, _, body) = send(&app.router, get("/v1/jobs?state=lost")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     // The time limit's stated maximum is the clusters' default one.
-    let limit = &doc["components"]["schemas"]["SubmitRequest"]["properties"]["time_limit_s"];
+    // (The request's own schema, beside what it must hold: a script or a command.)
+    let submit = &doc["components"]["schemas"]["SubmitRequest"]["allOf"];
+    assert_eq!(
+        submit[1]["anyOf"][0]["required"],
+        json!(["script"]),
+        "{submit}"
+    );
+    assert_eq!(
+        submit[1]["anyOf"][1]["required"],
+        json!(["command"]),
+        "{submit}"
+    );
+    let limit = &submit[0]["properties"]["time_limit_s"];
     assert_eq!(
         limit["maximum"],
         xce_client::time_limit::DEFAULT_MAX_S,

@@ -39,9 +39,26 @@ pub type Log = Arc<Mutex<Vec<Submit>>>;
 /// runs, and its end, each with its shell's pid, appending to `<records>/<job id>`; it runs
 /// for `ticks` × 200 ms.
 pub fn script(records: &Path, ticks: u32) -> String {
+    script_of(records, ticks, "")
+}
+
+/// [`script`], as a job script of its own: its options in `#XCE` lines, and a line naming
+/// it (`own ATTEMPT NANOS PID NAME`) after its start, by which the checker knows each run ran
+/// the script submitted for it.
+pub fn job_script(records: &Path, ticks: u32, name: &str, limit_s: Option<u32>) -> String {
+    let limit = limit_s.map_or_else(String::new, |s| format!("#XCE --time 0:{s:02}\n"));
+    let own = format!("echo \"own $a $(date +%s%N) $$ {name}\" >> $f; ");
+    format!(
+        "#!/bin/sh\n#XCE --name {name} --cwd {dir}\n{limit}{body}\n",
+        dir = records.display(),
+        body = script_of(records, ticks, &own)
+    )
+}
+
+fn script_of(records: &Path, ticks: u32, after_start: &str) -> String {
     format!(
         "f={dir}/$XCE_JOB_ID; a=$XCE_JOB_ATTEMPT; \
-         echo \"start $a $(date +%s%N) $$\" >> $f; i=0; \
+         echo \"start $a $(date +%s%N) $$\" >> $f; {after_start}i=0; \
          while [ $i -lt {ticks} ]; do sleep 0.2; echo \"alive $a $(date +%s%N) $$\" >> $f; i=$((i+1)); done; \
          echo \"end $a $(date +%s%N) $$\" >> $f",
         dir = records.display()
@@ -80,14 +97,25 @@ pub async fn cli_submitter(
         n += 1;
         let name = format!("cli{me}-{n}");
         let (ticks, limit) = workload(&mut rng);
-        let script = script(&target.records, ticks);
+        // Every other submit a job script on standard input, its options in directives.
+        let as_script = n.is_multiple_of(2);
         let started = target.t0.elapsed();
-        let outcome = cli_submit(&target, &name, &script, limit).await;
+        let outcome = if as_script {
+            let body = job_script(&target.records, ticks, &name, limit);
+            cli_submit_script(&target, &body).await
+        } else {
+            let script = script(&target.records, ticks);
+            cli_submit(&target, &name, &script, limit).await
+        };
         record(
             &log,
             Submit {
                 name,
-                via: "cli",
+                via: if as_script {
+                    crate::history::CLI_SCRIPT
+                } else {
+                    "cli"
+                },
                 started,
                 ended: target.t0.elapsed(),
                 outcome,
@@ -104,21 +132,52 @@ async fn cli_submit(
     limit_s: Option<u32>,
 ) -> Result<u64, ClientFailure> {
     let records = target.records.display().to_string();
-    let mut cmd = tokio::process::Command::new(&target.xce);
+    let mut cmd = cli(target);
     cmd.args(["-o", "json", "submit", "--name", name, "--cwd", &records]);
     if let Some(limit) = limit_s {
         cmd.args(["--time", &format!("0:{limit:02}")]);
     }
     cmd.args(["--", "sh", "-c"])
         .arg(script)
-        .env("XCE_PEERS", &target.peers)
+        .stdin(std::process::Stdio::null());
+    run_submit(cmd.output()).await
+}
+
+/// `xce submit < SCRIPT`: the script's directives hold its options.
+async fn cli_submit_script(target: &Target, body: &str) -> Result<u64, ClientFailure> {
+    let mut cmd = cli(target);
+    cmd.args(["-o", "json", "submit"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let body = body.as_bytes().to_vec();
+    let run = async move {
+        let mut child = cmd.spawn()?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(&body).await?;
+        }
+        child.wait_with_output().await
+    };
+    run_submit(run).await
+}
+
+/// The `xce` command of a submitter, with its cluster and homes.
+fn cli(target: &Target) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&target.xce);
+    cmd.env("XCE_PEERS", &target.peers)
         .env("XDG_CACHE_HOME", &target.home)
         .env("XDG_CONFIG_HOME", target.home.join("config"))
         .env_remove("RUST_LOG")
         .env_remove("XCE_TOKEN")
-        .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
-    let out = match tokio::time::timeout(CALL_DEADLINE, cmd.output()).await {
+    cmd
+}
+
+/// The job id a submit process printed, or how it failed.
+async fn run_submit(
+    run: impl std::future::Future<Output = std::io::Result<std::process::Output>>,
+) -> Result<u64, ClientFailure> {
+    let out = match tokio::time::timeout(CALL_DEADLINE, run).await {
         Err(_) => {
             return Err(failure(
                 "timeout",

@@ -76,16 +76,21 @@ pub struct AttemptRecord {
     pub first_ns: u64,
     pub last_ns: u64,
     pub ended: bool,
+    /// The names the run's script wrote as its own (`own ATTEMPT NANOS PID NAME`): a job
+    /// submitted as a script writes its submit's name, once per run.
+    pub own: Vec<String>,
 }
 
-/// Parses one job's record file: lines `start|alive|end ATTEMPT NANOS PID`. Malformed lines
-/// (a line torn by a kill) are skipped.
+/// Parses one job's record file: lines `start|alive|end ATTEMPT NANOS PID`, and `own
+/// ATTEMPT NANOS PID NAME`. Malformed lines (a line torn by a kill) are skipped.
 pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
     let mut runs: BTreeMap<(u32, u32), AttemptRecord> = BTreeMap::new();
     for line in text.lines() {
         let parts: Vec<&str> = line.split_whitespace().collect();
-        let [kind, attempt, ns, pid] = parts[..] else {
-            continue;
+        let (kind, attempt, ns, pid, own) = match parts[..] {
+            [kind, attempt, ns, pid] => (kind, attempt, ns, pid, None),
+            ["own", attempt, ns, pid, name] => ("own", attempt, ns, pid, Some(name)),
+            _ => continue,
         };
         let (Ok(attempt), Ok(ns), Ok(pid)) = (
             attempt.parse::<u32>(),
@@ -107,6 +112,9 @@ pub fn parse_records(text: &str) -> Vec<AttemptRecord> {
             "start" => rec.starts += 1,
             "end" => rec.ended = true,
             _ => {}
+        }
+        if let Some(name) = own {
+            rec.own.push(name.to_string());
         }
     }
     runs.into_values().collect()
@@ -141,6 +149,8 @@ pub struct Verdict {
     pub every_job_succeeded: bool,
     pub timed_out_once_never_early: bool,
     pub only_allowed_client_errors: bool,
+    /// Every job submitted as a script on standard input ran its own script, once per run.
+    pub scripts_ran_their_own: bool,
     pub violations: Vec<String>,
 }
 
@@ -153,6 +163,7 @@ impl Verdict {
             && self.every_job_succeeded
             && self.timed_out_once_never_early
             && self.only_allowed_client_errors
+            && self.scripts_ran_their_own
     }
 }
 
@@ -185,9 +196,10 @@ pub fn check(h: &History) -> Verdict {
         .collect();
     let limits = time_limits(h);
     let errors = client_errors(h);
+    let scripts = own_scripts(h);
     let mut violations = Vec::new();
     for list in [
-        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors,
+        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors, &scripts,
     ] {
         violations.extend(list.iter().take(LISTED).cloned());
     }
@@ -199,8 +211,37 @@ pub fn check(h: &History) -> Verdict {
         every_job_succeeded: failed.is_empty(),
         timed_out_once_never_early: limits.is_empty(),
         only_allowed_client_errors: errors.is_empty(),
+        scripts_ran_their_own: scripts.is_empty(),
         violations,
     }
+}
+
+/// The submit kind of a job script on the CLI's standard input, with its options in `#XCE`
+/// lines.
+pub const CLI_SCRIPT: &str = "cli-script";
+
+/// Each run of a job submitted as a script wrote its own submit's name once: the script the
+/// cluster stored and ran is the one submitted, and no other job's.
+fn own_scripts(h: &History) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in h.submits.iter().filter(|s| s.via == CLI_SCRIPT) {
+        let Ok(id) = s.outcome else { continue };
+        for run in h
+            .records
+            .get(&id)
+            .into_iter()
+            .flatten()
+            .filter(|r| r.starts > 0)
+        {
+            if run.own != [s.name.clone()] {
+                out.push(format!(
+                    "job {id} ({}) run of attempt {} (pid {}) ran as its own {:?}",
+                    s.name, run.attempt, run.pid, run.own
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn exactly_once(h: &History) -> Vec<String> {
@@ -401,6 +442,25 @@ mod tests {
                 to_ms: 10_500,
             }],
         }
+    }
+
+    #[test]
+    fn a_script_job_must_run_its_own_script_once_per_run() {
+        let mut h = clean();
+        h.submits[0].via = CLI_SCRIPT;
+        assert!(!check(&h).scripts_ran_their_own, "no own line at all");
+        h.records.insert(
+            1,
+            parse_records("start 1 100 7\nown 1 101 7 a\nend 1 300 7\n"),
+        );
+        assert!(check(&h).ok(), "{:?}", check(&h));
+        h.records.insert(
+            1,
+            parse_records("start 1 100 7\nown 1 101 7 b\nend 1 300 7\n"),
+        );
+        let v = check(&h);
+        assert!(!v.scripts_ran_their_own && !v.ok());
+        assert!(v.violations[0].contains("[\"b\"]"), "{v:?}");
     }
 
     #[test]

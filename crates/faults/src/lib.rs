@@ -82,6 +82,8 @@ pub struct Summary {
 #[derive(Debug, Default, Serialize)]
 pub struct Submits {
     pub cli: usize,
+    /// Of `cli`, those submitted as job scripts on standard input.
+    pub cli_scripts: usize,
     pub http: usize,
     pub acknowledged: usize,
     pub failed_calls: usize,
@@ -304,6 +306,10 @@ fn submits_of(h: &History) -> Submits {
         if names.insert((call.via, call.name.as_str())) {
             match call.via {
                 "cli" => s.cli += 1,
+                crate::history::CLI_SCRIPT => {
+                    s.cli += 1;
+                    s.cli_scripts += 1;
+                }
                 _ => s.http += 1,
             }
         }

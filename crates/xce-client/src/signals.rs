@@ -67,6 +67,11 @@ pub fn parse(text: &str) -> Result<i32, SignalError> {
         .ok_or_else(|| SignalError(format!("no signal named {text:?}")))
 }
 
+/// The names of the signals [`parse`] knows (without `SIG`), for documents that list them.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    NAMES.iter().map(|(name, _)| *name)
+}
+
 /// A signal's name without `SIG` (`USR1`), or its number for a real-time one.
 pub fn name(signal: i32) -> String {
     NAMES

@@ -55,7 +55,8 @@ pub async fn submit(
     if let Some(user) = req.user.as_deref() {
         check_user(user)?;
     }
-    if req.script.is_none() && req.command.first().is_none_or(|p| p.trim().is_empty()) {
+    let blank_program = req.command.first().is_some_and(|p| p.trim().is_empty());
+    if blank_program || (req.script.is_none() && req.command.is_empty()) {
         return Err(ApiError::invalid(
             "command: the program (its first element) must be given and not blank, or a script",
         ));
@@ -205,6 +206,9 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
 /// `now+N` among them); a time past is now.
 fn begin_time_of(text: &str) -> Result<u64, ApiError> {
     let now = now_ms();
+    if text.is_empty() {
+        return Ok(now);
+    }
     when::parse(text, now, when::TimeOfDay::Next)
         .map(|at| at.max(now))
         .map_err(|e| ApiError::invalid(format!("begin_time: {e}")))
@@ -406,14 +410,12 @@ pub async fn update(
         hold,
         begin_time_ms: begin_time.as_deref().map(begin_time_of).transpose()?,
     };
-    if changes == JobChanges::default() {
-        return Err(ApiError::invalid(
-            "nothing to change: give at least one field",
-        ));
+    // An empty patch changes nothing, and answers the job as it is.
+    if changes != JobChanges::default() {
+        state
+            .call("updateJob", &caller, Call::UpdateJob { id, changes })
+            .await?;
     }
-    state
-        .call("updateJob", &caller, Call::UpdateJob { id, changes })
-        .await?;
     let Answer::Job(job) = state.call("jobInfo", &caller, Call::GetJob(id)).await? else {
         return Err(ApiError::internal(
             "update: the backend answered something else",

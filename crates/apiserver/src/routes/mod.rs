@@ -121,6 +121,19 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
     let (_, mut doc) = bounded.split_for_parts();
     let (_, events) = streams.split_for_parts();
     doc.merge(events);
+    // A submit holds a script or a command: said beside the request's derived schema.
+    if let Some(components) = doc.components.as_mut() {
+        if let Some(own) = components.schemas.remove("SubmitRequest") {
+            let both = utoipa::openapi::schema::AllOfBuilder::new()
+                .item(own)
+                .item(crate::shapes::submit_needs())
+                .build();
+            components.schemas.insert(
+                "SubmitRequest".to_string(),
+                utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::AllOf(both)),
+            );
+        }
+    }
     doc
 }
 
