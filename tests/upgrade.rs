@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use xce_client::ops::{all_jobs, GetCluster, Submit};
-use xce_client::types::{JobFilter, JobSpec, Limits, RequestToken};
+use xce_client::types::{JobFilter, JobSpec, RequestToken};
 use xce_client::{ClientError, Status};
 use xce_tests::{background_submits, bin, json_of, wait_for, Cluster};
 
@@ -48,14 +48,13 @@ fn running(c: &xce_devcluster::Daemon) -> PathBuf {
 }
 
 /// A job with a time limit: what needs cluster version 7.
-fn limited(seconds: u32) -> Submit {
+/// A held job: what format 7 cannot hold.
+fn held() -> Submit {
     Submit {
         token: RequestToken::random(),
         spec: JobSpec {
             command: vec!["true".into()],
-            limits: Limits {
-                time_limit_s: Some(seconds),
-            },
+            hold: true,
             ..JobSpec::default()
         },
         script: None,
@@ -118,21 +117,21 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         cluster.restart(i);
         cluster.wait_all_standbys().await;
     }
-    // The primary still runs the older build, which would drop a time limit it does not
-    // know: the client asks the cluster's version first and refuses.
-    let out = cluster.xce(&["-o", "json", "submit", "--time", "1:00", "--", "true"]);
+    // The primary still runs the older build, which would drop a hold it does not know: the
+    // client asks the cluster's version first and refuses.
+    let out = cluster.xce(&["-o", "json", "submit", "--hold", "--", "true"]);
     assert!(!out.status.success(), "{out:?}");
     let error = json_of(&out)["error"].clone();
     assert_eq!(error["code"], "invalid", "{error}");
     let old_primary = cluster.controllers()[primary].name.clone();
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("time_limit_s needs cluster version 7") && message.contains(&old_primary),
+        message.contains("hold needs cluster version 8") && message.contains(&old_primary),
         "{message}"
     );
 
     // The older primary restarted on its older build: a primary of this build is elected,
-    // and while a member runs the older build the cluster's version stays 6: what needs 7 is
+    // and while a member runs the older build the cluster's version stays 7: what needs 8 is
     // refused, naming that member.
     assert!(cluster.stop(primary).await.success());
     // Kept down until a standby of this build leads (restarted at once, it would go on
@@ -151,29 +150,29 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
             async move {
                 let info = client.call(GetCluster).await.ok()?;
                 let member = info.members.iter().find(|m| m.name == name)?;
-                (member.version == Some(6)).then_some(info)
+                (member.version == Some(7)).then_some(info)
             }
         },
     )
     .await;
-    assert_eq!(info.active_version, 6);
-    match client.call(limited(60)).await {
+    assert_eq!(info.active_version, 7);
+    match client.call(held()).await {
         Err(ClientError::Status {
             status: Status::Invalid,
             message,
         }) => assert!(
-            message.contains("needs cluster version 7")
-                && message.contains(&format!("{old_primary} (version 6)")),
+            message.contains("needs cluster version 8")
+                && message.contains(&format!("{old_primary} (version 7)")),
             "{message}"
         ),
-        other => panic!("a time limit taken while a member runs the older build: {other:?}"),
+        other => panic!("a hold taken while a member runs the older build: {other:?}"),
     }
     // The JSON contract: the cluster's version, and each member's.
     let shown = json_of(&cluster.xce_ok(&["-o", "json", "cluster"]));
-    assert_eq!(shown["active_version"], 6, "{shown}");
+    assert_eq!(shown["active_version"], 7, "{shown}");
     for member in shown["members"].as_array().unwrap() {
         let expected = if member["name"] == old_primary.as_str() {
-            6
+            7
         } else {
             8
         };
@@ -200,15 +199,11 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
     assert_eq!(cluster.wait_version().await, 8);
-    let id = client.call(limited(60)).await.unwrap();
-    let job = cluster.job(id).await.unwrap();
-    assert_eq!(job.spec.limits.time_limit_s, Some(60));
-    let out = cluster.xce_ok(&["-o", "json", "submit", "--time", "0:30", "--", "true"]);
+    let id = client.call(held()).await.unwrap();
+    assert!(cluster.job(id).await.unwrap().spec.hold);
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--hold", "--", "true"]);
     let id = json_of(&out)["id"].as_u64().unwrap();
-    assert_eq!(
-        cluster.job(id).await.unwrap().spec.limits.time_limit_s,
-        Some(30)
-    );
+    assert!(cluster.job(id).await.unwrap().spec.hold);
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -228,15 +223,11 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     for c in cluster.controllers() {
         assert_eq!(running(c), new, "{} runs another build", c.name);
     }
-    // Every acknowledged job is there, once (beside the two with time limits).
+    // Every acknowledged job is there, once (beside the two held ones).
     let jobs = all_jobs(&cluster.client(), JobFilter::default())
         .await
         .unwrap();
-    let mut ids: Vec<u64> = jobs
-        .iter()
-        .filter(|j| j.spec.limits.time_limit_s.is_none())
-        .map(|j| j.id)
-        .collect();
+    let mut ids: Vec<u64> = jobs.iter().filter(|j| !j.spec.hold).map(|j| j.id).collect();
     ids.sort_unstable();
     let mut acked: Vec<u64> = lib_acked.into_iter().chain(cli_acked).collect();
     acked.sort_unstable();
@@ -280,7 +271,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     assert_eq!(error["code"], "invalid", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("c4 runs a build of cluster version 6")
+        message.contains("c4 runs a build of cluster version 7")
             && message.contains("runs version 8"),
         "{message}"
     );
