@@ -49,6 +49,7 @@ impl State {
         let (host, attempt) = (job.host.clone(), job.attempt);
         let limit_changed = spec.limits != job.spec.limits;
         let time_limit_s = spec.limits.time_limit_s;
+        let emitted = self.emitted.len();
         self.update_job(id, |job| {
             job.spec = spec;
             if job.state == JobState::Pending {
@@ -57,6 +58,14 @@ impl State {
                 job.pend_code = None;
             }
         });
+        // Every change is an event, though none of what an event carries changed (a job
+        // released before the scheduler said it was held): the scheduler reads the job again
+        // on it, and would otherwise never see it released.
+        if self.emitted.len() == emitted {
+            if let Some(job) = self.jobs.get(&id) {
+                self.emitted.push(super::job_event(job));
+            }
+        }
         if placed && limit_changed {
             self.push(Push::TimeLimit {
                 host: host.unwrap_or_default(),
@@ -185,6 +194,26 @@ mod tests {
         job.hold = true;
         assert_eq!(submit(&mut s, 1, job), Outcome::Submitted(1));
         s
+    }
+
+    /// Regression: a job released before the scheduler had said it was held changed nothing
+    /// an event carries, so no event went out, and the scheduler's view kept it held for
+    /// good (tests/scripts.rs saw it under load).
+    #[test]
+    fn every_change_is_an_event_though_nothing_an_event_carries_changed() {
+        let mut s = alices_pending_job();
+        let release = JobChanges {
+            hold: Some(false),
+            ..JobChanges::default()
+        };
+        let (outcome, events) = s.apply_emitting(1, update(2, 1, None, release));
+        assert_eq!(outcome, Outcome::Done);
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, crate::state::Event::Job { id: 1, .. })),
+            "{events:?}"
+        );
     }
 
     #[test]
