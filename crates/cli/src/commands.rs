@@ -933,6 +933,18 @@ mod tests {
             Just(vec!["--wait".to_string()]),
             Just(vec!["--parsable".to_string()]),
             "[a-z/]{1,10}".prop_map(|v| vec!["--cwd".into(), v]),
+            "[a-z]{1,4}-%j\\.out".prop_map(|v| vec!["--stdout".into(), v]),
+            "%x\\.[a-z]{1,3}".prop_map(|v| vec!["--stderr".into(), v]),
+            prop::sample::select(vec!["append", "truncate"])
+                .prop_map(|v| vec!["--open-mode".into(), v.to_string()]),
+            Just(vec!["--hold".to_string()]),
+            (1..600u32).prop_map(|n| vec!["--begin".into(), format!("now+{n}")]),
+            ("(B:)?(USR1|TERM|10)", 0..999u32)
+                .prop_map(|(s, n)| vec!["--signal".into(), format!("{s}@{n}")]),
+            Just(vec!["--requeue".to_string()]),
+            Just(vec!["--no-requeue".to_string()]),
+            prop::sample::select(vec!["ALL", "NONE", "A,B=1"])
+                .prop_map(|v| vec!["--export".into(), v.to_string()]),
         ]
     }
 

@@ -48,7 +48,8 @@ pub fn extract(script: &str) -> Result<Vec<Directive>, DirectiveError> {
         if i == 0 && trimmed.starts_with("#!") {
             continue;
         }
-        if let Some(rest) = trimmed.strip_prefix(PREFIX) {
+        // At the start of the line, as `#SBATCH` for sbatch: an indented one is a comment.
+        if let Some(rest) = line.trim_end().strip_prefix(PREFIX) {
             // `#XCEFOO` is some other comment.
             if !rest.is_empty() && !rest.starts_with(char::is_whitespace) {
                 continue;
@@ -160,8 +161,9 @@ mod tests {
         let found = extract("#XCE --hold\ntrue\n").unwrap();
         assert_eq!(found[0].line, 1);
         assert_eq!(found[0].args, vec!["--hold".to_string()]);
-        // Other comments that merely begin like one are not directives.
+        // Other comments that merely begin like one are not directives, nor an indented one.
         assert!(extract("#XCEX --hold\ntrue\n").unwrap().is_empty());
+        assert!(extract("  #XCE --hold\ntrue\n").unwrap().is_empty());
     }
 
     #[test]

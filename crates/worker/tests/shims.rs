@@ -1466,3 +1466,37 @@ fn a_shim_without_its_go_runs_nothing() {
     assert!(!dir.path().join("running/11.1").exists());
     assert!(!dir.path().join("11.1.out").exists());
 }
+
+/// A restarted worker removes the script copies and limit files no shim runs any more (a
+/// shim killed, or the host down, left them), but not fresh ones a shim may still be about
+/// to use.
+#[tokio::test]
+async fn a_restarted_worker_removes_leftover_script_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let scripts = dir.path().join("scripts");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let (stale, fresh) = (scripts.join("81.1"), scripts.join("82.1"));
+    for file in [&stale, &fresh] {
+        std::fs::write(file, "echo\n").unwrap();
+    }
+    let long_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    let limit = xce_worker::shim::limit_file(dir.path(), 83, 2);
+    xce_worker::shim::write_limit(dir.path(), 83, 2, Some(5)).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&limit)
+        .unwrap()
+        .set_modified(long_ago)
+        .unwrap();
+    let (jobs, _lease, stop) = table(dir.path());
+    jobs.recover().unwrap();
+    assert!(!stale.exists() && !limit.exists(), "leftovers kept");
+    assert!(fresh.exists(), "a fresh copy removed");
+    stop.send_replace(true);
+}

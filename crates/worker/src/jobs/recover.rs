@@ -58,6 +58,7 @@ impl Jobs {
                 }
             }
         }
+        self.remove_leftover_files(&adopted);
         let escaped = procs::kill_marked(&self.spool, procs::Marked::AllJobsBut(adopted.clone()));
         if escaped > 0 {
             warn!(
@@ -132,5 +133,40 @@ impl Jobs {
             });
         }
         Ok(starts)
+    }
+
+    /// Removes the script copies and limit files of attempts no shim runs any more (a shim
+    /// removes its own when its job is over; one killed, or a host that went down, leaves
+    /// them). Only files a minute old or more: a shim the previous run launched may not have
+    /// written its record yet.
+    fn remove_leftover_files(&self, adopted: &[(JobId, u32)]) {
+        let cutoff = std::time::SystemTime::now() - Duration::from_secs(60);
+        let mut removed = 0;
+        for dir in ["scripts", "limits"] {
+            let Ok(entries) = std::fs::read_dir(self.spool.join(dir)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let attempt_of = || {
+                    let mut parts = name.split('.');
+                    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+                };
+                let held = attempt_of().is_some_and(|a: (JobId, u32)| adopted.contains(&a));
+                let old = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t < cutoff);
+                if !held && old && std::fs::remove_file(entry.path()).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+        if removed > 0 {
+            info!(
+                files = removed,
+                "removed script copies and limit files of attempts no shim runs"
+            );
+        }
     }
 }
