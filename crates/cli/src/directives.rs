@@ -92,7 +92,20 @@ pub fn parse_with<P: clap::Parser>(
     command_line: &[String],
     options_only: impl Fn(&P) -> Result<(), String>,
 ) -> Result<P, ParseError> {
-    let bin = P::command().get_name().to_string();
+    // Any program name: clap skips it (and building the command to ask for its name is what
+    // this avoids).
+    let bin = "directives".to_string();
+    let all = std::iter::once(&bin)
+        .chain(directives.iter().flat_map(|d| &d.args))
+        .chain(command_line);
+    // The directives together first: each parse builds the clap command, which costs more
+    // than anything else a submit does here; each line alone is parsed only to name the one
+    // at fault.
+    if let Ok(parsed) = P::try_parse_from(all.clone()) {
+        if options_only(&parsed).is_ok() {
+            return Ok(parsed);
+        }
+    }
     for d in directives {
         let error = |why: String| {
             ParseError::Directive(DirectiveError {
@@ -105,10 +118,17 @@ pub fn parse_with<P: clap::Parser>(
             .map_err(|e| error(first_line(&e.to_string())))?;
         options_only(&alone).map_err(error)?;
     }
-    let all = std::iter::once(&bin)
-        .chain(directives.iter().flat_map(|d| &d.args))
-        .chain(command_line);
-    P::try_parse_from(all).map_err(ParseError::CommandLine)
+    let parsed = P::try_parse_from(all).map_err(ParseError::CommandLine)?;
+    match options_only(&parsed) {
+        Ok(()) => Ok(parsed),
+        Err(why) => Err(ParseError::Directive(DirectiveError {
+            line: directives.last().map_or(0, |d| d.line),
+            text: directives
+                .last()
+                .map_or_else(String::new, |d| d.text.clone()),
+            why,
+        })),
+    }
 }
 
 /// What [`parse_with`] refuses: a directive, or the command line (clap's own error, which

@@ -55,13 +55,12 @@ pub(super) async fn submit(
     let checked = match checked {
         // The log holds each script once: not again once the primary holds it (a script is
         // never removed, so one applied here stays in every later primary's state).
+        // Read from the state as applied here, without a linearizability round: it holds
+        // only committed entries, and a script, once there, stays.
         Ok((spec, Some(script))) => {
-            let id = spec.script;
-            let held = this
-                .node
-                .read(|s| id.is_some_and(|id| s.script(&id).is_some()))
-                .await
-                .unwrap_or(false);
+            let held = spec
+                .script
+                .is_some_and(|id| this.node.applied_script(&id).is_some());
             Ok((spec, (!held).then_some(script)))
         }
         other => other,
