@@ -543,3 +543,43 @@ async fn the_http_api_takes_scripts_holds_changes_and_signals() {
         (400, &serde_json::json!("invalid"))
     );
 }
+
+/// The TERM → KILL grace of a kill is kept by the job's shim: a worker killed and restarted
+/// between the two neither repeats nor loses the KILL, and the job ends once, by it.
+#[tokio::test]
+async fn the_kill_grace_is_kept_across_a_worker_restart() {
+    let mut cluster = cluster().await;
+    let (work, _reaper) = workdir(&cluster);
+    let cwd = work.to_string_lossy().into_owned();
+    let stubborn = "trap 'echo term >> got' TERM; echo $$ > job.pid; while :; do sleep 0.1; done";
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", stubborn]);
+    let id = json_of(&out)["id"].as_u64().unwrap();
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    wait_for("its pid", Duration::from_secs(10), || async {
+        work.join("job.pid").exists().then_some(())
+    })
+    .await;
+    cluster.xce_ok(&["kill", &id.to_string()]);
+    wait_for("the TERM", Duration::from_secs(10), || async {
+        std::fs::read_to_string(work.join("got"))
+            .ok()
+            .filter(|t| t.contains("term"))
+            .map(|_| ())
+    })
+    .await;
+    let termed = std::time::Instant::now();
+    cluster.local.kill9_worker(0).unwrap();
+    cluster.local.start_worker(0).unwrap();
+    let job = ended(&cluster, id).await;
+    assert_eq!((job.signal, job.attempt), (Some(9), 1), "{job:?}");
+    assert_eq!(job.result, Some(JobResult::Cancelled), "{job:?}");
+    // The worker's kill grace is 1 s: the KILL came after it, though the worker restarted.
+    assert!(termed.elapsed() < Duration::from_secs(15));
+    assert_eq!(
+        std::fs::read_to_string(work.join("got")).unwrap(),
+        "term\n",
+        "TERM sent twice"
+    );
+}
