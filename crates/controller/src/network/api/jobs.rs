@@ -101,6 +101,15 @@ fn script_of(
         None => Err("script: bytes sent for a job that names no script".into()),
         Some(id) => {
             check(body, max).map_err(|e| format!("script: {e}"))?;
+            // The job's environment is stored with it: the two share one budget.
+            let env = xce_client::export::size(&spec.env);
+            if body.len() + env > max {
+                return Err(format!(
+                    "script: {} bytes with the job's environment of {env} bytes, over the {max} \
+                     bytes a job may hold (jobs.max_script_bytes)",
+                    body.len()
+                ));
+            }
             crate::state::check_script_bytes(id, body)?;
             Ok(Some(body.into()))
         }
@@ -330,4 +339,34 @@ pub(super) async fn script(
         r.set_script(&body);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_of;
+    use xce_client::script::ScriptId;
+    use xce_client::types::JobSpec;
+
+    /// A script is checked against its id and the limit, which the job's environment shares.
+    #[test]
+    fn a_script_and_the_environment_share_one_budget() {
+        let body = b"#!/bin/sh\necho hi\n";
+        let mut spec = JobSpec {
+            script: Some(ScriptId::of(body)),
+            ..JobSpec::default()
+        };
+        assert!(script_of(&spec, body, 100).unwrap().is_some());
+        let over = script_of(&spec, body, 10).unwrap_err();
+        assert!(over.contains("over the 10 bytes"), "{over}");
+        spec.env = vec![("A".into(), "x".repeat(80))];
+        let shared = script_of(&spec, body, 100).unwrap_err();
+        assert!(shared.contains("environment"), "{shared}");
+        assert!(
+            script_of(&spec, b"other", 1000).is_err(),
+            "bytes of another id"
+        );
+        let plain = JobSpec::default();
+        assert_eq!(script_of(&plain, b"", 100), Ok(None));
+        assert!(script_of(&plain, body, 100).is_err(), "bytes without an id");
+    }
 }
