@@ -583,3 +583,29 @@ async fn the_kill_grace_is_kept_across_a_worker_restart() {
         "TERM sent twice"
     );
 }
+
+/// A running job's new limit reaches its worker though the worker was down when it was
+/// given: its next join carries it (without it the job timed out at its old limit).
+#[tokio::test]
+async fn a_new_limit_a_worker_missed_reaches_it_at_its_next_join() {
+    let mut cluster = cluster().await;
+    let (work, _reaper) = workdir(&cluster);
+    let cwd = work.to_string_lossy().into_owned();
+    let job = "echo $$ > job.pid; i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i+1)); done";
+    let out = cluster.xce_ok(&[
+        "-o", "json", "submit", "--cwd", &cwd, "--time", "0:03", "--wrap", job,
+    ]);
+    let id = json_of(&out)["id"].as_u64().unwrap();
+    cluster
+        .wait_job(id, "running", |j| j.state == JobState::Running)
+        .await;
+    cluster.local.kill9_worker(0).unwrap();
+    cluster.xce_ok(&["update", &id.to_string(), "--time", "0:30"]);
+    cluster.local.start_worker(0).unwrap();
+    let job = ended(&cluster, id).await;
+    assert_eq!(
+        (job.state, job.result, job.attempt),
+        (JobState::Done, Some(JobResult::Completed), 1),
+        "{job:?}"
+    );
+}

@@ -6,7 +6,8 @@
 //! Runs on the service's `LocalSet` (agent capabilities are `!Send`). Each host has its own
 //! FIFO task, so a slow or dead worker delays only its own orders and a suspend is never
 //! overtaken by the resume that follows it. A push that does not arrive is repaired by the
-//! worker's next resync (every join, and every `--resync-ms`).
+//! worker's next resync (every join, and every `--resync-ms`); a new time limit, which no
+//! resync carries, is sent again at each join ([`Agents::resend_limits`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -31,16 +32,74 @@ const AGENT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// capabilities are `!Send`, so the registry lives on the service's thread and is shared by
 /// its connections.
 #[derive(Clone, Default)]
-pub struct Agents(Rc<RefCell<HashMap<String, agent::Client>>>);
+pub struct Agents {
+    agents: Rc<RefCell<HashMap<String, agent::Client>>>,
+    limits: Rc<RefCell<NewLimits>>,
+}
+
+/// The new time limits of running attempts (`xce update --time`), by host and job: each a
+/// push of its own, once, which its worker may miss (cut off, or a failover between the change
+/// and its push). Every node keeps them from the entries it applies, as primary or standby, so
+/// whichever is primary sends a host's again at each of its joins; an attempt's goes when the
+/// job ends or moves to another attempt. Few: only jobs whose limit changed while they ran.
+type NewLimits = HashMap<String, HashMap<u64, (u32, Option<u32>)>>;
 
 impl Agents {
     /// Keeps the agent a worker passed at join (replacing the one of an earlier join).
     pub fn set(&self, host: &str, agent: agent::Client) {
-        self.0.borrow_mut().insert(host.to_string(), agent);
+        self.agents.borrow_mut().insert(host.to_string(), agent);
     }
 
     fn get(&self, host: &str) -> Option<agent::Client> {
-        self.0.borrow().get(host).cloned()
+        self.agents.borrow().get(host).cloned()
+    }
+
+    /// Keeps what the events of an applied entry say of new limits.
+    fn note(&self, event: &Event) {
+        let mut limits = self.limits.borrow_mut();
+        match event {
+            Event::Push(Push::TimeLimit {
+                host,
+                id,
+                attempt,
+                time_limit_s,
+            }) => {
+                limits
+                    .entry(host.clone())
+                    .or_default()
+                    .insert(*id, (*attempt, *time_limit_s));
+            }
+            Event::Job {
+                id, state, attempt, ..
+            } => {
+                for jobs in limits.values_mut() {
+                    if jobs
+                        .get(id)
+                        .is_some_and(|(a, _)| state.is_final() || a != attempt)
+                    {
+                        jobs.remove(id);
+                    }
+                }
+                limits.retain(|_, jobs| !jobs.is_empty());
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the host's new limits again, as its join was just answered.
+    pub fn resend_limits(&self, host: &str) {
+        let again: Vec<(u64, u32, Option<u32>)> = self
+            .limits
+            .borrow()
+            .get(host)
+            .map(|jobs| jobs.iter().map(|(id, (a, l))| (*id, *a, *l)).collect())
+            .unwrap_or_default();
+        for (id, attempt, limit) in again {
+            let (agents, host) = (self.clone(), host.to_string());
+            tokio::task::spawn_local(async move {
+                set_time_limit(&agents, &host, id, attempt, limit).await;
+            });
+        }
     }
 }
 
@@ -58,6 +117,9 @@ pub async fn run(node: Arc<Node>, agents: Agents) {
             }
             Err(broadcast::error::RecvError::Closed) => return,
         };
+        for event in &published.events {
+            agents.note(event);
+        }
         // Entries applied as a standby, or before this primary's barrier, are not ours to
         // push: the workers rejoin the new primary and its resync re-sends what they lack.
         if node.gate().is_err() {
@@ -217,7 +279,7 @@ async fn send_signal(
 }
 
 /// Sends a running attempt's new time limit to its worker. One the worker missed (down, or
-/// joined another primary) reaches it with its next start or resync, which carry the job.
+/// joined another primary) is sent again at its next join ([`Agents::resend_limits`]).
 async fn set_time_limit(
     agents: &Agents,
     host: &str,
@@ -259,4 +321,55 @@ async fn agent_call<T>(
                 "the worker did not answer within {AGENT_CALL_TIMEOUT:?}"
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::JobState;
+
+    use super::*;
+
+    fn job_event(id: u64, state: JobState, attempt: u32) -> Event {
+        Event::Job {
+            id,
+            state,
+            host: Some("w1".into()),
+            attempt,
+            queue: "normal".into(),
+            user: String::new(),
+            pend_reason: None,
+            pend_code: None,
+            reason: None,
+            result: None,
+        }
+    }
+
+    /// A running job's new limit is kept for its host's next joins until the job ends or
+    /// moves on to another attempt.
+    #[test]
+    fn a_new_limit_is_kept_until_its_attempt_is_over() {
+        let agents = Agents::default();
+        let limit = |id, attempt, s| {
+            Event::Push(Push::TimeLimit {
+                host: "w1".into(),
+                id,
+                attempt,
+                time_limit_s: Some(s),
+            })
+        };
+        agents.note(&limit(1, 1, 60));
+        agents.note(&limit(2, 1, 90));
+        agents.note(&limit(1, 1, 120));
+        agents.note(&job_event(2, JobState::Running, 1));
+        let kept = |a: &Agents| a.limits.borrow().get("w1").cloned().unwrap_or_default();
+        assert_eq!(kept(&agents).get(&1), Some(&(1, Some(120))));
+        assert_eq!(kept(&agents).get(&2), Some(&(1, Some(90))));
+        agents.note(&job_event(1, JobState::Done, 1));
+        agents.note(&job_event(2, JobState::Dispatched, 2));
+        assert!(
+            agents.limits.borrow().is_empty(),
+            "{:?}",
+            agents.limits.borrow()
+        );
+    }
 }

@@ -119,6 +119,9 @@ async fn join_worker(
     }
     this.set_session(Role::Worker, Some(name.clone()));
     info!(host = %name, fenced = orders.len(), "worker joined");
+    // What no resync carries: the new time limits of its running jobs, which it may have
+    // missed.
+    this.agents.resend_limits(&name);
     (header, orders)
 }
 
