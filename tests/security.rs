@@ -688,6 +688,9 @@ fn refused(out: &std::process::Output) -> String {
 async fn tokens_say_who_a_person_is_and_what_they_may_do() {
     let cluster = tls_cluster(&[]);
     cluster.wait_primary().await;
+    // At the cluster's version, which records who cancels a job (below it, the kill of an
+    // operator read "killed").
+    cluster.wait_version().await;
     let alice = create_token(&cluster, "alice", "user");
     let bob = create_token(&cluster, "bob", "user");
     let ops = create_token(&cluster, "ops", "operator");
@@ -734,7 +737,11 @@ async fn tokens_say_who_a_person_is_and_what_they_may_do() {
         String::from_utf8_lossy(&out.stderr)
     );
     let killed = cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
-    assert_eq!(killed.reason.as_deref(), Some("killed"), "{killed:?}");
+    assert_eq!(
+        killed.reason.as_deref(),
+        Some("cancelled by ops"),
+        "{killed:?}"
+    );
 
     // Alice controls her own.
     let out = cluster.xce_token(&alice, &submit);

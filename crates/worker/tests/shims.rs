@@ -580,8 +580,18 @@ async fn the_warning_signal_comes_once_before_the_limit_and_a_new_limit_is_kept(
     started(&jobs, 72).await;
     assert!(jobs.set_time_limit(72, 1, Some(30)));
     assert_eq!(wait_end(dir.path(), 72, 1).await, JobEnd::Exit(0));
+    // Once the worker has seen the end (after the report on disk), a limit has nothing to
+    // reach, and the shim has removed its limit file.
+    wait_until("the worker to see the end", || {
+        !jobs
+            .held()
+            .iter()
+            .any(|h| h.id == 72 && h.phase != HeldPhase::Finished)
+    })
+    .await;
     assert!(!jobs.set_time_limit(72, 1, Some(30)), "the job has ended");
-    assert!(!xce_worker::shim::limit_file(dir.path(), 72, 1).exists());
+    let file = xce_worker::shim::limit_file(dir.path(), 72, 1);
+    wait_until("the shim to remove its limit file", || !file.exists()).await;
     stop.send_replace(true);
 }
 
@@ -616,6 +626,13 @@ async fn a_signal_reaches_the_whole_job_or_its_leader_alone() {
     assert_eq!(wait_end(dir.path(), 73, 1).await, JobEnd::Exit(0));
     let text = std::fs::read_to_string(&record).unwrap();
     assert_eq!(text.matches("child-hup").count(), 1, "{text}");
+    wait_until("the worker to see the end", || {
+        !jobs
+            .held()
+            .iter()
+            .any(|h| h.id == 73 && h.phase != HeldPhase::Finished)
+    })
+    .await;
     assert!(!jobs.send_signal(73, 1, 1, false), "the job has ended");
     assert!(!jobs.send_signal(74, 1, 1, false), "never held");
     stop.send_replace(true);

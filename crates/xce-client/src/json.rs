@@ -58,8 +58,9 @@ shape! {
         /// Whether the job runs a script (`xce job ID --script` prints it); otherwise it runs
         /// `command`.
         pub script: bool,
-        /// The file its stdout goes to on its host (relative ones are in its user's home);
-        /// `null` until it has a host.
+        /// The file its stdout goes to on its host; `null` until it has a host. A relative one
+        /// (a job that named no directory) is in its user's home, or in the worker's spool on a
+        /// worker that runs every job as its own account.
         pub stdout: Option<String>,
         /// The file its stderr goes to: stdout's unless submitted with `--stderr`.
         pub stderr: Option<String>,
