@@ -59,6 +59,15 @@ fn a_short_fixed_seed_fault_run_passes_every_check() {
         summary["submits"]["acknowledged"].as_u64().unwrap() > 50,
         "{summary:#}"
     );
+    // Job scripts on standard input were among them, each checked to have run its own.
+    assert!(
+        summary["submits"]["cli_scripts"].as_u64().unwrap() > 5,
+        "{summary:#}"
+    );
+    assert_eq!(
+        summary["checks"]["scripts_ran_their_own"], true,
+        "{summary:#}"
+    );
     // As root (CI), partitions drop packets in a network namespace of the run's own.
     let expected = if nix::unistd::geteuid().is_root() {
         "kernel"
