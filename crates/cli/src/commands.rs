@@ -662,14 +662,16 @@ fn environment(f: Format, args: &SubmitArgs) -> Vec<(String, String)> {
     extra.extend(args.env.iter().cloned());
     let env = export::environment(&rules, submitter, &extra);
     let size = export::size(&env);
-    if size > export::MAX_ENV_BYTES && args.export.is_none() {
+    // The cluster's default limit (its own may be lower, and it says so); the shell's
+    // environment is what users do not choose, so the way out is named.
+    let max = xce_client::script::DEFAULT_MAX_SCRIPT_BYTES;
+    if size > max && args.export.is_none() {
         fail(
             f,
             "invalid",
             &format!(
-                "env: this shell's environment is {size} bytes, over the {} a job may hold: \
-                 submit with --export NONE, or --export NAME,... naming what the job needs",
-                export::MAX_ENV_BYTES
+                "env: this shell's environment is {size} bytes, over the {max} a job may hold: \
+                 submit with --export NONE, or --export NAME,... naming what the job needs"
             ),
         );
     }

@@ -113,8 +113,9 @@ fn check_name(name: &str, text: &str) -> Result<(), ExportError> {
     }
 }
 
-/// The most bytes a job's environment may hold, as [`size`] counts them: it is stored and
-/// replicated with the job.
+/// The most bytes a job's environment may hold, as [`size`] counts them, below cluster
+/// version 8; from 8 on it shares the script limit (`jobs.max_script_bytes`, 4 MiB by
+/// default) with the job's script. It is stored and replicated with the job.
 pub const MAX_ENV_BYTES: usize = 64 * 1024;
 
 /// What each text of a stored list counts beyond its bytes: the wire's pointer to it, so

@@ -17,6 +17,10 @@ pub const TIME_LIMITS_AND_GRES: u32 = 7;
 /// signals and the requeue choice (and `xce update`, `xce signal`).
 pub const BATCH_JOBS: u32 = 8;
 
+/// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up
+/// to the script limit, with which it shares the budget) and older ones refuse.
+pub const BIG_ENV: &str = "env over 64 KiB";
+
 /// The cluster version `spec` needs, and the field that needs it (the newest version's
 /// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
@@ -29,6 +33,10 @@ pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
         ("begin_time", spec.begin_time_ms.is_some()),
         ("signal", spec.warn_signal.is_some()),
         ("no_requeue", spec.no_requeue),
+        (
+            BIG_ENV,
+            crate::export::size(&spec.env) > crate::export::MAX_ENV_BYTES,
+        ),
     ];
     if let Some((what, _)) = batch.into_iter().find(|(_, set)| *set) {
         return Some((BATCH_JOBS, what));

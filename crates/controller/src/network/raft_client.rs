@@ -729,7 +729,9 @@ mod tests {
             }),
             no_requeue: true,
         };
-        let script: std::sync::Arc<[u8]> = vec![b's'; validate::MAX_SCRIPT_BYTES].into();
+        // The script and the environment share one budget.
+        let body = validate::MAX_SCRIPT_BYTES - xce_client::export::size(&spec.env);
+        let script: std::sync::Arc<[u8]> = vec![b's'; body].into();
         // A restore part at the limit: jobs as large as they come, as many as fit.
         let mut state = crate::state::State::default();
         let stored = JobSpec {

@@ -470,10 +470,15 @@ mod tests {
         let mut big = spec(&["x"]);
         big.name = "n".repeat(MAX_NAME_BYTES + 1);
         rejected_with(&submit(&mut s, 2, big), Status::Invalid, "name:");
+        // An environment is bounded by the script limit from format 8 on (format 7's 64 KiB
+        // is kept by the way down to it).
         let mut big = spec(&["x"]);
-        big.env = vec![("K".into(), "v".repeat(MAX_LIST_BYTES))];
+        big.env = vec![("K".into(), "v".repeat(super::super::MAX_SCRIPT_BYTES))];
         rejected_with(&submit(&mut s, 3, big), Status::Invalid, "env:");
         assert_eq!(s.job_count(), 0);
+        let mut large = spec(&["x"]);
+        large.env = vec![("K".into(), "v".repeat(MAX_LIST_BYTES))];
+        assert_eq!(submit(&mut s, 4, large), Outcome::Submitted(1));
     }
 
     #[test]

@@ -67,11 +67,10 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
             .sum(),
         MAX_LIST_BYTES,
     )?;
-    check_size(
-        "env",
-        xce_client::export::size(&spec.env),
-        xce_client::export::MAX_ENV_BYTES,
-    )?;
+    // Below cluster version 8 at most `export::MAX_ENV_BYTES` (refused on the way down to
+    // format 7, by `fit_format`); the service holds it to `jobs.max_script_bytes` with the
+    // script.
+    check_size("env", xce_client::export::size(&spec.env), MAX_SCRIPT_BYTES)?;
     // With a script, the command is the script's arguments (any, or none).
     match spec.command.first() {
         None if spec.script.is_none() => return Err("command: must not be empty".into()),
@@ -152,10 +151,10 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
     match cmd {
         Command::Submit { spec, script, .. } => {
             validate_spec(spec)?;
-            match script {
-                Some(body) => check_size("script", body.len(), MAX_SCRIPT_BYTES),
-                None => Ok(()),
-            }
+            // The script and the environment share one budget.
+            let env = xce_client::export::size(&spec.env);
+            let body = script.as_ref().map_or(0, |b| b.len());
+            check_size("script and env", body + env, MAX_SCRIPT_BYTES)
         }
         Command::UpdateJob { by, changes, .. } => {
             by.as_deref().map_or(Ok(()), validate_user_name)?;

@@ -96,13 +96,16 @@ fn script_of(
     max: usize,
 ) -> Result<Option<std::sync::Arc<[u8]>>, String> {
     use xce_client::script::check;
+    let env = xce_client::export::size(&spec.env);
     match spec.script {
+        None if body.is_empty() && env > max => Err(format!(
+            "env: {env} bytes, over the {max} bytes a job may hold (jobs.max_script_bytes)"
+        )),
         None if body.is_empty() => Ok(None),
         None => Err("script: bytes sent for a job that names no script".into()),
         Some(id) => {
             check(body, max).map_err(|e| format!("script: {e}"))?;
             // The job's environment is stored with it: the two share one budget.
-            let env = xce_client::export::size(&spec.env);
             if body.len() + env > max {
                 return Err(format!(
                     "script: {} bytes with the job's environment of {env} bytes, over the {max} \
@@ -367,6 +370,12 @@ mod tests {
         );
         let plain = JobSpec::default();
         assert_eq!(script_of(&plain, b"", 100), Ok(None));
+        let big_env = JobSpec {
+            env: vec![("A".into(), "x".repeat(200))],
+            ..JobSpec::default()
+        };
+        let refused = script_of(&big_env, b"", 100).unwrap_err();
+        assert!(refused.starts_with("env: "), "{refused}");
         assert!(script_of(&plain, body, 100).is_err(), "bytes without an id");
     }
 }

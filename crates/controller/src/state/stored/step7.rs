@@ -80,6 +80,10 @@ fn downgrade_spec(s: SpecRecord) -> Result<v7::SpecRecord, NotInFormat> {
         ("begin_time", begin_time_ms.is_some()),
         ("signal", warn_signal.is_some()),
         ("no_requeue", no_requeue),
+        (
+            xce_client::version::BIG_ENV,
+            xce_client::export::size(&env) > xce_client::export::MAX_ENV_BYTES,
+        ),
     ];
     if let Some((what, _)) = added.into_iter().find(|(_, set)| *set) {
         return Err(not_in_7(what));

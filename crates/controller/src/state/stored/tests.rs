@@ -497,6 +497,26 @@ fn a_command_format_7_cannot_hold_is_refused_naming_it() {
         panic!("a kill stays a kill");
     };
     assert_eq!(actor, None);
+    // An environment over format 7's 64 KiB, which format 8 takes, and no more.
+    let mut big = JobSpec {
+        command: vec!["true".into()],
+        env: vec![("K".into(), "v".repeat(xce_client::export::MAX_ENV_BYTES))],
+        ..JobSpec::default()
+    };
+    let submit = |spec: JobSpec| Command::Submit {
+        token: RequestToken(77),
+        spec,
+        script: None,
+    };
+    let refused = fit_format(7, submit(big.clone())).unwrap_err().to_string();
+    assert_eq!(refused, "env over 64 KiB needs cluster version 8");
+    assert_eq!(
+        xce_client::version::needed_by(&big),
+        Some((8, "env over 64 KiB"))
+    );
+    big.env[0].1.truncate(1000);
+    assert!(fit_format(7, submit(big.clone())).is_ok());
+    assert_eq!(xce_client::version::needed_by(&big), None);
 }
 
 /// What only the current format holds is refused in a format-6 cluster, naming it; what
