@@ -492,25 +492,16 @@ pub struct UpdateArgs {
 
 impl UpdateArgs {
     fn changes(&self, f: Format) -> JobChanges {
-        let time_limit_s =
-            self.time
-                .as_deref()
-                .map(|text| match xce_client::time_limit::parse(text) {
-                    Ok(Some(seconds)) => seconds,
-                    Ok(None) => fail(
-                        f,
-                        "invalid",
-                        "time: a job's limit can be changed, not removed (give a time)",
-                    ),
-                    Err(e) => fail(f, "invalid", &e.to_string()),
-                });
-        let begin_time_ms = self.begin.as_deref().map(|text| {
-            let now = when::now_ms();
-            match when::parse(text, now, when::TimeOfDay::Next) {
-                Ok(at) => at.max(now),
-                Err(e) => fail(f, "invalid", &format!("begin: {e}")),
-            }
+        let time_limit_s = self.time.as_deref().map(|text| {
+            time_limit(f, Some(text)).unwrap_or_else(|| {
+                fail(
+                    f,
+                    "invalid",
+                    "time: a job's limit can be changed, not removed (give a time)",
+                )
+            })
         });
+        let begin_time_ms = self.begin.as_deref().map(|text| begin(f, text));
         let changes = JobChanges {
             name: self.name.clone(),
             priority: self.priority,
@@ -540,10 +531,7 @@ async fn update(c: &Client, f: Format, id: u64, changes: JobChanges, verb: &str)
 
 /// `xce signal ID SIG` and `xce kill ID --signal SIG`.
 async fn send_signal(c: &Client, f: Format, id: u64, text: &str) {
-    let (leader_only, name) = match text.strip_prefix("B:") {
-        Some(rest) => (true, rest),
-        None => (false, text),
-    };
+    let (leader_only, name) = xce_client::signals::leader_only(text);
     let signal = xce_client::signals::parse(name)
         .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")));
     let op = SignalJob {
@@ -764,6 +752,12 @@ fn default_name(args: &SubmitArgs) -> String {
     }
 }
 
+/// A `--begin`, refused with `invalid` naming it.
+fn begin(f: Format, text: &str) -> u64 {
+    when::parse_begin(text, when::now_ms())
+        .unwrap_or_else(|e| fail(f, "invalid", &format!("begin: {e}")))
+}
+
 /// The spec fields of issue 33's options, each refused with `invalid` naming the bad input.
 fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
     for (field, pattern) in [("stdout", &args.stdout), ("stderr", &args.stderr)] {
@@ -777,14 +771,7 @@ fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
     spec.stderr = args.stderr.clone();
     spec.open_mode = args.open_mode;
     spec.hold = args.hold;
-    spec.begin_time_ms = args.begin.as_deref().map(|text| {
-        let now = when::now_ms();
-        match when::parse(text, now, when::TimeOfDay::Next) {
-            // A time past is now.
-            Ok(at) => at.max(now),
-            Err(e) => fail(f, "invalid", &format!("begin: {e}")),
-        }
-    });
+    spec.begin_time_ms = args.begin.as_deref().map(|text| begin(f, text));
     spec.warn_signal = args.signal.as_deref().map(|text| {
         xce_client::signals::parse_warning(text)
             .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")))

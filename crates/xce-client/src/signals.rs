@@ -95,12 +95,18 @@ pub const DEFAULT_WARNING_S: u32 = 60;
 /// The most seconds before the limit (Slurm's bound).
 pub const MAX_WARNING_S: u32 = 65_535;
 
-/// Parses `[B:]SIG[@SECONDS]`.
-pub fn parse_warning(text: &str) -> Result<Warning, SignalError> {
-    let (leader_only, rest) = match text.strip_prefix("B:") {
+/// Splits Slurm's `B:` (the job's leading process alone) off a signal: whether it was there,
+/// and the rest.
+pub fn leader_only(text: &str) -> (bool, &str) {
+    match text.strip_prefix("B:") {
         Some(rest) => (true, rest),
         None => (false, text),
-    };
+    }
+}
+
+/// Parses `[B:]SIG[@SECONDS]`.
+pub fn parse_warning(text: &str) -> Result<Warning, SignalError> {
+    let (leader_only, rest) = leader_only(text);
     let (signal, before_s) = match rest.split_once('@') {
         Some((signal, seconds)) => {
             let before_s = seconds

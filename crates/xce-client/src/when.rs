@@ -32,6 +32,12 @@ pub fn parse(text: &str, now_ms: u64, day: TimeOfDay) -> Result<u64, WhenError> 
     parse_in(&chrono::Local, text, now_ms, day)
 }
 
+/// A begin time (`--begin`, HTTP `begin_time`): the next such time, and a time past is now,
+/// as Slurm's `--begin`.
+pub fn parse_begin(text: &str, now_ms: u64) -> Result<u64, WhenError> {
+    parse(text, now_ms, TimeOfDay::Next).map(|at| at.max(now_ms))
+}
+
 /// [`parse`] in the zone `tz` (tests use fixed offsets).
 pub fn parse_in<Tz: TimeZone>(
     tz: &Tz,

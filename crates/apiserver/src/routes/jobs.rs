@@ -209,9 +209,7 @@ fn begin_time_of(text: &str) -> Result<u64, ApiError> {
     if text.is_empty() {
         return Ok(now);
     }
-    when::parse(text, now, when::TimeOfDay::Next)
-        .map(|at| at.max(now))
-        .map_err(|e| ApiError::invalid(format!("begin_time: {e}")))
+    when::parse_begin(text, now).map_err(|e| ApiError::invalid(format!("begin_time: {e}")))
 }
 
 /// Lists jobs in id order, a page at a time.

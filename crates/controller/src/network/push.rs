@@ -69,6 +69,9 @@ impl Agents {
                     .or_default()
                     .insert(*id, (*attempt, *time_limit_s));
             }
+            // Every applied job change comes here, on every node: nothing to look at is the
+            // common case.
+            Event::Job { .. } if limits.is_empty() => {}
             Event::Job {
                 id, state, attempt, ..
             } => {

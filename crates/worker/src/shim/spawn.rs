@@ -47,6 +47,12 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         nix::unistd::chown(script, Some(a.uid), Some(a.gid))
             .map_err(|e| format!("cannot give the job's script to {}: {e}", a.name))?;
     }
+    // Where the job runs: its own directory, or, as a user, its user's home when it names
+    // none (the worker gives the spool to a job of its own account that names none).
+    let cwd = match &account {
+        Some(a) if spec.cwd.as_os_str().is_empty() => a.home.clone(),
+        _ => spec.cwd.clone(),
+    };
     let mut command = Command::new(program);
     // The job's environment is what it was submitted with (`--export`), never the worker's
     // own (a worker's settings and credentials are not the job's), over a default `PATH`;
@@ -86,22 +92,11 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
                 ("HOME", a.home.clone().into_os_string()),
                 ("SHELL", a.shell.clone().into_os_string()),
             ]);
-            let cwd = if spec.cwd.as_os_str().is_empty() {
-                a.home.clone()
-            } else {
-                spec.cwd.clone()
-            };
             become_account(&mut command, a, &cwd)?;
         }
     }
     let (stdout, stderr) = match &spec.output {
-        Some(output) => {
-            let cwd = match &account {
-                Some(a) if spec.cwd.as_os_str().is_empty() => a.home.clone(),
-                _ => spec.cwd.clone(),
-            };
-            open_output(output, account.as_ref(), &cwd)?
-        }
+        Some(output) => open_output(output, account.as_ref(), &cwd)?,
         None => spool_output(spec, account.as_ref())?,
     };
     die_with_this_shim(&mut command);
