@@ -532,6 +532,19 @@ async fn the_http_api_takes_scripts_holds_changes_and_signals() {
     assert_eq!(job.state, JobState::Done, "{job:?}");
     let out = std::fs::read_to_string(work.join(format!("renamed.{id}.log"))).unwrap();
     assert_eq!(out, "http arg renamed\n");
+    // No working directory: the home of the account it runs as, here the worker's (which
+    // the test cluster sets to a directory of its own), and its output there; before, the
+    // worker's spool.
+    let homeless = serde_json::json!({"script": "#!/bin/sh\necho \"$(pwd) $HOME\"\n"});
+    let made = api.post("/v1/jobs", &homeless).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let id = made.body["id"].as_u64().unwrap();
+    let job = ended(&cluster, id).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let home = xce_devcluster::worker::home_of(cluster.dir.path(), "w1");
+    let out = std::fs::read_to_string(home.join(format!("xce-{id}.out"))).unwrap();
+    let pwd = std::fs::canonicalize(&home).unwrap();
+    assert_eq!(out, format!("{} {}\n", pwd.display(), home.display()));
     let bad = api
         .post(
             "/v1/jobs",

@@ -71,7 +71,8 @@ pub struct SubmitRequest {
     #[serde(default)]
     #[schema(schema_with = env_schema)]
     pub env: Option<BTreeMap<String, String>>,
-    /// Working directory (default: the user's home on the host).
+    /// Working directory (default: the home, on its host, of the account the job runs as:
+    /// its user's, or the worker's own where a worker runs jobs as itself).
     #[serde(default)]
     pub cwd: Option<String>,
     /// The job's user, honoured only while authentication is off; with it on, a job is its

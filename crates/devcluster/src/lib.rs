@@ -392,7 +392,13 @@ impl DevCluster {
             let data_dir = spec.data_dir.join(&name);
             let mut args = worker::args(&name, &peers_of(&name)?, &data_dir, &spec.worker_args);
             args.extend(tls_args(&name));
-            workers.push(daemon(&spec, &name, Kind::Worker, 0, data_dir, args));
+            let mut worker = daemon(&spec, &name, Kind::Worker, 0, data_dir, args);
+            // Its account's home, where a job that names no directory runs: the cluster's
+            // own, so that such jobs write nothing outside it.
+            worker
+                .process
+                .set_env("HOME", worker::home_of(&spec.data_dir, &name));
+            workers.push(worker);
         }
         let mut schedulers = Vec::new();
         for i in 1..=spec.schedulers {
@@ -515,6 +521,8 @@ impl DevCluster {
 
     /// Starts worker `i` (again); its log is appended to.
     pub fn start_worker(&mut self, i: usize) -> Result<(), LaunchError> {
+        let home = worker::home_of(&self.spec.data_dir, &self.workers[i].name);
+        std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;
         self.workers[i].process.start(&self.spec.log_filter)
     }
 

@@ -19,6 +19,8 @@ pub struct Process {
     name: String,
     bin: PathBuf,
     args: Vec<String>,
+    /// Variables set for it over the caller's environment.
+    env: Vec<(String, PathBuf)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -30,9 +32,16 @@ impl Process {
             name,
             bin,
             args,
+            env: Vec::new(),
             log,
             child: None,
         }
+    }
+
+    /// Sets `key` to `value` in its environment from the next start on.
+    pub fn set_env(&mut self, key: &str, value: PathBuf) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_string(), value));
     }
 
     /// The next start runs `bin` instead, with the same arguments: a rolling upgrade's new
@@ -62,6 +71,7 @@ impl Process {
         let log_err = log.try_clone().map_err(io("open log"))?;
         let child = Command::new(&self.bin)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", log_filter)
             .stdin(Stdio::null())
             .stdout(log)

@@ -25,6 +25,11 @@ pub(crate) fn args(name: &str, peers: &str, spool_dir: &Path, extra: &[String]) 
     args
 }
 
+/// The home worker `name` runs with (`HOME`): `<cluster>/home/<name>`.
+pub fn home_of(cluster_dir: &Path, name: &str) -> std::path::PathBuf {
+    cluster_dir.join("home").join(name)
+}
+
 /// Whether every one of `names` has registered and is `ok`.
 pub(crate) async fn all_up(client: &Client, names: &[String]) -> bool {
     let Ok(hosts) = client.call(ListHosts).await else {

@@ -52,6 +52,9 @@ pub struct Config {
     pub tls: Option<xce_client::tls::TlsPaths>,
     /// Whose jobs this worker runs, and as whom; reported at join.
     pub job_users: JobUsers,
+    /// The home of the account the worker runs as ([`host::own_home`]): where a job run as
+    /// that account runs when it names no working directory.
+    pub own_home: PathBuf,
     /// Where Prometheus metrics are served.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// The worker's log settings, handed to its job shims (whose lines go to its stderr).
@@ -147,6 +150,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         shim_exe: config.shim_exe.clone(),
         cgroups: cgroups.clone(),
         job_users: config.job_users.clone(),
+        own_home: config.own_home.clone(),
         log: config.log.clone(),
     };
     let jobs = Jobs::new(

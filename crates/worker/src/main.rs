@@ -156,6 +156,11 @@ fn real_main() -> anyhow::Result<()> {
         check_config,
     )?;
     let job_users = job_users(&settings)?;
+    let own_home = host::own_home().context(
+        "this worker's account has no home directory (HOME is not an absolute path and the \
+         user database has none); jobs of this account that name no working directory run \
+         there: set HOME",
+    )?;
     if check_config {
         println!("configuration ok: worker {}", settings.name);
         return Ok(());
@@ -173,6 +178,7 @@ fn real_main() -> anyhow::Result<()> {
         shim_exe: own_program()?,
         cgroups: settings.cgroups == CgroupMode::Auto,
         job_users,
+        own_home,
         metrics_listen: settings.metrics_listen,
         log: Some(log),
     };

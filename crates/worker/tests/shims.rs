@@ -54,6 +54,20 @@ fn table_on(
     job_users: xce_client::types::JobUsers,
     shim_exe: PathBuf,
 ) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    // The worker account's home, where a job that names no directory runs: here the spool
+    // itself, where these tests look for what their jobs write.
+    table_at(spool, spool, cgroups, job_users, shim_exe)
+}
+
+/// The same, with the worker account's home at `own_home`.
+fn table_at(
+    spool: &Path,
+    own_home: &Path,
+    cgroups: Option<Cgroups>,
+    job_users: xce_client::types::JobUsers,
+    shim_exe: PathBuf,
+) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    let own_home = own_home.to_path_buf();
     let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
     let client = Client::new(peers, xce_client::ClientConfig::default());
     let (stop_tx, stop) = watch::channel(false);
@@ -68,6 +82,7 @@ fn table_on(
         shim_exe,
         cgroups,
         job_users,
+        own_home,
         log: None,
     };
     let jobs = Jobs::new(
@@ -532,6 +547,33 @@ async fn a_script_runs_from_its_copy_and_writes_its_output_where_its_user_looks(
         std::fs::read_dir(&scripts).unwrap().next().is_none()
     })
     .await;
+    stop.send_replace(true);
+}
+
+/// A job run as the worker's own account that names no working directory runs in that
+/// account's home, its `HOME`, and writes its default output there, never in the spool.
+#[tokio::test]
+async fn a_job_that_names_no_directory_runs_in_its_account_s_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, home) = (dir.path().join("spool"), dir.path().join("home"));
+    std::fs::create_dir(&spool).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let home = std::fs::canonicalize(home).unwrap();
+    let (jobs, _lease, stop) = table_at(
+        &spool,
+        &home,
+        None,
+        xce_client::types::JobUsers::Any,
+        PathBuf::from(env!("CARGO_BIN_EXE_xce-worker")),
+    );
+    let body = b"#!/bin/sh\necho \"$(pwd) $HOME\"\n";
+    let mut homeless = script_job(67, Path::new(""), body, &[]);
+    homeless.spec.cwd = String::new();
+    jobs.start_script(homeless, 1, body.to_vec());
+    assert_eq!(wait_end(&spool, 67, 1).await, JobEnd::Exit(0));
+    let out = std::fs::read_to_string(home.join("xce-67.out")).unwrap();
+    assert_eq!(out, format!("{0} {0}\n", home.display()));
+    assert!(!spool.join("xce-67.out").exists());
     stop.send_replace(true);
 }
 

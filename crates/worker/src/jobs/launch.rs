@@ -220,11 +220,11 @@ impl Jobs {
             }),
             xce_client::types::JobUsers::Any | xce_client::types::JobUsers::Only(_) => None,
         };
-        // A job that names no directory runs in the spool, or, as its user, in their home
-        // (empty here: the shim looks it up).
+        // A job that names no directory runs in the home of the account it runs as: the
+        // worker's own, or its user's (empty here: the shim looks it up).
         let cwd = match (cwd.is_empty(), &run_as) {
             (false, _) => PathBuf::from(cwd),
-            (true, None) => self.spool.clone(),
+            (true, None) => self.settings.own_home.clone(),
             (true, Some(_)) => PathBuf::new(),
         };
         // The job's own variables come last, so nothing it was submitted with can fake them.
@@ -279,6 +279,7 @@ impl Jobs {
             kill_grace_ms: self.settings.kill_grace.as_millis() as u64,
             fence_at_ms: self.lease.deadline().map(|d| d.as_millis() as u64),
             cgroups: self.settings.cgroups.clone(),
+            home: run_as.is_none().then(|| self.settings.own_home.clone()),
             run_as,
             refused: xce_client::fit::may_run(&self.settings.job_users, user).err(),
             limits: Limits {

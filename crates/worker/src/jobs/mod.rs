@@ -78,6 +78,9 @@ pub struct JobSettings {
     pub cgroups: Option<Cgroups>,
     /// Whose jobs run here and as whom: with `EachUser`, each job as its own user.
     pub job_users: xce_client::types::JobUsers,
+    /// The home of the worker's own account: a job run as that account that names no
+    /// working directory runs there, with it as its `HOME`.
+    pub own_home: PathBuf,
     /// The log settings the shims take on (the shim's default without).
     pub log: Option<xce_daemon::logging::LogSettings>,
 }

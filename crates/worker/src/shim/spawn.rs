@@ -48,7 +48,7 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
             .map_err(|e| format!("cannot give the job's script to {}: {e}", a.name))?;
     }
     // Where the job runs: its own directory, or, as a user, its user's home when it names
-    // none (the worker gives the spool to a job of its own account that names none).
+    // none (the worker gives its own home to a job of its account that names none).
     let cwd = match &account {
         Some(a) if spec.cwd.as_os_str().is_empty() => a.home.clone(),
         _ => spec.cwd.clone(),
@@ -65,14 +65,19 @@ pub(super) fn spawn_job(spec: &ShimSpec) -> Result<Child, String> {
         // (in `become_account`), so a job can never run where its user may not go.
         None => {
             // The worker's own account, from the user database (a worker started without a
-            // login's variables has none to pass on).
-            if let Ok(Some(me)) = nix::unistd::User::from_uid(nix::unistd::getuid()) {
+            // login's variables has none to pass on); its home as the worker said.
+            let me = nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten();
+            if let Some(me) = &me {
                 account_vars.extend([
                     ("USER", me.name.clone().into()),
-                    ("LOGNAME", me.name.into()),
-                    ("HOME", me.dir.into_os_string()),
-                    ("SHELL", me.shell.into_os_string()),
+                    ("LOGNAME", me.name.clone().into()),
+                    ("SHELL", me.shell.clone().into_os_string()),
                 ]);
+            }
+            if let Some(home) = spec.home.clone().or(me.map(|m| m.dir)) {
+                account_vars.push(("HOME", home.into_os_string()));
             }
             if !spec.cwd.is_dir() {
                 return Err(format!(

@@ -10,7 +10,7 @@ pub struct ShimSpec {
     pub attempt: u32,
     pub command: Vec<String>,
     pub env: Vec<(String, String)>,
-    /// Where the job runs; the spool dir when the job named none.
+    /// Where the job runs; empty when it runs as its user and named none (their home).
     pub cwd: PathBuf,
     /// The worker's spool dir, canonical: outbox, records, lease and output live there.
     pub spool: PathBuf,
@@ -58,6 +58,10 @@ pub struct ShimSpec {
     /// The signal the job gets some time before its time limit (`--signal`), once.
     #[serde(default)]
     pub warning: Option<xce_client::signals::Warning>,
+    /// The worker's account's home, when the job runs as that account: its `HOME`. `None`
+    /// (older workers, tests): the user database's.
+    #[serde(default)]
+    pub home: Option<PathBuf>,
 }
 
 /// The files a job's output goes to: relative ones in its working directory. Opened by the
