@@ -314,6 +314,29 @@ async fn a_held_job_runs_once_released_and_a_begin_time_is_kept() {
         "started at {ran}, before its begin time {begin}"
     );
     assert!(job.start_time_ms.unwrap() >= begin);
+
+    // `xce hold` on a pending job: held until released, whatever its begin time.
+    let out = cluster.xce_ok(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--begin",
+        "now+1hour",
+        "--wrap",
+        "true",
+    ]);
+    let later = json_of(&out)["id"].as_u64().unwrap().to_string();
+    cluster.xce_ok(&["hold", &later]);
+    let job = cluster
+        .wait_job(later.parse().unwrap(), "its hold", |j| {
+            j.pend_code == Some(PendCode::Held)
+        })
+        .await;
+    assert!(job.spec.hold, "{job:?}");
+    assert_eq!(shown(&cluster, job.id)["held"], true);
+    cluster.xce_ok(&["kill", &later]);
 }
 
 /// `--signal USR1@5` with `--time 0:08`: USR1 about 5 s before the TERM of the limit, each

@@ -59,8 +59,8 @@ shape! {
         /// `command`.
         pub script: bool,
         /// The file its stdout goes to on its host; `null` until it has a host. A relative one
-        /// (a job that named no directory) is in its user's home, or in the worker's spool on a
-        /// worker that runs every job as its own account.
+        /// (a job that named no directory) is in the home of the account it runs as: its
+        /// user's, or the worker's own on a worker that runs every job as itself.
         pub stdout: Option<String>,
         /// The file its stderr goes to: stdout's unless submitted with `--stderr`.
         pub stderr: Option<String>,
@@ -97,7 +97,7 @@ impl From<&Job> for JobJson {
             submit_time_ms,
             start_time_ms,
             end_time_ms,
-            // The worker's spool: the output is where `stdout` and `stderr` say.
+            // Where older workers put output: it is where `stdout` and `stderr` say.
             output_dir: _,
             // Said in words by the reason ("cancelled by alice").
             cancelled_by: _,

@@ -131,7 +131,7 @@ pub fn resolve(pattern: &str, facts: &Facts<'_>, cwd: &Path) -> Result<PathBuf, 
 
 /// Where one job's output goes on `host`: stdout's file, and stderr's when it is apart
 /// (`None`: in stdout's file). Relative to the job's working directory, joined to it when
-/// the job names one (a job that names none runs in its user's home, or the worker's spool).
+/// the job names one (a job that names none runs in the home of the account it runs as).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobOutput {
     pub stdout: PathBuf,

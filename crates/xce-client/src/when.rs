@@ -194,6 +194,15 @@ mod tests {
     /// 2026-12-05T10:30:00Z.
     const NOW: u64 = 1_796_466_600_000;
 
+    #[test]
+    fn a_begin_time_past_is_now_and_a_future_one_is_kept() {
+        assert_eq!(parse_begin("2020-01-01T00:00:00", NOW), Ok(NOW));
+        assert_eq!(parse_begin("now", NOW), Ok(NOW));
+        let later = parse_begin("2099-01-01T00:00:00", NOW).unwrap();
+        assert!(later > NOW + 365 * 24 * 3600 * 1000, "{later}");
+        assert!(parse_begin("yesterday-ish", NOW).is_err());
+    }
+
     fn at(text: &str, day: TimeOfDay) -> Result<u64, WhenError> {
         parse_in(&chrono::Utc, text, NOW, day)
     }

@@ -1,8 +1,8 @@
 //! The script table: job scripts by content (their SHA-256), each stored once however many
 //! jobs run it, outside the job records (a job holds the id). A submit carries a script's
-//! bytes only when the primary did not hold them; one that names a script the state lacks is
-//! refused with `noEnt`, and its service sends it again with the bytes. Scripts are kept as
-//! long as jobs are (jobs are never removed today).
+//! bytes only when the primary's applied state did not hold them; one that names a script the
+//! state lacks is refused with `noEnt`, naming it. Scripts are kept as long as jobs are (jobs
+//! are never removed today).
 
 use std::sync::Arc;
 
