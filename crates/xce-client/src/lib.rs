@@ -3,6 +3,7 @@
 //! code, and the failover loop that hides controller failover from callers.
 
 pub mod agent;
+pub mod array;
 pub mod backlog;
 pub mod backoff;
 pub mod backup_file;
@@ -10,6 +11,7 @@ pub mod candidates;
 pub mod classify;
 pub mod client;
 pub mod connection;
+pub mod dependency;
 pub mod events;
 pub mod export;
 pub mod fit;
