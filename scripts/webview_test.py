@@ -156,9 +156,13 @@ def main(xce):
         driver.find_element(By.ID, "apply").click()
         script = "#!/bin/sh\necho held-and-released\n"
         held = submit(api, token, [], name="webview-held", script=script, hold=True)
+        # One that waits for it: the table says so, until the held one has run.
+        follower = submit(api, token, ["true"], name="webview-follower", dependency=f"afterok:{held}")
         seen = []
         wait(f"job {held} held on the page (seen: {seen})", 30,
              lambda: seen.append(job_state(driver, held)) or seen[-1] == "pending (held)")
+        wait(f"job {follower} waiting on the page", 30,
+             lambda: job_state(driver, follower) == "pending (dependency)")
         driver.execute_script(
             "document.querySelector(`#jobs tr[data-id=\"${arguments[0]}\"]`).click();", str(held)
         )
@@ -167,7 +171,9 @@ def main(xce):
         wait("the release button", 30, lambda: driver.find_element(By.ID, "release").is_enabled())
         driver.find_element(By.ID, "release").click()
         wait(f"job {held} done on the page", 60, lambda: job_state(driver, held) == "done")
-        print(f"webview: held script job {held} shown with its script, released, done")
+        wait(f"job {follower} done on the page", 60, lambda: job_state(driver, follower) == "done")
+        print(f"webview: held script job {held} shown with its script, released, done; "
+              f"job {follower}, waiting for it, done after it")
 
         for name in ("c1", "c2"):
             os.kill(pids[name], signal.SIGKILL)

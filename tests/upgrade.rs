@@ -47,14 +47,13 @@ fn running(c: &xce_devcluster::Daemon) -> PathBuf {
     std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap()
 }
 
-/// A job with a time limit: what needs cluster version 7.
-/// A held job: what format 7 cannot hold.
-fn held() -> Submit {
+/// A job with a dependency: what format 8 cannot hold (`singleton`, which names no job).
+fn dependent() -> Submit {
     Submit {
         token: RequestToken::random(),
         spec: JobSpec {
             command: vec!["true".into()],
-            hold: true,
+            dependency: Some("singleton".parse().unwrap()),
             ..JobSpec::default()
         },
         script: None,
@@ -117,21 +116,21 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         cluster.restart(i);
         cluster.wait_all_standbys().await;
     }
-    // The primary still runs the older build, which would drop a hold it does not know: the
-    // client asks the cluster's version first and refuses.
-    let out = cluster.xce(&["-o", "json", "submit", "--hold", "--", "true"]);
+    // The primary still runs the older build, which would drop a dependency it does not
+    // know: the client asks the cluster's version first and refuses.
+    let out = cluster.xce(&["-o", "json", "submit", "-d", "singleton", "--", "true"]);
     assert!(!out.status.success(), "{out:?}");
     let error = json_of(&out)["error"].clone();
     assert_eq!(error["code"], "invalid", "{error}");
     let old_primary = cluster.controllers()[primary].name.clone();
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("hold needs cluster version 8") && message.contains(&old_primary),
+        message.contains("dependency needs cluster version 9") && message.contains(&old_primary),
         "{message}"
     );
 
     // The older primary restarted on its older build: a primary of this build is elected,
-    // and while a member runs the older build the cluster's version stays 7: what needs 8 is
+    // and while a member runs the older build the cluster's version stays 8: what needs 9 is
     // refused, naming that member.
     assert!(cluster.stop(primary).await.success());
     // Kept down until a standby of this build leads (restarted at once, it would go on
@@ -150,31 +149,31 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
             async move {
                 let info = client.call(GetCluster).await.ok()?;
                 let member = info.members.iter().find(|m| m.name == name)?;
-                (member.version == Some(7)).then_some(info)
+                (member.version == Some(8)).then_some(info)
             }
         },
     )
     .await;
-    assert_eq!(info.active_version, 7);
-    match client.call(held()).await {
+    assert_eq!(info.active_version, 8);
+    match client.call(dependent()).await {
         Err(ClientError::Status {
             status: Status::Invalid,
             message,
         }) => assert!(
-            message.contains("needs cluster version 8")
-                && message.contains(&format!("{old_primary} (version 7)")),
+            message.contains("needs cluster version 9")
+                && message.contains(&format!("{old_primary} (version 8)")),
             "{message}"
         ),
-        other => panic!("a hold taken while a member runs the older build: {other:?}"),
+        other => panic!("a dependency taken while a member runs the older build: {other:?}"),
     }
     // The JSON contract: the cluster's version, and each member's.
     let shown = json_of(&cluster.xce_ok(&["-o", "json", "cluster"]));
-    assert_eq!(shown["active_version"], 7, "{shown}");
+    assert_eq!(shown["active_version"], 8, "{shown}");
     for member in shown["members"].as_array().unwrap() {
         let expected = if member["name"] == old_primary.as_str() {
-            7
-        } else {
             8
+        } else {
+            9
         };
         assert_eq!(member["version"], expected, "{shown}");
     }
@@ -198,12 +197,12 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.replace_binary(primary, new.clone());
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
-    assert_eq!(cluster.wait_version().await, 8);
-    let id = client.call(held()).await.unwrap();
-    assert!(cluster.job(id).await.unwrap().spec.hold);
-    let out = cluster.xce_ok(&["-o", "json", "submit", "--hold", "--", "true"]);
+    assert_eq!(cluster.wait_version().await, 9);
+    let id = client.call(dependent()).await.unwrap();
+    assert!(cluster.job(id).await.unwrap().spec.dependency.is_some());
+    let out = cluster.xce_ok(&["-o", "json", "submit", "-d", "singleton", "--", "true"]);
     let id = json_of(&out)["id"].as_u64().unwrap();
-    assert!(cluster.job(id).await.unwrap().spec.hold);
+    assert!(cluster.job(id).await.unwrap().dependency_state.is_some());
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -223,11 +222,15 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     for c in cluster.controllers() {
         assert_eq!(running(c), new, "{} runs another build", c.name);
     }
-    // Every acknowledged job is there, once (beside the two held ones).
+    // Every acknowledged job is there, once (beside the two dependent ones).
     let jobs = all_jobs(&cluster.client(), JobFilter::default())
         .await
         .unwrap();
-    let mut ids: Vec<u64> = jobs.iter().filter(|j| !j.spec.hold).map(|j| j.id).collect();
+    let mut ids: Vec<u64> = jobs
+        .iter()
+        .filter(|j| j.spec.dependency.is_none())
+        .map(|j| j.id)
+        .collect();
     ids.sort_unstable();
     let mut acked: Vec<u64> = lib_acked.into_iter().chain(cli_acked).collect();
     acked.sort_unstable();
@@ -251,12 +254,12 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     .await;
     assert!(!status.success());
     let log = std::fs::read_to_string(&cluster.local.controllers[i].log).unwrap();
-    assert!(log.contains("store format 8"), "{log}");
+    assert!(log.contains("store format 9"), "{log}");
     cluster.replace_binary(i, new.clone());
     cluster.restart(i);
     cluster.wait_all_standbys().await;
 
-    // Nor is a controller of the older build added: it could not apply version 8's records.
+    // Nor is a controller of the older build added: it could not apply version 9's records.
     // (The cluster was started from the older build's directory, so a joining one runs it.)
     let (c4, addr) = cluster.start_joining("c4");
     assert_eq!(running(&cluster.controllers()[c4]), old);
@@ -271,8 +274,8 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     assert_eq!(error["code"], "invalid", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("c4 runs a build of cluster version 7")
-            && message.contains("runs version 8"),
+        message.contains("c4 runs a build of cluster version 8")
+            && message.contains("runs version 9"),
         "{message}"
     );
     let members = json_of(&cluster.xce_ok(&["-o", "json", "admin", "members"]));
@@ -335,6 +338,11 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     map.entry("pend_code").or_insert(code);
     map.entry("time_limit_s").or_insert(serde_json::Value::Null);
     map.entry("script").or_insert(serde_json::json!(false));
+    map.entry("dependency").or_insert(serde_json::Value::Null);
+    map.entry("dependency_state")
+        .or_insert(serde_json::Value::Null);
+    map.entry("kill_on_invalid_dep")
+        .or_insert(serde_json::json!(false));
     job
 }
 
@@ -346,6 +354,11 @@ async fn a_format_6_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
 #[tokio::test]
 async fn a_format_7_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     serves_the_fixture_of(7).await;
+}
+
+#[tokio::test]
+async fn a_format_8_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
+    serves_the_fixture_of(8).await;
 }
 
 /// The data dirs of a three-controller cluster written by the build of store format `format`

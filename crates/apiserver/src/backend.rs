@@ -66,7 +66,8 @@ impl Caller {
 pub enum Call {
     Submit {
         token: RequestToken,
-        spec: JobSpec,
+        /// Boxed: a spec is far larger than any other call.
+        spec: Box<JobSpec>,
         /// The bytes of `spec.script`.
         script: Option<Arc<[u8]>>,
     },
@@ -238,7 +239,7 @@ impl Backend for ClusterBackend {
                             who,
                             SubmitJob {
                                 token,
-                                spec,
+                                spec: *spec,
                                 script,
                             },
                         )

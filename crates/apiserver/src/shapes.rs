@@ -53,6 +53,16 @@ pub struct SubmitRequest {
     /// `node_fail`).
     #[serde(default)]
     pub requeue: Option<bool>,
+    /// What it waits for, in `--dependency`'s syntax: `afterok:12:13,after:14` (all of
+    /// them) or `afterany:12?afternotok:13` (any), with `after`, `afterany`, `afterok`,
+    /// `afternotok`, `aftercorr` and `singleton`; each id an existing job's.
+    #[serde(default)]
+    #[schema(schema_with = dependency_schema)]
+    pub dependency: Option<String>,
+    /// Cancel it once its dependency can never be met (default: the cluster's,
+    /// `jobs.kill_on_invalid_dep`).
+    #[serde(default)]
+    pub kill_on_invalid_dep: Option<bool>,
     #[serde(default)]
     pub name: Option<String>,
     /// Default: the cluster's default queue (`normal`).
@@ -175,6 +185,17 @@ fn begin_schema() -> utoipa::openapi::schema::Object {
             Type::Null,
         ]))
         .pattern(Some(SINCE_PATTERN))
+        .build()
+}
+
+/// A dependency as the document promises it: Slurm's syntax, one level of `,` or `?`.
+fn dependency_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let id = r"[0-9]{1,19}(_[0-9]{1,10}|_\[[0-9,:\-]{1,64}\])?";
+    let term = format!("(singleton|(after|afterany|afterok|afternotok|aftercorr)(:{id}){{1,8}})");
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
+        .pattern(Some(format!("^{term}([,?]{term}){{0,15}}$")))
         .build()
 }
 

@@ -108,6 +108,7 @@ fn job(id: u64) -> Job {
         end_time_ms: None,
         output_dir: None,
         cancelled_by: None,
+        dependency_state: None,
     }
 }
 

@@ -248,6 +248,7 @@ mod tests {
             end_time_ms: None,
             output_dir: None,
             cancelled_by: None,
+            dependency_state: None,
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

@@ -95,6 +95,16 @@ pub struct SubmitArgs {
     /// End the job node_fail when its host is lost, rather than run it again.
     #[arg(long, overrides_with = "requeue")]
     no_requeue: bool,
+    /// Start only once these jobs have gone their way (as Slurm's --dependency):
+    /// after:ID (started), afterany:ID (ended), afterok:ID (completed), afternotok:ID
+    /// (ended otherwise, having run), singleton (no other job of this name and user
+    /// running); several ids as afterok:1:2; joined by , (all) or ? (any).
+    #[arg(long, short = 'd', value_name = "TYPE:ID[:ID...][,|?...]")]
+    dependency: Option<String>,
+    /// yes: cancel the job once its dependency can never be met; no: leave it pending,
+    /// saying why (default: the cluster's, jobs.kill_on_invalid_dep).
+    #[arg(long, value_name = "yes|no", value_parser = yes_no)]
+    kill_on_invalid_dep: Option<bool>,
     /// The job script (read now: it may be gone once submitted) and its arguments; without
     /// one, the script is read from standard input.
     #[arg(value_name = "SCRIPT", allow_hyphen_values = true)]
@@ -176,6 +186,8 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         signal,
         requeue,
         no_requeue,
+        dependency,
+        kill_on_invalid_dep,
         script,
         command,
     } = line;
@@ -219,6 +231,8 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         } else {
             written.no_requeue
         },
+        dependency: pick!(dependency),
+        kill_on_invalid_dep: pick!(kill_on_invalid_dep),
         script,
         command,
     }
@@ -379,7 +393,13 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
             check(f, listed);
         }
         Command::Job { id, script: false } => {
-            output::job(f, &check(f, c.call(GetJob { id }).await))
+            let job = check(f, c.call(GetJob { id }).await);
+            output::job(f, &job);
+            if f == Format::Text {
+                if let Some(expr) = &job.spec.dependency {
+                    conditions(&c, &job, expr).await;
+                }
+            }
         }
         Command::Job { id, script: true } => {
             let body = check(f, c.call(GetScript { id }).await);
@@ -777,6 +797,73 @@ fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
             .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")))
     });
     spec.no_requeue = args.no_requeue;
+    spec.dependency = args.dependency.as_deref().map(|text| {
+        text.parse()
+            .unwrap_or_else(|e: xce_client::dependency::DependencyError| {
+                fail(f, "invalid", &e.to_string())
+            })
+    });
+    spec.kill_on_invalid_dep = args.kill_on_invalid_dep;
+}
+
+/// Prints each condition of a job's dependency and where it stands, from the jobs it names
+/// as they are now (`xce_client::dependency`, as the controller judges them).
+async fn conditions(
+    c: &xce_client::Client,
+    job: &xce_client::types::Job,
+    expr: &xce_client::dependency::Expr,
+) {
+    use xce_client::dependency::{term_verdict, Parents, Progress, Term, Verdict};
+    struct Fetched(std::collections::HashMap<u64, xce_client::types::Job>);
+    impl Parents for Fetched {
+        fn progress(&self, of: &xce_client::array::JobRef) -> Option<Progress> {
+            self.0.get(&of.id).map(Progress::of_job)
+        }
+        // The controller judges `singleton` from what is placed: shown as it said.
+        fn singleton_busy(&self) -> bool {
+            false
+        }
+        fn own_task(&self) -> Option<u32> {
+            None
+        }
+    }
+    let mut parents = std::collections::HashMap::new();
+    for id in expr.job_ids() {
+        if let Ok(parent) = c.call(GetJob { id }).await {
+            parents.insert(id, parent);
+        }
+    }
+    let fetched = Fetched(parents);
+    for term in expr.terms() {
+        let (text, verdict) = match term {
+            Term::Singleton => (
+                "singleton".to_string(),
+                match job.dependency_state {
+                    Some(xce_client::types::DependencyState::Waiting) => Verdict::Waiting,
+                    _ => Verdict::Met,
+                },
+            ),
+            Term::On(kind, of) => (
+                format!("{}:{of}", kind.name()),
+                term_verdict(term, &fetched),
+            ),
+        };
+        let shown = match verdict {
+            Verdict::Met => "met".to_string(),
+            Verdict::Waiting => "waiting".to_string(),
+            Verdict::Never(why) => format!("never: {why}"),
+        };
+        println!("{:<12} {text}: {shown}", "condition");
+    }
+}
+
+/// `yes` or `no`, as Slurm's `--kill-on-invalid-dep` takes them.
+fn yes_no(text: &str) -> Result<bool, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("{text:?}: expected yes or no")),
+    }
 }
 
 async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches>) -> i32 {
@@ -826,6 +913,8 @@ async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches
         begin_time_ms: None,
         warn_signal: None,
         no_requeue: false,
+        dependency: None,
+        kill_on_invalid_dep: None,
     };
     batch_options(f, args, &mut spec);
     let (c, hint) = client(cli);
@@ -934,6 +1023,9 @@ mod tests {
             Just(vec!["--no-requeue".to_string()]),
             prop::sample::select(vec!["ALL", "NONE", "A,B=1"])
                 .prop_map(|v| vec!["--export".into(), v.to_string()]),
+            "(afterok|afterany):[1-9][0-9]{0,3}(:[1-9])?".prop_map(|v| vec!["-d".into(), v]),
+            prop::sample::select(vec!["yes", "no"])
+                .prop_map(|v| vec![format!("--kill-on-invalid-dep={v}")]),
         ]
     }
 

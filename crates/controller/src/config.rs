@@ -91,6 +91,9 @@ pub struct JobsFile {
     pub max_time_limit: String,
     /// The largest job script, in bytes (at most `state::MAX_SCRIPT_BYTES`).
     pub max_script_bytes: usize,
+    /// Whether a job whose dependency can never be met is cancelled, when it does not say
+    /// (`--kill-on-invalid-dep`); off by default, as in Slurm.
+    pub kill_on_invalid_dep: bool,
 }
 
 impl Default for JobsFile {
@@ -100,6 +103,7 @@ impl Default for JobsFile {
                 crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
             ),
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
+            kill_on_invalid_dep: false,
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct JobRules {
     pub queue_time: BTreeMap<String, QueueTime>,
     /// The largest job script, in bytes.
     pub max_script_bytes: usize,
+    /// A dependent job's `--kill-on-invalid-dep` when it does not say.
+    pub kill_on_invalid_dep: bool,
 }
 
 impl Default for JobRules {
@@ -121,6 +127,7 @@ impl Default for JobRules {
             max_time_limit_s: crate::state::time_limit::DEFAULT_MAX_TIME_LIMIT_S,
             queue_time: BTreeMap::new(),
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
+            kill_on_invalid_dep: false,
         }
     }
 }
@@ -214,6 +221,7 @@ impl JobsFile {
             max_time_limit_s: max,
             queue_time,
             max_script_bytes: self.max_script_bytes,
+            kill_on_invalid_dep: self.kill_on_invalid_dep,
         })
     }
 }

@@ -165,7 +165,36 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
             None
         },
         no_requeue: u.ratio(1, 6)?,
+        dependency: if u.ratio(1, 4)? {
+            Some(dependency(u)?)
+        } else {
+            None
+        },
+        kill_on_invalid_dep: if u.ratio(1, 3)? {
+            Some(u.arbitrary()?)
+        } else {
+            None
+        },
     })
+}
+
+/// A dependency on jobs of the small id pool (some not there), of every type, joined by all
+/// or any.
+fn dependency(u: &mut Unstructured<'_>) -> Result<xce_client::dependency::Expr> {
+    let kinds = ["after", "afterany", "afterok", "afternotok", "singleton"];
+    let mut terms = Vec::new();
+    for _ in 0..u.int_in_range(1..=3)? {
+        let kind = *u.choose(&kinds)?;
+        terms.push(match kind {
+            "singleton" => kind.to_string(),
+            _ => format!("{kind}:{}", u.int_in_range(0..=12u64)?),
+        });
+    }
+    let sep = if u.arbitrary()? { "," } else { "?" };
+    terms
+        .join(sep)
+        .parse()
+        .map_err(|_| arbitrary::Error::IncorrectFormat)
 }
 
 /// A submit, with the script's bytes or (as when the primary holds them) without.
@@ -471,6 +500,7 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 end_time_ms: None,
                 output_dir: None,
                 cancelled_by: None,
+                dependency_state: None,
             }))
         })
         .collect::<Result<_>>()?;

@@ -132,6 +132,8 @@ fn spec() -> JobSpec {
         begin_time_ms: None,
         warn_signal: None,
         no_requeue: false,
+        dependency: None,
+        kill_on_invalid_dep: None,
     }
 }
 
@@ -153,6 +155,7 @@ fn job() -> Job {
         end_time_ms: None,
         output_dir: Some("/spool".into()),
         cancelled_by: None,
+        dependency_state: None,
     }
 }
 

@@ -676,6 +676,7 @@ mod tests {
             pend_reason: None,
             hold: false,
             begin_time_ms: None,
+            waits_for_dependency: false,
         }
     }
 

@@ -79,6 +79,9 @@ pub fn plan_at(
         let Some(job) = view.pending.get(&id) else {
             continue;
         };
+        if job.waits_for_dependency {
+            continue;
+        }
         // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
         // allocation per round.
         let waits = xce_client::holds::waiting_for(job.hold, job.begin_time_ms, now_ms);
@@ -341,6 +344,7 @@ mod tests {
                 pend_reason: None,
                 hold: false,
                 begin_time_ms: None,
+                waits_for_dependency: false,
             },
         );
     }
@@ -538,6 +542,20 @@ mod tests {
         let p = plan_at(&v, &f, &res, 100, 5_000);
         assert_eq!(placed_ids(&p), vec![2], "placed from its begin time on");
         assert_eq!(p.wake_at_ms, None);
+    }
+
+    /// A job whose dependency is not met is the controller's to explain: no placement, no
+    /// reason of the scheduler's, and nothing behind it held back.
+    #[test]
+    fn a_job_waiting_for_its_dependency_is_placed_nowhere_and_blocks_nothing() {
+        let mut v = view(&[("h1", 1, 0)], &[("normal", 0, true)]);
+        pend(&mut v, 1, "normal", 9, r(1, 0));
+        pend(&mut v, 2, "normal", 0, r(1, 0));
+        v.pending.get_mut(&1).unwrap().waits_for_dependency = true;
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![2]);
+        assert!(p.reasons.iter().all(|(id, _)| *id != 1), "{:?}", p.reasons);
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use xce_client::fit::Resources;
 use xce_client::ops::{ListHosts, ListJobs, ListQueues};
-use xce_client::types::{ClusterEvent, HostState, Job, JobFilter, JobId, JobState, JobUsers};
+use xce_client::types::{
+    ClusterEvent, DependencyState, HostState, Job, JobFilter, JobId, JobState, JobUsers, PendCode,
+};
 use xce_client::{Client, ClientError};
 
 /// A pending job, as placement needs it.
@@ -23,6 +25,9 @@ pub struct PendingJob {
     pub hold: bool,
     /// Placed nowhere before this time (`--begin`), ms since the epoch.
     pub begin_time_ms: Option<u64>,
+    /// Its dependency is not met (the controller decides it, and says why in its reason):
+    /// placed nowhere, given no reason of the scheduler's, blocking nothing.
+    pub waits_for_dependency: bool,
 }
 
 /// A placed job (dispatched, running or suspended): what it holds on its host.
@@ -85,6 +90,10 @@ impl View {
                         pend_reason: job.pend_reason.clone(),
                         hold: job.spec.hold,
                         begin_time_ms: job.spec.begin_time_ms,
+                        waits_for_dependency: matches!(
+                            job.dependency_state,
+                            Some(DependencyState::Waiting | DependencyState::Never)
+                        ),
                     },
                 );
             }
@@ -132,9 +141,10 @@ impl View {
                 state,
                 host,
                 pend_reason,
+                pend_code,
                 queue,
                 ..
-            } => self.apply_job(*id, *state, host.as_deref(), pend_reason, queue),
+            } => self.apply_job(*id, *state, host.as_deref(), pend_reason, *pend_code, queue),
             ClusterEvent::Host { name, state, .. } => match self.hosts.get_mut(name) {
                 Some(h) => {
                     h.state = *state;
@@ -166,6 +176,7 @@ impl View {
         state: JobState,
         host: Option<&str>,
         pend_reason: &Option<String>,
+        pend_code: Option<PendCode>,
         queue: &str,
     ) -> Followup {
         let need = match (self.pending.get(&id), self.placed.get(&id)) {
@@ -187,6 +198,11 @@ impl View {
                 }
                 known.queue = queue.to_string();
                 known.pend_reason = pend_reason.clone();
+                // Only the controller gives this code: a dependency that waits again (a
+                // `singleton` whose name runs now). One met clears the reason (read above).
+                if pend_code == Some(PendCode::Dependency) {
+                    known.waits_for_dependency = true;
+                }
             }
             (JobState::Dispatched | JobState::Running | JobState::Suspended, Some(host)) => {
                 self.pending.remove(&id);

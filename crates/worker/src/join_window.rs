@@ -152,6 +152,7 @@ mod tests {
             end_time_ms: None,
             output_dir: None,
             cancelled_by: None,
+            dependency_state: None,
         }
     }
 

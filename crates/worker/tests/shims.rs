@@ -118,6 +118,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         end_time_ms: None,
         output_dir: None,
         cancelled_by: None,
+        dependency_state: None,
     }
 }
 

@@ -54,6 +54,8 @@ impl Run {
             return None;
         }
         let end = end - (end - start) % step;
+        // One index has no step: one form per set of indices.
+        let step = if start == end { 1 } else { step };
         Some(Run { start, end, step })
     }
 
@@ -95,10 +97,6 @@ impl fmt::Display for Run {
         match (self.start == self.end, self.step) {
             (true, _) => write!(f, "{}", self.start),
             (false, 1) => write!(f, "{}-{}", self.start, self.end),
-            // Two members a step apart read better as a list.
-            (false, step) if self.end - self.start == step => {
-                write!(f, "{},{}", self.start, self.end)
-            }
             (false, step) => write!(f, "{}-{}:{step}", self.start, self.end),
         }
     }
@@ -107,7 +105,7 @@ impl fmt::Display for Run {
 /// A set of task indices, as runs whose spans (`start..=end`) never overlap, so a run of one
 /// step holds any number of tasks in a few bytes. Ordered by index: the next tasks of an array
 /// to run are its lowest.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct TaskSet {
     /// By start.
     runs: BTreeMap<u32, Run>,
@@ -345,6 +343,15 @@ impl TaskSet {
         out
     }
 }
+
+/// Two sets are equal when they hold the same indices, however their runs fell.
+impl PartialEq for TaskSet {
+    fn eq(&self, other: &TaskSet) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for TaskSet {}
 
 impl fmt::Display for TaskSet {
     /// `0-999`, `1,3,5-7`, `1-99:2`: what `--array` takes back.

@@ -70,6 +70,20 @@ pub enum Expr {
     Any(Vec<Expr>),
 }
 
+/// Stored and sent as its text (what `--dependency` takes), which reads back the same.
+impl serde::Serialize for Expr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Expr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Expr, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Why a dependency was refused: what was given, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("dependency {got:?}: {why}")]
@@ -125,10 +139,12 @@ impl FromStr for Expr {
                 "empty; expected e.g. afterok:12 or afterany:12:13".into()
             ));
         }
-        let (items, any): (Vec<&str>, bool) = match (t.contains(','), t.contains('?')) {
+        let all = split_outside(t, ',');
+        let any_of = split_outside(t, '?');
+        let (items, any) = match (all.len() > 1, any_of.len() > 1) {
             (true, true) => return Err(err("both , (all) and ? (any): use one of them".into())),
-            (_, true) => (t.split('?').collect(), true),
-            _ => (t.split(',').collect(), false),
+            (_, true) => (any_of, true),
+            _ => (all, false),
         };
         let mut terms = Vec::new();
         for item in items {
@@ -137,8 +153,8 @@ impl FromStr for Expr {
                 terms.push(Expr::Term(Term::Singleton));
                 continue;
             }
-            let mut parts = item.split(':');
-            let name = parts.next().unwrap_or_default();
+            let parts = split_outside(item, ':');
+            let (name, parts) = (parts[0], &parts[1..]);
             let kind = Kind::ALL
                 .into_iter()
                 .find(|k| k.name() == name)
@@ -149,7 +165,7 @@ impl FromStr for Expr {
                     ))
                 })?;
             let mut any_id = false;
-            for id in parts {
+            for &id in parts {
                 if id.contains('+') {
                     return Err(err(format!(
                         "{item:?}: a delay (+MINUTES) is not supported; give a begin time \
@@ -177,6 +193,25 @@ impl FromStr for Expr {
             (_, false) => Expr::All(terms),
         })
     }
+}
+
+/// `text` split at each `sep` outside the brackets of a task list (`12_[1,3-9:2]`).
+fn split_outside(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut from) = (0u32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            c if c == sep && depth == 0 => {
+                parts.push(&text[from..i]);
+                from = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[from..]);
+    parts
 }
 
 impl fmt::Display for Expr {
@@ -251,6 +286,37 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// What a dependency sees of one (plain) job: the controller's verdicts and `xce job`'s
+    /// list of conditions read a job alike.
+    pub fn of_job(job: &crate::types::Job) -> Progress {
+        use crate::types::JobState;
+        let mut p = Progress::default();
+        let ended = || Ended {
+            who: job.id.to_string(),
+            result: job.result.unwrap_or(JobResult::Failed),
+        };
+        match job.state {
+            JobState::Pending => p.not_started = 1,
+            JobState::Dispatched | JobState::Running | JobState::Suspended => p.running = 1,
+            JobState::Done | JobState::Exited => match job.result {
+                Some(JobResult::Completed) => {
+                    p.completed = 1;
+                    p.first_completed = Some(ended());
+                }
+                // It ran if it started (a command that could not start did, and failed).
+                _ if job.start_time_ms.is_some() => {
+                    p.failed = 1;
+                    p.first_failed = Some(ended());
+                }
+                _ => {
+                    p.unrun = 1;
+                    p.first_unrun = Some(ended());
+                }
+            },
+        }
+        p
+    }
+
     /// Whether every one has ended.
     fn all_ended(&self) -> bool {
         self.not_started == 0 && self.running == 0
@@ -402,6 +468,8 @@ mod tests {
             "singleton",
             "afterok:12_3,aftercorr:7",
             "afterok:12_[1-5]",
+            "afterok:12_[1,3-9:2]:13,afterany:14",
+            "afterok:12_[1-5]?after:2",
             "after:1,singleton",
         ] {
             assert_eq!(expr(text).to_string(), text);

@@ -75,6 +75,16 @@ shape! {
         pub warn_signal: Option<String>,
         /// Whether it runs again when its host is lost (`--no-requeue`: it ends `node_fail`).
         pub requeue: bool,
+        /// What it waits for, as submitted in Slurm's syntax (`afterok:12,after:13`);
+        /// `null`: nothing.
+        pub dependency: Option<String>,
+        /// Where that dependency stands: `waiting`, `satisfied` or `never` (its
+        /// `pend_reason` then says why); `null` without one.
+        #[cfg_attr(feature = "openapi", schema(schema_with = openapi::dependency_state))]
+        pub dependency_state: Option<String>,
+        /// Whether it is cancelled once its dependency can never be met
+        /// (`--kill-on-invalid-dep`).
+        pub kill_on_invalid_dep: bool,
     }
 }
 
@@ -101,6 +111,7 @@ impl From<&Job> for JobJson {
             output_dir: _,
             // Said in words by the reason ("cancelled by alice").
             cancelled_by: _,
+            dependency_state,
         } = job;
         let JobSpec {
             name,
@@ -122,6 +133,8 @@ impl From<&Job> for JobJson {
             begin_time_ms,
             warn_signal,
             no_requeue,
+            dependency,
+            kill_on_invalid_dep,
         } = spec;
         let output = host
             .as_deref()
@@ -174,6 +187,9 @@ impl From<&Job> for JobJson {
             begin_time: begin_time_ms.map(rfc3339),
             warn_signal: warn_signal.map(|w| w.to_string()),
             requeue: !no_requeue,
+            dependency: dependency.as_ref().map(ToString::to_string),
+            dependency_state: dependency_state.map(|d| d.name().to_string()),
+            kill_on_invalid_dep: kill_on_invalid_dep.unwrap_or(false),
         }
     }
 }
@@ -504,7 +520,7 @@ impl From<&crate::events::StreamItem> for EventJson {
 mod openapi {
     use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-    use crate::types::{JobResult, JobState, PendCode};
+    use crate::types::{DependencyState, JobResult, JobState, PendCode};
 
     fn names(names: &[&str], nullable: bool) -> Object {
         let types = if nullable {
@@ -532,6 +548,10 @@ mod openapi {
 
     pub fn job_result() -> Object {
         names(JobResult::NAMES, true)
+    }
+
+    pub fn dependency_state() -> Object {
+        names(DependencyState::NAMES, true)
     }
 }
 

@@ -116,9 +116,20 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
         any::<i32>(),
         limits(),
         script_fields(),
+        (option::of(dependency()), option::of(any::<bool>())),
     )
         .prop_map(
-            |((name, user, queue), command, env, cwd, resources, priority, limits, script)| {
+            |(
+                (name, user, queue),
+                command,
+                env,
+                cwd,
+                resources,
+                priority,
+                limits,
+                script,
+                (dependency, kill_on_invalid_dep),
+            )| {
                 let ScriptFields {
                     script,
                     stdout,
@@ -147,6 +158,8 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
                     begin_time_ms,
                     warn_signal,
                     no_requeue,
+                    dependency,
+                    kill_on_invalid_dep,
                 }
             },
         )
@@ -195,6 +208,49 @@ fn script_fields() -> impl Strategy<Value = ScriptFields> {
         )
 }
 
+/// Any dependency `--dependency` can say (one level of all or any: Slurm's syntax has no
+/// nesting), so that its text reads back the same.
+pub fn dependency() -> impl Strategy<Value = crate::dependency::Expr> {
+    use crate::dependency::{Expr, Kind, Term};
+    let kind = prop::sample::select(vec![
+        Kind::After,
+        Kind::AfterAny,
+        Kind::AfterOk,
+        Kind::AfterNotOk,
+    ]);
+    let tasks = option::of(
+        (0u32..50, 0u32..20, 1u32..4)
+            .prop_filter_map("a run", |(a, n, s)| crate::array::Run::new(a, a + n, s))
+            .prop_map(|run| {
+                let mut set = crate::array::TaskSet::new();
+                set.insert_run(run);
+                set
+            }),
+    );
+    let on = (kind, 1u64..1_000_000, tasks).prop_map(|(kind, id, tasks)| {
+        Expr::Term(Term::On(kind, crate::array::JobRef { id, tasks }))
+    });
+    let corr = (1u64..1_000_000).prop_map(|id| {
+        Expr::Term(Term::On(
+            Kind::AfterCorr,
+            crate::array::JobRef { id, tasks: None },
+        ))
+    });
+    let term = prop_oneof![
+        6 => on,
+        1 => corr,
+        1 => Just(Expr::Term(Term::Singleton)),
+    ];
+    prop_oneof![
+        term.clone(),
+        (vec(term.clone(), 2..4), any::<bool>()).prop_map(|(parts, any)| if any {
+            Expr::Any(parts)
+        } else {
+            Expr::All(parts)
+        }),
+    ]
+}
+
 /// Any warning signal the wire carries (signal 0 is none there).
 pub fn warning() -> impl Strategy<Value = Warning> {
     (1..=crate::signals::MAX_SIGNAL, any::<u32>(), any::<bool>()).prop_map(
@@ -214,7 +270,10 @@ pub fn job() -> impl Strategy<Value = Job> {
         (option::of(job_result()), opt_text(), any::<u32>()),
         (option::of(any::<i32>()), option::of(any::<i32>())),
         (any::<u64>(), opt_ms(), opt_ms(), opt_text()),
-        opt_text(),
+        (
+            opt_text(),
+            option::of(prop::sample::select(crate::types::DependencyState::ALL)),
+        ),
     )
         .prop_map(
             |(
@@ -223,7 +282,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (result, host, attempt),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
-                cancelled_by,
+                (cancelled_by, dependency_state),
             )| Job {
                 id,
                 spec,
@@ -241,6 +300,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 end_time_ms,
                 output_dir,
                 cancelled_by,
+                dependency_state,
             },
         )
 }

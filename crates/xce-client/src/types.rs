@@ -104,6 +104,11 @@ pub struct JobSpec {
     pub warn_signal: Option<Warning>,
     /// A job whose host is lost ends `node_fail` instead of running again (`--no-requeue`).
     pub no_requeue: bool,
+    /// What it waits for before it may be placed (`--dependency`).
+    pub dependency: Option<crate::dependency::Expr>,
+    /// Whether it is cancelled once its dependency can never be met (`--kill-on-invalid-dep`);
+    /// `None`: the cluster's default, which the submit service fills in.
+    pub kill_on_invalid_dep: Option<bool>,
 }
 
 pub use crate::script::ScriptId;
@@ -116,6 +121,22 @@ named_enum! {
     pub enum OpenMode {
         Append => "append",
         Truncate => "truncate",
+    }
+}
+
+named_enum! {
+    /// Where a job's dependency stands: decided by the controller as its parents start and
+    /// end (`xce_client::dependency`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum DependencyState {
+        /// Some condition may still be met: not placed yet.
+        Waiting => "waiting",
+        /// Met: placed like any job.
+        Satisfied => "satisfied",
+        /// Can never be met (the job's `pend_reason` says why): stays pending, or is
+        /// cancelled with `--kill-on-invalid-dep`.
+        Never => "never",
     }
 }
 
@@ -253,6 +274,8 @@ pub struct Job {
     /// Who cancelled it (a pending job at once, a running one once its kill is asked);
     /// `None` if no one did, or the cluster ran without authentication.
     pub cancelled_by: Option<String>,
+    /// Where its dependency stands; `None` without one.
+    pub dependency_state: Option<DependencyState>,
 }
 
 /// What `xce update` (and hold/release) changes in a job: each field set is changed, the

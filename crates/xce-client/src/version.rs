@@ -16,6 +16,8 @@ pub const TIME_LIMITS_AND_GRES: u32 = 7;
 /// The first cluster version with job scripts, output files, holds, begin times, warning
 /// signals and the requeue choice (and `xce update`, `xce signal`).
 pub const BATCH_JOBS: u32 = 8;
+/// The first cluster version with job dependencies (`--dependency`, `--kill-on-invalid-dep`).
+pub const DEPENDENCIES: u32 = 9;
 
 /// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up
 /// to the script limit, with which it shares the budget) and older ones refuse.
@@ -24,6 +26,13 @@ pub const BIG_ENV: &str = "env over 64 KiB";
 /// The cluster version `spec` needs, and the field that needs it (the newest version's
 /// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
+    let dependencies = [
+        ("dependency", spec.dependency.is_some()),
+        ("kill_on_invalid_dep", spec.kill_on_invalid_dep.is_some()),
+    ];
+    if let Some((what, _)) = dependencies.into_iter().find(|(_, set)| *set) {
+        return Some((DEPENDENCIES, what));
+    }
     let batch = [
         ("script", spec.script.is_some()),
         ("stdout", spec.stdout.is_some()),
@@ -102,5 +111,9 @@ mod tests {
         assert_eq!(needed_by(&spec), Some((7, "time_limit_s")));
         spec.hold = true;
         assert_eq!(needed_by(&spec), Some((8, "hold")));
+        spec.kill_on_invalid_dep = Some(false);
+        assert_eq!(needed_by(&spec), Some((9, "kill_on_invalid_dep")));
+        spec.dependency = Some("afterok:1".parse().unwrap());
+        assert_eq!(needed_by(&spec), Some((9, "dependency")));
     }
 }

@@ -6,10 +6,10 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterEvent, ClusterInfo, EventFilter, EventKind, HeldJob, HeldPhase, Host, HostAction,
-    HostAttributes, HostState, Job, JobAction, JobChanges, JobEnd, JobFilter, JobOrder, JobResult,
-    JobSignal, JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode, PendCode,
-    PendReason, Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role,
+    ClusterEvent, ClusterInfo, DependencyState, EventFilter, EventKind, HeldJob, HeldPhase, Host,
+    HostAction, HostAttributes, HostState, Job, JobAction, JobChanges, JobEnd, JobFilter, JobOrder,
+    JobResult, JobSignal, JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode,
+    PendCode, PendReason, Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role,
     SchedulerInfo, ScriptId, TokenInfo, Warning,
 };
 
@@ -107,6 +107,7 @@ mirror_optional_enum! {
     }
     JobResult <=> JobResult { Completed, Failed, Cancelled, Timeout, OutOfMemory, NodeFail }
     OpenMode <=> OpenMode { Append, Truncate }
+    DependencyState <=> DependencyState { Waiting, Satisfied, Never }
 }
 
 /// An optional enum from the wire: a value a newer peer added reads as `None`.
@@ -201,6 +202,13 @@ pub fn write_spec(mut b: w::job_spec::Builder<'_>, s: &JobSpec) {
         wb.set_leader_only(warning.leader_only);
     }
     b.set_no_requeue(s.no_requeue);
+    if let Some(dependency) = &s.dependency {
+        b.set_dependency(dependency.to_string());
+    }
+    if let Some(kill) = s.kill_on_invalid_dep {
+        b.set_has_kill_on_invalid_dep(true);
+        b.set_kill_on_invalid_dep(kill);
+    }
 }
 
 /// Reads a script id: empty is none; any other length is no SHA-256.
@@ -272,6 +280,8 @@ pub enum SpecError {
     Negative { field: &'static str, got: i64 },
     #[error(transparent)]
     Wire(#[from] Error),
+    #[error(transparent)]
+    Dependency(#[from] crate::dependency::DependencyError),
 }
 
 /// Reads a job spec.
@@ -311,6 +321,12 @@ pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, SpecError> {
         begin_time_ms: opt_ms(r.get_begin_time_ms()),
         warn_signal: read_warning(r.get_warning()?),
         no_requeue: r.get_no_requeue(),
+        dependency: opt_text(text(r.get_dependency()?)?)
+            .map(|d| d.parse())
+            .transpose()?,
+        kill_on_invalid_dep: r
+            .get_has_kill_on_invalid_dep()
+            .then(|| r.get_kill_on_invalid_dep()),
     })
 }
 
@@ -338,6 +354,7 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_pend_code(j.pend_code.to_wire());
     b.set_result(j.result.to_wire());
     b.set_cancelled_by(j.cancelled_by.as_deref().unwrap_or(""));
+    b.set_dependency_state(j.dependency_state.to_wire());
 }
 
 /// Reads a job.
@@ -359,6 +376,7 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         end_time_ms: opt_ms(r.get_end_time_ms()),
         output_dir: Some(text(r.get_output_dir()?)?).filter(|d| !d.is_empty()),
         cancelled_by: opt_text(text(r.get_cancelled_by()?)?),
+        dependency_state: opt_enum(r.get_dependency_state()),
     })
 }
 
@@ -921,6 +939,8 @@ pub(crate) mod tests {
                     leader_only: true,
                 }),
                 no_requeue: true,
+                dependency: Some("afterok:1:2,after:3".parse().unwrap()),
+                kill_on_invalid_dep: Some(true),
             },
             state: JobState::Exited,
             pend_reason: None,
@@ -936,6 +956,7 @@ pub(crate) mod tests {
             end_time_ms: None,
             output_dir: Some("/var/spool/xce".into()),
             cancelled_by: Some("alice".into()),
+            dependency_state: Some(DependencyState::Satisfied),
         }
     }
 

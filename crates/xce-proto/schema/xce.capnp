@@ -82,6 +82,19 @@ struct JobSpec {
   beginTimeMs @16 :UInt64;     # 0: none.
   warning @17 :WarningSignal;  # Its signal 0: none.
   noRequeue @18 :Bool;
+  # What it waits for, in `--dependency`'s syntax (`afterok:12,after:13`); empty: nothing.
+  dependency @19 :Text;
+  # `--kill-on-invalid-dep`; without `has`, the cluster's default.
+  hasKillOnInvalidDep @20 :Bool;
+  killOnInvalidDep @21 :Bool;
+}
+
+# Where a job's dependency stands (`none`: it has none).
+enum DependencyState {
+  none @0;
+  waiting @1;
+  satisfied @2;
+  never @3;
 }
 
 # How a job's output files are opened (`none`: truncate on the first attempt, append after).
@@ -155,6 +168,7 @@ struct Job {
   pendCode @15 :PendCode;
   result @16 :JobResult;
   cancelledBy @17 :Text;   # Empty: no one (or not known).
+  dependencyState @18 :DependencyState;
 }
 
 enum JobAction {

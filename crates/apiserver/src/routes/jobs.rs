@@ -70,7 +70,7 @@ pub async fn submit(
     spec.script = script.as_deref().map(xce_client::script::ScriptId::of);
     let call = Call::Submit {
         token,
-        spec,
+        spec: Box::new(spec),
         script,
     };
     let Answer::Submitted(done) = state.call("submit", &caller, call).await? else {
@@ -148,7 +148,16 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         begin_time,
         signal,
         requeue,
+        dependency,
+        kill_on_invalid_dep,
     } = req;
+    let dependency = dependency
+        .as_deref()
+        .map(|d| {
+            d.parse::<xce_client::dependency::Expr>()
+                .map_err(|e| ApiError::invalid(e.to_string()))
+        })
+        .transpose()?;
     for (field, pattern) in [("stdout", &stdout), ("stderr", &stderr)] {
         if let Some(pattern) = pattern {
             xce_client::output_path::check(pattern)
@@ -199,6 +208,8 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         begin_time_ms,
         warn_signal,
         no_requeue: requeue == Some(false),
+        dependency,
+        kill_on_invalid_dep,
     })
 }
 

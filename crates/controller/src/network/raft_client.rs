@@ -728,15 +728,41 @@ mod tests {
                 leader_only: true,
             }),
             no_requeue: true,
+            dependency: Some(xce_client::dependency::Expr::All(
+                (0..validate::MAX_DEPENDENCY_TERMS)
+                    .map(|_| {
+                        xce_client::dependency::Expr::Term(xce_client::dependency::Term::On(
+                            xce_client::dependency::Kind::AfterNotOk,
+                            xce_client::array::JobRef {
+                                id: u64::MAX,
+                                tasks: None,
+                            },
+                        ))
+                    })
+                    .collect(),
+            )),
+            kill_on_invalid_dep: Some(true),
         };
         // The script and the environment share one budget.
         let body = validate::MAX_SCRIPT_BYTES - xce_client::export::size(&spec.env);
         let script: std::sync::Arc<[u8]> = vec![b's'; body].into();
         // A restore part at the limit: jobs as large as they come, as many as fit.
         let mut state = crate::state::State::default();
+        // Each waits for job 1 (a dependency names only jobs that exist), as often as it may.
+        let first = JobSpec {
+            command: vec!["true".into()],
+            ..JobSpec::default()
+        };
+        crate::state::testing::submit(&mut state, 1 << 91, first);
         let stored = JobSpec {
             queue: String::new(),
             script: None,
+            dependency: spec.dependency.clone().map(|d| {
+                d.to_string()
+                    .replace(&u64::MAX.to_string(), "1")
+                    .parse()
+                    .unwrap()
+            }),
             ..spec.clone()
         };
         for i in 0..400 {

@@ -5,8 +5,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use xce_client::dependency::Term;
 use xce_client::fit::Resources;
-use xce_client::types::{Job, JobId, JobState};
+use xce_client::types::{DependencyState, Job, JobId, JobState};
 
 /// What one job contributes to the indexes; an update moves a job from its old slot to its new.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,18 +16,41 @@ pub(super) struct Slot {
     queue: String,
     /// The host it is placed on (dispatched, running or suspended), with what it takes there.
     placed: Option<(String, Resources)>,
+    /// Its user and name while placed: what a `singleton` job waits out.
+    placed_name: Option<(String, String)>,
+    /// The jobs it waits for while its dependency is `waiting`.
+    waits_on: Vec<JobId>,
+    /// Its user and name while it is pending with a `singleton` term.
+    singleton: Option<(String, String)>,
 }
 
 impl Slot {
+    /// The job's state.
+    pub(super) fn state(&self) -> JobState {
+        self.state
+    }
+
     pub(super) fn of(job: &Job) -> Slot {
         let placed = match (is_placed(job.state), &job.host) {
             (true, Some(host)) => Some((host.clone(), job.spec.resources.clone())),
             _ => None,
         };
+        let name = || (job.spec.user.clone(), job.spec.name.clone());
+        let pending = job.state == JobState::Pending;
+        let waiting = pending && job.dependency_state == Some(DependencyState::Waiting);
+        let dependency = job.spec.dependency.as_ref();
         Slot {
             state: job.state,
             queue: job.spec.queue.clone(),
+            placed_name: placed.as_ref().map(|_| name()),
             placed,
+            waits_on: dependency
+                .filter(|_| waiting)
+                .map(|d| d.job_ids())
+                .unwrap_or_default(),
+            singleton: dependency
+                .filter(|d| pending && d.terms().contains(&&Term::Singleton))
+                .map(|_| name()),
         }
     }
 }
@@ -60,6 +84,12 @@ pub(super) struct Index {
     by_state: [BTreeSet<JobId>; 6],
     queues: HashMap<String, QueueCounts>,
     hosts: HashMap<String, HostLoad>,
+    /// Jobs placed, by user and name (`singleton`).
+    placed_names: HashMap<(String, String), u32>,
+    /// Waiting jobs by each job they wait for.
+    dependents: HashMap<JobId, BTreeSet<JobId>>,
+    /// Pending jobs with a `singleton` term, by user and name.
+    singletons: HashMap<(String, String), BTreeSet<JobId>>,
 }
 
 fn slot_of_state(state: JobState) -> usize {
@@ -92,6 +122,15 @@ impl Index {
             load.jobs.insert(id);
             load.used = load.used.plus(need);
         }
+        if let Some(name) = &slot.placed_name {
+            *self.placed_names.entry(name.clone()).or_default() += 1;
+        }
+        for parent in &slot.waits_on {
+            self.dependents.entry(*parent).or_default().insert(id);
+        }
+        if let Some(name) = &slot.singleton {
+            self.singletons.entry(name.clone()).or_default().insert(id);
+        }
     }
 
     pub(super) fn remove(&mut self, id: JobId, slot: &Slot) {
@@ -115,6 +154,54 @@ impl Index {
                 }
             }
         }
+        if let Some(name) = &slot.placed_name {
+            if let Some(n) = self.placed_names.get_mut(name) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.placed_names.remove(name);
+                }
+            }
+        }
+        for parent in &slot.waits_on {
+            if let Some(set) = self.dependents.get_mut(parent) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.dependents.remove(parent);
+                }
+            }
+        }
+        if let Some(name) = &slot.singleton {
+            if let Some(set) = self.singletons.get_mut(name) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.singletons.remove(name);
+                }
+            }
+        }
+    }
+
+    /// How many jobs of `user` called `name` are placed.
+    pub(super) fn placed_named(&self, user: &str, name: &str) -> u32 {
+        self.placed_names
+            .get(&(user.to_string(), name.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The waiting jobs that wait for `parent`.
+    pub(super) fn dependents_of(&self, parent: JobId) -> Vec<JobId> {
+        self.dependents
+            .get(&parent)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// The pending `singleton` jobs of `user` called `name`.
+    pub(super) fn singletons_of(&self, user: &str, name: &str) -> Vec<JobId> {
+        self.singletons
+            .get(&(user.to_string(), name.to_string()))
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Ids of jobs in `state`, in id order.

@@ -96,6 +96,17 @@ impl State {
         {
             return Err(format!("job {}: its script is not in the state", job.id));
         }
+        // A dependency and its verdict go together (the verdict is what the apply decided).
+        if let Some(job) = rec
+            .jobs
+            .iter()
+            .find(|j| j.spec.dependency.is_some() != j.dependency_state.is_some())
+        {
+            return Err(format!(
+                "job {}: a dependency without its state, or a state without one",
+                job.id
+            ));
+        }
         for host in &rec.hosts {
             xce_client::types::validate_host_name(&host.name)?;
         }
@@ -137,6 +148,7 @@ fn unique<K: Ord + std::fmt::Debug>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::stored::DependencyStateRecord;
     use crate::state::testing::{dispatch_cmd, join_cmd, spec, submit};
     use crate::state::Command;
     use xce_client::types::RequestToken;
@@ -182,6 +194,10 @@ mod tests {
             ("twice", Box::new(|r| r.hosts.push(r.hosts[0].clone()))),
             ("host.name", Box::new(|r| r.hosts[0].name = "w 1".into())),
             ("without a host", Box::new(|r| r.jobs[0].host = None)),
+            (
+                "a dependency without its state",
+                Box::new(|r| r.jobs[0].dependency_state = Some(DependencyStateRecord::Waiting)),
+            ),
         ];
         for (fragment, forge) in cases {
             let mut record = busy().into_record();

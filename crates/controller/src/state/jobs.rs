@@ -29,6 +29,11 @@ fn end_job(job: &mut Job, at_ms: u64, result: JobResult, reason: &str) {
     job.end_time_ms = Some(at_ms);
 }
 
+/// Ends a pending job `cancelled` with `reason` (its dependency can never be met).
+pub(super) fn end_cancelled(job: &mut Job, at_ms: u64, reason: &str) {
+    end_job(job, at_ms, JobResult::Cancelled, reason);
+}
+
 /// Ends a job `done` or `exited` by its own exit code, with no reason.
 fn end_by_exit(job: &mut Job, at_ms: u64, code: i32) {
     (job.state, job.result) = if code == 0 {
@@ -103,12 +108,15 @@ impl State {
         if self.next_job_id >= super::MAX_JOB_ID {
             return Outcome::rejected(Status::Conflict, "job ids are exhausted".to_string());
         }
+        if let Err(refused) = self.check_dependency(&spec) {
+            return refused;
+        }
         if let Err(refused) = super::scripts::take_script(self, spec.script, script) {
             return refused;
         }
         let id = self.next_job_id;
         self.next_job_id += 1;
-        self.insert_job(Job {
+        let mut job = Job {
             id,
             spec,
             state: JobState::Pending,
@@ -127,7 +135,10 @@ impl State {
             end_time_ms: None,
             output_dir: None,
             cancelled_by: None,
-        });
+            dependency_state: None,
+        };
+        self.judge_new(&mut job, at_ms);
+        self.insert_job(job);
         Outcome::Submitted(id)
     }
 
@@ -248,6 +259,9 @@ impl State {
         }
         if let Some(reason) = xce_client::holds::waiting(&job.spec, at_ms) {
             return Outcome::rejected(Status::Conflict, format!("job {id} is {}", reason.text));
+        }
+        if let Some(why) = self.dependency_blocks(job) {
+            return Outcome::rejected(Status::Conflict, format!("job {id} is {why}"));
         }
         if let Err(why) = may_run(&job_users, &job.spec.user) {
             return Outcome::rejected(

@@ -11,6 +11,7 @@
 //! change passes, so that indexes and events can never be forgotten by a command.
 
 mod command;
+mod dependencies;
 mod events;
 mod hosts;
 mod index;
@@ -162,6 +163,9 @@ pub struct State {
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
     emitted: Vec<Event>,
+    /// Jobs whose state changed in the command being applied: the jobs that wait for them
+    /// are judged again before the apply ends (`dependencies`).
+    moved: Vec<JobId>,
 }
 
 impl Default for State {
@@ -191,6 +195,7 @@ impl Default for State {
             scripts: BTreeMap::new(),
             index: Index::default(),
             emitted: Vec::new(),
+            moved: Vec::new(),
         }
     }
 }
@@ -295,6 +300,7 @@ impl State {
             } => self.job_finished(at_ms, id, attempt, &host, end),
             Command::RaiseVersion { to } => self.raise_version(to),
         };
+        self.settle_dependencies(at_ms);
         if let Some(token) = token {
             self.tokens.remember(token, outcome.clone());
         }
@@ -318,6 +324,9 @@ impl State {
         let out = f(job);
         let new_slot = Slot::of(job);
         if new_slot != slot {
+            if new_slot.state() != slot.state() {
+                self.moved.push(id);
+            }
             self.index.remove(id, &slot);
             self.index.add(id, &new_slot);
         }

@@ -3,7 +3,7 @@
 //! refused at apply and can never place a job twice. Lease times are the proposing primary's
 //! (`at_ms`), like every time in the state.
 
-use xce_client::types::{JobId, JobState, PendReason, Placement, Refusal};
+use xce_client::types::{DependencyState, JobId, JobState, PendReason, Placement, Refusal};
 use xce_proto::Status;
 
 use super::{Outcome, State};
@@ -146,10 +146,14 @@ impl State {
         // One change per job (the last reason given wins), so one event per job.
         let reasons: std::collections::BTreeMap<JobId, PendReason> = reasons.into_iter().collect();
         for (id, reason) in reasons {
-            let pending = self
-                .jobs
-                .get(&id)
-                .is_some_and(|j| j.state == JobState::Pending);
+            // A job waiting for its dependency keeps the controller's reason (`dependencies`).
+            let pending = self.jobs.get(&id).is_some_and(|j| {
+                j.state == JobState::Pending
+                    && !matches!(
+                        j.dependency_state,
+                        Some(DependencyState::Waiting | DependencyState::Never)
+                    )
+            });
             if pending {
                 self.update_job(id, |job| {
                     job.pend_code = Some(reason.code);

@@ -50,6 +50,9 @@ fn check_count(field: &str, len: usize) -> Result<(), String> {
 }
 
 /// Checks a job spec; the error names the field.
+/// The most conditions one job's dependency may hold (each names a job the apply looks up).
+pub const MAX_DEPENDENCY_TERMS: usize = 1024;
+
 pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     check_size("name", spec.name.len(), MAX_NAME_BYTES)?;
     check_size("user", spec.user.len(), MAX_NAME_BYTES)?;
@@ -80,6 +83,15 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         _ => {}
     }
     validate_batch_fields(spec)?;
+    if let Some(dependency) = &spec.dependency {
+        check_size("dependency", dependency.to_string().len(), MAX_LIST_BYTES)?;
+        let terms = dependency.terms().len();
+        if terms > MAX_DEPENDENCY_TERMS {
+            return Err(format!(
+                "dependency: {terms} conditions, at most {MAX_DEPENDENCY_TERMS}"
+            ));
+        }
+    }
     validate_gres("gres", &spec.resources)?;
     if let Some((k, _)) = spec
         .env

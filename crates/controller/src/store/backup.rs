@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{OLDEST_FORMAT, STORE_FORMAT};
-use crate::state::stored::{self, migrate, v6, v7};
+use crate::state::stored::{self, migrate, v6, v7, v8};
 use crate::state::{BackupPart, State};
 
 /// About how large a part of jobs is: one Raft entry far below the 32 MiB append limit
@@ -70,6 +70,7 @@ pub fn encode(
         let frame = match format {
             6 => postcard::to_stdvec(&migrate::downgrade_backup_part_6(part).map_err(refused)?)?,
             7 => postcard::to_stdvec(&migrate::downgrade_backup_part_7(part).map_err(refused)?)?,
+            8 => postcard::to_stdvec(&migrate::downgrade_backup_part_8(part).map_err(refused)?)?,
             _ => postcard::to_stdvec(&part)?,
         };
         frames.push(frame);
@@ -106,6 +107,11 @@ pub fn decode_part(format: u32, frame: &[u8]) -> Result<BackupPart, BackupError>
             let old: v7::BackupPart =
                 postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
             Ok(migrate::upgrade_backup_part_7(old))
+        }
+        8 => {
+            let old: v8::BackupPart =
+                postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
+            Ok(migrate::upgrade_backup_part_8(old))
         }
         _ => postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string())),
     }

@@ -212,6 +212,9 @@ impl Jobs {
             warn_signal,
             // The controller's business, when a host is lost.
             no_requeue: _,
+            // The controller's business: a job reaches its host once its dependency is met.
+            dependency: _,
+            kill_on_invalid_dep: _,
         } = &job.spec;
         let run_as = match self.settings.job_users {
             xce_client::types::JobUsers::EachUser { root } => Some(RunAs {

@@ -38,6 +38,11 @@ pub(super) async fn submit(
         };
         // A default limit needs a cluster version that stores one (format 7 on).
         let defaults_allowed = this.node.active_version() >= 7;
+        // The cluster's choice for a dependent job that makes none (a job without a
+        // dependency needs none, and a cluster below version 9 could not store it).
+        if spec.dependency.is_some() && spec.kill_on_invalid_dep.is_none() {
+            spec.kill_on_invalid_dep = Some(rules.kill_on_invalid_dep);
+        }
         validate_spec(&spec)
             .and_then(|()| {
                 time_limit::fit_queue(

@@ -1,11 +1,11 @@
-//! Between the current records (format 8) and every older format this build reads, one step
-//! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`.
-//! `upgrade_*` reads old data as current records; `downgrade_*` writes what a cluster whose
-//! active version is older replicates, refusing by [`NotInFormat`] what that format cannot
-//! hold.
+//! Between the current records (format 9) and every older format this build reads, one step
+//! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
+//! `super::step8`. `upgrade_*` reads old data as current records; `downgrade_*` writes what a
+//! cluster whose active version is older replicates, refusing by [`NotInFormat`] what that
+//! format cannot hold.
 
-use super::{step6, step7};
-use super::{v6, v7, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
+use super::{step6, step7, step8};
+use super::{v6, v7, v8, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
 use crate::state::BackupPart;
 
 pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
@@ -16,95 +16,133 @@ pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
 /// entry) applies. `RaiseVersion` is never converted: it is proposed only once every member
 /// reads the format it raises to.
 pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
-    if format >= 8 || matches!(cmd, Command::RaiseVersion { .. }) {
+    if format >= 9 || matches!(cmd, Command::RaiseVersion { .. }) {
         return Ok(cmd);
     }
     let record = CommandRecord::from(cmd);
-    let up = if format == 7 {
-        step7::upgrade_command(step7::downgrade_command(record)?)
-    } else {
+    let up = match format {
+        8 => upgrade_command_8(downgrade_command_8(record)?),
+        7 => upgrade_command_7(downgrade_command_7(record)?),
         // A record just made from a current one always reads back.
-        upgrade_command_6(downgrade_command_6(record)?).map_err(|_| step6::not_in_6("a request"))?
+        _ => upgrade_command_6(downgrade_command_6(record)?)
+            .map_err(|_| step6::not_in_6("a request"))?,
     };
     Ok(Command::from(up))
 }
 
 /// A format-6 command as a current record.
 pub fn upgrade_command_6(c: v6::CommandRecord) -> Result<CommandRecord, Unwritten> {
-    step6::upgrade_command(c).map(step7::upgrade_command)
+    step6::upgrade_command(c).map(upgrade_command_7)
 }
 
 /// A format-7 command as a current record.
 pub fn upgrade_command_7(c: v7::CommandRecord) -> CommandRecord {
-    step7::upgrade_command(c)
+    upgrade_command_8(step7::upgrade_command(c))
+}
+
+/// A format-8 command as a current record.
+pub fn upgrade_command_8(c: v8::CommandRecord) -> CommandRecord {
+    step8::upgrade_command(c)
 }
 
 /// A current command as format 6 holds it, or what that format cannot hold.
 pub fn downgrade_command_6(c: CommandRecord) -> Result<v6::CommandRecord, NotInFormat> {
-    step6::downgrade_command(step7::downgrade_command(c)?)
+    step6::downgrade_command(downgrade_command_7(c)?)
 }
 
 /// A current command as format 7 holds it, or what that format cannot hold.
 pub fn downgrade_command_7(c: CommandRecord) -> Result<v7::CommandRecord, NotInFormat> {
-    step7::downgrade_command(c)
+    step7::downgrade_command(downgrade_command_8(c)?)
+}
+
+/// A current command as format 8 holds it, or what that format cannot hold.
+pub fn downgrade_command_8(c: CommandRecord) -> Result<v8::CommandRecord, NotInFormat> {
+    step8::downgrade_command(c)
 }
 
 /// A format-6 job as a current record.
 pub fn upgrade_job_6(j: v6::JobRecord) -> Result<JobRecord, Unwritten> {
-    step6::upgrade_job(j).map(step7::upgrade_job)
+    step6::upgrade_job(j)
+        .map(step7::upgrade_job)
+        .map(step8::upgrade_job)
 }
 
 /// A current job as format 6 holds it.
 pub fn downgrade_job_6(j: JobRecord) -> Result<v6::JobRecord, NotInFormat> {
-    step6::downgrade_job(step7::downgrade_job(j)?)
+    step6::downgrade_job(downgrade_job_7(j)?)
 }
 
 /// A current job as format 7 holds it.
 pub fn downgrade_job_7(j: JobRecord) -> Result<v7::JobRecord, NotInFormat> {
-    step7::downgrade_job(j)
+    step7::downgrade_job(downgrade_job_8(j)?)
+}
+
+/// A current job as format 8 holds it.
+pub fn downgrade_job_8(j: JobRecord) -> Result<v8::JobRecord, NotInFormat> {
+    step8::downgrade_job(j)
 }
 
 /// A format-6 state as a current record, at active version 6.
 pub fn upgrade_state_6(s: v6::StateRecord) -> Result<StateRecord, Unwritten> {
-    step6::upgrade_state(s).map(step7::upgrade_state)
+    step6::upgrade_state(s).map(upgrade_state_7)
 }
 
 /// A format-7 state as a current record.
 pub fn upgrade_state_7(s: v7::StateRecord) -> StateRecord {
-    step7::upgrade_state(s)
+    upgrade_state_8(step7::upgrade_state(s))
+}
+
+/// A format-8 state as a current record.
+pub fn upgrade_state_8(s: v8::StateRecord) -> StateRecord {
+    step8::upgrade_state(s)
 }
 
 /// A current state as format 6 holds it.
 pub fn downgrade_state_6(s: StateRecord) -> Result<v6::StateRecord, NotInFormat> {
-    step6::downgrade_state(step7::downgrade_state(s)?)
+    step6::downgrade_state(downgrade_state_7(s)?)
 }
 
 /// A current state as format 7 holds it.
 pub fn downgrade_state_7(s: StateRecord) -> Result<v7::StateRecord, NotInFormat> {
-    step7::downgrade_state(s)
+    step7::downgrade_state(downgrade_state_8(s)?)
 }
 
-/// A current host as format 6 holds it (formats 7 and 8 store hosts as the current one does).
+/// A current state as format 8 holds it.
+pub fn downgrade_state_8(s: StateRecord) -> Result<v8::StateRecord, NotInFormat> {
+    step8::downgrade_state(s)
+}
+
+/// A current host as format 6 holds it (formats 7 to 9 store hosts as the current one does).
 pub fn downgrade_host_6(h: HostStoredRecord) -> Result<v6::HostStoredRecord, NotInFormat> {
     step6::downgrade_host(h)
 }
 
 /// A format-6 backup part as the current one.
 pub fn upgrade_backup_part_6(p: v6::BackupPart) -> Result<BackupPart, Unwritten> {
-    step6::upgrade_backup_part(p).map(step7::upgrade_backup_part)
+    step6::upgrade_backup_part(p).map(upgrade_backup_part_7)
 }
 
 /// A format-7 backup part as the current one.
 pub fn upgrade_backup_part_7(p: v7::BackupPart) -> BackupPart {
-    step7::upgrade_backup_part(p)
+    upgrade_backup_part_8(step7::upgrade_backup_part(p))
+}
+
+/// A format-8 backup part as the current one.
+pub fn upgrade_backup_part_8(p: v8::BackupPart) -> BackupPart {
+    step8::upgrade_backup_part(p)
 }
 
 /// The current backup part as format 6 holds it.
 pub fn downgrade_backup_part_6(p: BackupPart) -> Result<v6::BackupPart, NotInFormat> {
-    step6::downgrade_backup_part(step7::downgrade_backup_part(p)?)
+    step6::downgrade_backup_part(downgrade_backup_part_7(p)?)
 }
 
 /// The current backup part as format 7 holds it.
 pub fn downgrade_backup_part_7(p: BackupPart) -> Result<v7::BackupPart, NotInFormat> {
-    step7::downgrade_backup_part(p)
+    step7::downgrade_backup_part(downgrade_backup_part_8(p)?)
+}
+
+/// The current backup part as format 8 holds it.
+pub fn downgrade_backup_part_8(p: BackupPart) -> Result<v8::BackupPart, NotInFormat> {
+    step8::downgrade_backup_part(p)
 }

@@ -6,7 +6,7 @@
 //!
 //! This module holds the records of the current format ([`crate::store::STORE_FORMAT`]), the
 //! conversions between them and the domain types, and how a state becomes a snapshot. Older
-//! formats are frozen in modules of their own (`v6`, `v7`), read (and, while the cluster's
+//! formats are frozen in modules of their own (`v6`, `v7`, `v8`), read (and, while the cluster's
 //! active version is older, written) through `migrate`, which chains one step per format. Which format a batch
 //! or snapshot was written in travels with its bytes (`crate::store::format`).
 
@@ -14,8 +14,10 @@ pub mod migrate;
 mod mirror;
 mod step6;
 mod step7;
+mod step8;
 pub mod v6;
 pub mod v7;
+pub mod v8;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,7 +42,9 @@ use super::{
     Command, EndIntent, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow,
     UserToken,
 };
-use xce_client::types::ScriptId;
+use xce_client::array::{JobRef, Run, TaskSet};
+use xce_client::dependency::{Expr as DepExpr, Kind as DepKind, Term};
+use xce_client::types::{DependencyState, ScriptId};
 
 /// `From` both ways between a domain enum and its record, variant for variant.
 macro_rules! record_enum {
@@ -71,7 +75,72 @@ record_enum! {
         Resources, Priority, NoScheduler, QueueInactive, TooBig, Held, BeginTime, Dependency, Limit,
     }
     OpenModeRecord <=> OpenMode { Append, Truncate }
+    DependencyStateRecord <=> DependencyState { Waiting, Satisfied, Never }
+    DepKindRecord <=> DepKind { After, AfterAny, AfterOk, AfterNotOk, AfterCorr }
 }
+
+/// A dependency as stored (format 9 on): its terms, joined by all or any, structured rather
+/// than as text, so that no stored dependency can fail to read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DepExprRecord {
+    Term(DepTermRecord),
+    All(Vec<DepExprRecord>),
+    Any(Vec<DepExprRecord>),
+}
+
+/// One term of a stored dependency; `tasks` are an array's task runs (start, end, step).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DepTermRecord {
+    On {
+        kind: DepKindRecord,
+        id: u64,
+        tasks: Option<Vec<(u32, u32, u32)>>,
+    },
+    Singleton,
+}
+
+impl From<DepExpr> for DepExprRecord {
+    fn from(e: DepExpr) -> Self {
+        let all = |parts: Vec<DepExpr>| parts.into_iter().map(DepExprRecord::from).collect();
+        match e {
+            DepExpr::Term(Term::On(kind, job)) => DepExprRecord::Term(DepTermRecord::On {
+                kind: kind.into(),
+                id: job.id,
+                tasks: job
+                    .tasks
+                    .map(|t| t.runs().map(|r| (r.start, r.end, r.step)).collect()),
+            }),
+            DepExpr::Term(Term::Singleton) => DepExprRecord::Term(DepTermRecord::Singleton),
+            DepExpr::All(parts) => DepExprRecord::All(all(parts)),
+            DepExpr::Any(parts) => DepExprRecord::Any(all(parts)),
+        }
+    }
+}
+
+impl From<DepExprRecord> for DepExpr {
+    fn from(e: DepExprRecord) -> Self {
+        let all = |parts: Vec<DepExprRecord>| parts.into_iter().map(DepExpr::from).collect();
+        match e {
+            DepExprRecord::Term(DepTermRecord::On { kind, id, tasks }) => {
+                let tasks = tasks.map(|runs| {
+                    let mut set = TaskSet::new();
+                    for (start, end, step) in runs {
+                        if let Some(run) = Run::new(start, end, step) {
+                            set.insert_run(run);
+                        }
+                    }
+                    set
+                });
+                DepExpr::Term(Term::On(kind.into(), JobRef { id, tasks }))
+            }
+            DepExprRecord::Term(DepTermRecord::Singleton) => DepExpr::Term(Term::Singleton),
+            DepExprRecord::All(parts) => DepExpr::All(all(parts)),
+            DepExprRecord::Any(parts) => DepExpr::Any(all(parts)),
+        }
+    }
+}
+
+mirror_via_from!(DepExprRecord => DepExpr);
 
 /// A warning signal as stored (`--signal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +219,9 @@ pub struct SpecRecord {
     pub begin_time_ms: Option<u64>,
     pub warn_signal: Option<WarningRecord>,
     pub no_requeue: bool,
+    /// What it waits for (format 9 on).
+    pub dependency: Option<DepExprRecord>,
+    pub kill_on_invalid_dep: Option<bool>,
 }
 
 /// A job as stored in a snapshot.
@@ -171,17 +243,19 @@ pub struct JobRecord {
     pub end_time_ms: Option<u64>,
     pub output_dir: Option<String>,
     pub cancelled_by: Option<String>,
+    /// Where its dependency stands (format 9 on).
+    pub dependency_state: Option<DependencyStateRecord>,
 }
 
 mirror_structs! {
     LimitsRecord <=> Limits { time_limit_s }
     SpecRecord <=> JobSpec {
         name, user, queue, command, env, cwd, resources, priority, limits, script, stdout, stderr,
-        open_mode, hold, begin_time_ms, warn_signal, no_requeue,
+        open_mode, hold, begin_time_ms, warn_signal, no_requeue, dependency, kill_on_invalid_dep,
     }
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
-        submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by,
+        submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
     }
     WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
     JobChangesRecord <=> xce_client::types::JobChanges {
@@ -242,6 +316,8 @@ pub struct PendReasonRecord {
 /// A command as stored in the log, variant for variant with [`Command`]. Append new variants
 /// at the end: an inserted one renumbers those after it (and is a new format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+// As `Command`: submits are most of the log.
+#[allow(clippy::large_enum_variant)]
 pub enum CommandRecord {
     Submit {
         token: u128,
@@ -607,6 +683,7 @@ impl State {
                 .map(|(id, body)| (ScriptId(id), Arc::from(body)))
                 .collect(),
             emitted: Vec::new(),
+            moved: Vec::new(),
         }
     }
 }
@@ -670,6 +747,12 @@ impl Serialize for SnapshotView<'_> {
             }
             7 => {
                 let jobs = jobs.map(migrate::downgrade_job_7);
+                rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+                rec.serialize_field("queues", &queues())?;
+                rec.serialize_field("hosts", &Seq::of(hosts))?;
+            }
+            8 => {
+                let jobs = jobs.map(migrate::downgrade_job_8);
                 rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
                 rec.serialize_field("queues", &queues())?;
                 rec.serialize_field("hosts", &Seq::of(hosts))?;
@@ -763,6 +846,10 @@ pub fn decode_state(bytes: &[u8]) -> Result<StateRecord, crate::store::format::F
         (7, body) => {
             let old: v7::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
             Ok(migrate::upgrade_state_7(old))
+        }
+        (8, body) => {
+            let old: v8::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
+            Ok(migrate::upgrade_state_8(old))
         }
         (_, body) => postcard::from_bytes(body).map_err(FormatError::decode),
     }

@@ -10,8 +10,7 @@
 
 use super::step6::NotInFormat;
 use super::v7;
-use super::{CommandRecord, JobRecord, SpecRecord, StateRecord};
-use crate::state::BackupPart;
+use super::v8::{BackupPart, CommandRecord, JobRecord, SpecRecord, StateRecord};
 
 /// What format 7 cannot hold, by the name a user knows it by.
 fn not_in_7(what: &'static str) -> NotInFormat {

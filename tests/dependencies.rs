@@ -1,0 +1,251 @@
+//! Job dependencies (issue 34), through the real binaries: an `afterok` chain runs in order,
+//! each link only once its parent completed; `afternotok` on a job cancelled before it ran
+//! never runs (and with `--kill-on-invalid-dep=yes` ends cancelled at once, with its own
+//! dependents); `xce job` lists each condition and where it stands; a dependency on a job
+//! that does not exist is refused naming it.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Output;
+
+use xce_client::types::{DependencyState, HostState, Job, JobResult, JobState, PendCode};
+use xce_tests::{json_of, Cluster};
+
+/// A cluster that places jobs by itself: one controller, one worker, a scheduler.
+async fn cluster() -> Cluster {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    cluster
+}
+
+fn id_of(out: &Output) -> u64 {
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    json_of(out)["id"].as_u64().unwrap()
+}
+
+async fn ended(cluster: &Cluster, id: u64) -> Job {
+    cluster.wait_job(id, "ended", |j| j.state.is_final()).await
+}
+
+#[tokio::test]
+async fn an_afterok_chain_of_twenty_runs_in_order() {
+    let cluster = cluster().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let mut ids: Vec<u64> = Vec::new();
+    for link in 1..=20 {
+        let mut args = vec![
+            "-o".to_string(),
+            "json".into(),
+            "submit".into(),
+            "--cwd".into(),
+            cwd.clone(),
+        ];
+        if let Some(parent) = ids.last() {
+            args.extend(["-d".into(), format!("afterok:{parent}")]);
+        }
+        args.extend(["--wrap".into(), format!("echo {link} >> chain")]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ids.push(id_of(&cluster.xce(&args)));
+    }
+    // The last waits: its parent has not even started.
+    let last = cluster.job(*ids.last().unwrap()).await.unwrap();
+    assert!(last.state == JobState::Pending || last.state.is_final());
+    let mut jobs = Vec::new();
+    for id in &ids {
+        jobs.push(ended(&cluster, *id).await);
+    }
+    let order: Vec<u32> = std::fs::read_to_string(work.join("chain"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(order, (1..=20).collect::<Vec<u32>>());
+    for pair in jobs.windows(2) {
+        let (parent, child) = (&pair[0], &pair[1]);
+        assert_eq!(child.result, Some(JobResult::Completed), "{child:?}");
+        assert_eq!(child.dependency_state, Some(DependencyState::Satisfied));
+        assert!(
+            child.start_time_ms.unwrap() >= parent.end_time_ms.unwrap(),
+            "job {} started before its parent {} ended",
+            child.id,
+            parent.id
+        );
+    }
+    let shown = json_of(&cluster.xce_ok(&["-o", "json", "job", &ids[1].to_string()]));
+    assert_eq!(shown["dependency"], format!("afterok:{}", ids[0]));
+    assert_eq!(shown["dependency_state"], "satisfied");
+    let text = String::from_utf8(cluster.xce_ok(&["job", &ids[1].to_string()]).stdout).unwrap();
+    assert!(text.contains(&format!("afterok:{}: met", ids[0])), "{text}");
+}
+
+#[tokio::test]
+async fn afternotok_on_a_job_cancelled_before_it_ran_never_runs() {
+    let cluster = cluster().await;
+    let submit = |args: &[&str]| {
+        let mut all = vec!["-o", "json", "submit"];
+        all.extend_from_slice(args);
+        id_of(&cluster.xce(&all))
+    };
+    let parent = submit(&["--hold", "--wrap", "true"]);
+    let on = |kind: &str| format!("{kind}:{parent}");
+    let kept = submit(&["-d", &on("afternotok"), "--wrap", "touch ran"]);
+    let killed = submit(&[
+        "-d",
+        &on("afternotok"),
+        "--kill-on-invalid-dep=yes",
+        "--wrap",
+        "touch ran",
+    ]);
+    // The killed one's own dependent goes with it, in the same change.
+    let grandchild = submit(&[
+        "-d",
+        &format!("afterok:{killed}"),
+        "--kill-on-invalid-dep",
+        "yes",
+        "--wrap",
+        "true",
+    ]);
+    let waiting = cluster.job(kept).await.unwrap();
+    assert_eq!(
+        (waiting.pend_code, waiting.dependency_state),
+        (Some(PendCode::Dependency), Some(DependencyState::Waiting)),
+        "{waiting:?}"
+    );
+    let text = String::from_utf8(cluster.xce_ok(&["job", &kept.to_string()]).stdout).unwrap();
+    assert!(
+        text.contains(&format!("afternotok:{parent}: waiting")),
+        "{text}"
+    );
+
+    cluster.xce_ok(&["kill", &parent.to_string()]);
+    let why = format!("never satisfied: job {parent} ended cancelled before it ran");
+    let never = cluster
+        .wait_job(kept, "its verdict", |j| {
+            j.dependency_state == Some(DependencyState::Never)
+        })
+        .await;
+    assert_eq!(
+        (never.state, never.pend_code, never.pend_reason.as_deref()),
+        (
+            JobState::Pending,
+            Some(PendCode::Dependency),
+            Some(why.as_str())
+        )
+    );
+    let cancelled = ended(&cluster, killed).await;
+    assert_eq!(
+        (cancelled.result, cancelled.reason.as_deref()),
+        (Some(JobResult::Cancelled), Some(why.as_str()))
+    );
+    assert_eq!(cancelled.start_time_ms, None);
+    let cascaded = ended(&cluster, grandchild).await;
+    assert_eq!(cascaded.result, Some(JobResult::Cancelled), "{cascaded:?}");
+    let shown = json_of(&cluster.xce_ok(&["-o", "json", "job", &kept.to_string()]));
+    assert_eq!(
+        (&shown["dependency_state"], &shown["kill_on_invalid_dep"]),
+        (&serde_json::json!("never"), &serde_json::json!(false))
+    );
+    // Still pending, never placed: nothing ran.
+    assert_eq!(cluster.job(kept).await.unwrap().state, JobState::Pending);
+    assert!(!cluster.dir.path().join("ran").exists());
+
+    // What does not exist is refused, naming it.
+    let out = cluster.xce(&["-o", "json", "submit", "-d", "afterok:9999", "--", "true"]);
+    assert!(!out.status.success());
+    let error = json_of(&out)["error"].clone();
+    assert_eq!(error["code"], "invalid", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("job 9999 does not exist"),
+        "{error}"
+    );
+    let out = cluster.xce(&["-o", "json", "submit", "-d", "afterwards:1", "--", "true"]);
+    assert!(
+        json_of(&out)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unknown type \"afterwards\""),
+        "{out:?}"
+    );
+}
+
+/// Over HTTP: `dependency` and `kill_on_invalid_dep` in a submit, the job's JSON says where it
+/// stands, and a dependency that does not parse is `invalid`.
+#[tokio::test]
+async fn the_http_api_takes_a_dependency() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .apiservers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let api = cluster.api(0);
+    let parent = serde_json::json!({"command": ["true"], "hold": true});
+    let made = xce_tests::wait_for(
+        "the apiserver",
+        std::time::Duration::from_secs(30),
+        || async {
+            let answer = api
+                .request("POST", "/v1/jobs", Some(&parent), &[])
+                .await
+                .ok()?;
+            (answer.status == 201).then_some(answer)
+        },
+    )
+    .await;
+    let parent = made.body["id"].as_u64().unwrap();
+    let body = serde_json::json!({
+        "command": ["true"],
+        "dependency": format!("afterany:{parent}"),
+        "kill_on_invalid_dep": true,
+    });
+    let made = api.post("/v1/jobs", &body).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let job = &made.body["job"];
+    assert_eq!(job["dependency"], format!("afterany:{parent}"), "{job}");
+    assert_eq!(
+        (&job["dependency_state"], &job["kill_on_invalid_dep"]),
+        (&serde_json::json!("waiting"), &serde_json::json!(true)),
+        "{job}"
+    );
+    let id = made.body["id"].as_u64().unwrap();
+    let released = api
+        .post(
+            &format!("/v1/jobs/{parent}/release"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(released.status, 200, "{}", released.body);
+    let job = ended(&cluster, id).await;
+    assert_eq!(job.result, Some(JobResult::Completed), "{job:?}");
+    let bad = api
+        .post(
+            "/v1/jobs",
+            &serde_json::json!({"command": ["true"], "dependency": "afterok:1,after:2?after:3"}),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, &bad.body["error"]["code"]),
+        (400, &serde_json::json!("invalid")),
+        "{}",
+        bad.body
+    );
+}
