@@ -45,8 +45,17 @@ pub fn script(records: &Path, ticks: u32) -> String {
 /// [`script`], as a job script of its own: its options in `#XCE` lines, and a line naming
 /// it (`own ATTEMPT NANOS PID NAME`) after its start, by which the checker knows each run ran
 /// the script submitted for it.
-pub fn job_script(records: &Path, ticks: u32, name: &str, limit_s: Option<u32>) -> String {
-    let limit = limit_s.map_or_else(String::new, |s| format!("#XCE --time 0:{s:02}\n"));
+pub fn job_script(
+    records: &Path,
+    ticks: u32,
+    name: &str,
+    limit_s: Option<u32>,
+    dependency: Option<&str>,
+) -> String {
+    let mut limit = limit_s.map_or_else(String::new, |s| format!("#XCE --time 0:{s:02}\n"));
+    if let Some(d) = dependency {
+        limit.push_str(&format!("#XCE --dependency {d}\n"));
+    }
     let own = format!("echo \"own $a $(date +%s%N) $$ {name}\" >> $f; ");
     format!(
         "#!/bin/sh\n#XCE --name {name} --cwd {dir}\n{limit}{body}\n",
@@ -93,20 +102,32 @@ pub async fn cli_submitter(
 ) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut n = 0u64;
+    // This submitter's last acknowledged job, and whether it had a time limit.
+    let mut last: Option<(u64, bool)> = None;
     while !*stop.borrow() {
         n += 1;
         let name = format!("cli{me}-{n}");
         let (ticks, limit) = workload(&mut rng);
         // Every other submit a job script on standard input, its options in directives.
         let as_script = n.is_multiple_of(2);
+        // Every third waits for this submitter's last job: `afterok`, or `afterany` after a
+        // job that times out (whose `afterok` could never be met), so chains form.
+        let after = last.filter(|_| n.is_multiple_of(3));
+        let dependency = after.map(|(id, timed)| {
+            let kind = if timed { "afterany" } else { "afterok" };
+            format!("{kind}:{id}")
+        });
         let started = target.t0.elapsed();
         let outcome = if as_script {
-            let body = job_script(&target.records, ticks, &name, limit);
+            let body = job_script(&target.records, ticks, &name, limit, dependency.as_deref());
             cli_submit_script(&target, &body).await
         } else {
             let script = script(&target.records, ticks);
-            cli_submit(&target, &name, &script, limit).await
+            cli_submit(&target, &name, &script, limit, dependency.as_deref()).await
         };
+        if let Ok(id) = outcome {
+            last = Some((id, limit.is_some()));
+        }
         record(
             &log,
             Submit {
@@ -119,6 +140,7 @@ pub async fn cli_submitter(
                 started,
                 ended: target.t0.elapsed(),
                 outcome,
+                after: after.map(|(id, _)| id),
             },
         );
         tokio::time::sleep(Duration::from_millis(rng.random_range(100..=400))).await;
@@ -130,12 +152,16 @@ async fn cli_submit(
     name: &str,
     script: &str,
     limit_s: Option<u32>,
+    dependency: Option<&str>,
 ) -> Result<u64, ClientFailure> {
     let records = target.records.display().to_string();
     let mut cmd = cli(target);
     cmd.args(["-o", "json", "submit", "--name", name, "--cwd", &records]);
     if let Some(limit) = limit_s {
         cmd.args(["--time", &format!("0:{limit:02}")]);
+    }
+    if let Some(d) = dependency {
+        cmd.args(["-d", d]);
     }
     cmd.args(["--", "sh", "-c"])
         .arg(script)
@@ -239,6 +265,7 @@ pub async fn http_submitter(target: Target, seed: u64, log: Log, stop: watch::Re
                     started,
                     ended: target.t0.elapsed(),
                     outcome,
+                    after: None,
                 },
             );
             if !retry {

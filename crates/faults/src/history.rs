@@ -12,6 +12,9 @@
 //!   those given a time limit shorter than their run: each of those **timed out, once, never
 //!   before its limit** (it ended with result `timeout`; its last run lasted at least the limit,
 //!   by its own records, and no run outlived it).
+//! - **Dependents waited**: a job submitted to wait for another (`afterok`, or `afterany`
+//!   after one that times out) started no run before that job's last run ended, by both
+//!   jobs' own records; and, as every job, ran once per attempt and ended.
 //! - **Client errors**: a failed call is allowed only as `clusterNotReady` (HTTP 503), and
 //!   only while a majority of controllers was down (a window the nemesis recorded).
 
@@ -31,6 +34,8 @@ pub struct Submit {
     pub started: Duration,
     pub ended: Duration,
     pub outcome: Result<u64, ClientFailure>,
+    /// The job it was submitted to wait for (`--dependency afterok:ID`, or `afterany:ID`).
+    pub after: Option<u64>,
 }
 
 /// Why a submit failed, as its client reported it.
@@ -151,6 +156,8 @@ pub struct Verdict {
     pub only_allowed_client_errors: bool,
     /// Every job submitted as a script on standard input ran its own script, once per run.
     pub scripts_ran_their_own: bool,
+    /// No job that waited for another started before that one's last run ended.
+    pub dependents_waited: bool,
     pub violations: Vec<String>,
 }
 
@@ -164,6 +171,7 @@ impl Verdict {
             && self.timed_out_once_never_early
             && self.only_allowed_client_errors
             && self.scripts_ran_their_own
+            && self.dependents_waited
     }
 }
 
@@ -197,9 +205,10 @@ pub fn check(h: &History) -> Verdict {
     let limits = time_limits(h);
     let errors = client_errors(h);
     let scripts = own_scripts(h);
+    let waited = dependents_waited(h);
     let mut violations = Vec::new();
     for list in [
-        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors, &scripts,
+        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors, &scripts, &waited,
     ] {
         violations.extend(list.iter().take(LISTED).cloned());
     }
@@ -212,8 +221,42 @@ pub fn check(h: &History) -> Verdict {
         timed_out_once_never_early: limits.is_empty(),
         only_allowed_client_errors: errors.is_empty(),
         scripts_ran_their_own: scripts.is_empty(),
+        dependents_waited: waited.is_empty(),
         violations,
     }
+}
+
+/// Each job that waited for another started its first run after that one's last run ended
+/// (both by their own records). A parent that never ran leaves nothing to compare: such a
+/// dependent is judged by the other checks (it must still have run, once, and ended).
+fn dependents_waited(h: &History) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in &h.submits {
+        let (Some(parent), Ok(child)) = (s.after, &s.outcome) else {
+            continue;
+        };
+        let runs = |id: &u64| -> Vec<&AttemptRecord> {
+            h.records
+                .get(id)
+                .into_iter()
+                .flatten()
+                .filter(|r| r.starts > 0)
+                .collect()
+        };
+        let parent_end = runs(&parent).iter().map(|r| r.last_ns).max();
+        let child_start = runs(child).iter().map(|r| r.first_ns).min();
+        if let (Some(end), Some(start)) = (parent_end, child_start) {
+            if start < end {
+                out.push(format!(
+                    "job {child} ({}) started {} ms before job {parent}, which it waited for, \
+                     ended",
+                    s.name,
+                    (end - start) / 1_000_000
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The submit kind of a job script on the CLI's standard input, with its options in `#XCE`
@@ -404,6 +447,7 @@ mod tests {
             started: Duration::from_secs(at_s),
             ended: Duration::from_secs(at_s + 1),
             outcome,
+            after: None,
         }
     }
 
@@ -461,6 +505,37 @@ mod tests {
         let v = check(&h);
         assert!(!v.scripts_ran_their_own && !v.ok());
         assert!(v.violations[0].contains("[\"b\"]"), "{v:?}");
+    }
+
+    #[test]
+    fn a_dependent_that_started_before_its_parent_ended_is_caught() {
+        let mut h = clean();
+        h.submits.push(Submit {
+            after: Some(1),
+            ..submit("c", Ok(2), 2)
+        });
+        h.jobs.push(job(2, "c", "done"));
+        // Job 1's last run ended at 400 ns; job 2 started after it.
+        h.records.insert(
+            2,
+            parse_records(
+                "start 1 450 9
+end 1 500 9
+",
+            ),
+        );
+        assert!(check(&h).ok(), "{:?}", check(&h));
+        h.records.insert(
+            2,
+            parse_records(
+                "start 1 350 9
+end 1 500 9
+",
+            ),
+        );
+        let v = check(&h);
+        assert!(!v.dependents_waited && !v.ok());
+        assert!(v.violations[0].contains("job 2 (c) started"), "{v:?}");
     }
 
     #[test]

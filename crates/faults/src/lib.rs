@@ -84,6 +84,8 @@ pub struct Submits {
     pub cli: usize,
     /// Of `cli`, those submitted as job scripts on standard input.
     pub cli_scripts: usize,
+    /// Of `cli`, those submitted to wait for an earlier job (`--dependency`).
+    pub dependents: usize,
     pub http: usize,
     pub acknowledged: usize,
     pub failed_calls: usize,
@@ -304,6 +306,9 @@ fn submits_of(h: &History) -> Submits {
     let mut names = std::collections::BTreeSet::new();
     for call in &h.submits {
         if names.insert((call.via, call.name.as_str())) {
+            if call.after.is_some() {
+                s.dependents += 1;
+            }
             match call.via {
                 "cli" => s.cli += 1,
                 crate::history::CLI_SCRIPT => {

@@ -68,6 +68,12 @@ fn a_short_fixed_seed_fault_run_passes_every_check() {
         summary["checks"]["scripts_ran_their_own"], true,
         "{summary:#}"
     );
+    // Some waited for an earlier job, and none started before it ended.
+    assert!(
+        summary["submits"]["dependents"].as_u64().unwrap() > 5,
+        "{summary:#}"
+    );
+    assert_eq!(summary["checks"]["dependents_waited"], true, "{summary:#}");
     // As root (CI), partitions drop packets in a network namespace of the run's own.
     let expected = if nix::unistd::geteuid().is_root() {
         "kernel"
