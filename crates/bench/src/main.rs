@@ -4,6 +4,7 @@
 //! context go to stderr.
 
 mod api;
+mod arrays;
 mod cli;
 mod cluster;
 mod cpu;
@@ -42,6 +43,9 @@ enum Bench {
     /// The HTTP API: GET and POST throughput and latency with concurrent connections, and
     /// how fast a degraded apiserver answers 503.
     Api(api::ApiArgs),
+    /// Job arrays and dependencies: today how soon a dependent job is dispatched once its
+    /// parent ends (arrays are not in the cluster yet).
+    Arrays(arrays::ArraysArgs),
 }
 
 /// Prints one metric line.
@@ -101,6 +105,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Scale(args) => scale::run(args).await,
             Bench::Sched(args) => sched::run(args).await,
             Bench::Api(args) => api::run(&args).await,
+            Bench::Arrays(args) => arrays::run(&args).await,
         }
     })
 }

@@ -1,0 +1,119 @@
+//! `xce-bench arrays`: job arrays and dependencies. Today the dependency half: how soon a
+//! dependent job is placed once its parent ends, on an idle cluster (three controllers, two
+//! workers, a scheduler). For each of `--dependents` pairs, a `true` job and one that waits
+//! for it (`afterok`); from the primary applying the parent's end to it applying the
+//! dependent's dispatch, as one event stream delivers both (so the client's own delay
+//! cancels out). The array metrics (`array_submit_ms`, `array_rss_mb_per_1m`,
+//! `array_drain_throughput`) come with arrays themselves.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use xce_client::array::JobRef;
+use xce_client::dependency::{Expr, Kind, Term};
+use xce_client::events::{EventStream, StreamItem};
+use xce_client::ops::Submit;
+use xce_client::types::{ClusterEvent, EventFilter, JobSpec, JobState, RequestToken};
+use xce_client::ClientConfig;
+
+use crate::cluster::BenchCluster;
+use crate::{metric, quantile};
+
+#[derive(Debug, Args)]
+pub struct ArraysArgs {
+    /// Parent and dependent pairs timed one after another.
+    #[arg(long, default_value_t = 200)]
+    dependents: usize,
+}
+
+pub async fn run(args: &ArraysArgs) -> anyhow::Result<()> {
+    let worker_args = ["--cpus", "4", "--mem-mb", "1024", "--heartbeat-ms", "500"];
+    let cluster = BenchCluster::start_with_schedulers(3, None, 2, &worker_args, 1).await?;
+    let client = cluster.client(ClientConfig::default())?;
+    let mut stream = EventStream::open(
+        cluster.client(ClientConfig::default())?,
+        EventFilter::default(),
+    )
+    .await
+    .context("subscribe to events")?;
+    let mut latencies = Vec::with_capacity(args.dependents);
+    for _ in 0..args.dependents {
+        let parent = client
+            .call(Submit {
+                token: RequestToken::random(),
+                spec: job(None),
+                script: None,
+            })
+            .await?;
+        let child = client
+            .call(Submit {
+                token: RequestToken::random(),
+                spec: job(Some(after_ok(parent))),
+                script: None,
+            })
+            .await?;
+        latencies.push(release_ms(&mut stream, parent, child).await?);
+    }
+    latencies.sort_by(f64::total_cmp);
+    metric("dep_release_p50_ms", quantile(&latencies, 0.50), "ms");
+    metric("dep_release_p99_ms", quantile(&latencies, 0.99), "ms");
+    Ok(())
+}
+
+fn job(dependency: Option<Expr>) -> JobSpec {
+    JobSpec {
+        command: vec!["true".into()],
+        dependency,
+        ..JobSpec::default()
+    }
+}
+
+/// `afterok:PARENT`.
+fn after_ok(parent: u64) -> Expr {
+    Expr::Term(Term::On(
+        Kind::AfterOk,
+        JobRef {
+            id: parent,
+            tasks: None,
+        },
+    ))
+}
+
+/// From the event of `parent`'s end to the event of `child`'s dispatch, as they arrive.
+async fn release_ms(stream: &mut EventStream, parent: u64, child: u64) -> anyhow::Result<f64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen: HashMap<u64, Instant> = HashMap::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let item = match tokio::time::timeout(left, stream.next()).await {
+            Ok(Some(item)) => item,
+            Ok(None) => bail!("the event stream ended"),
+            Err(_) => bail!("job {child} was not dispatched within 60 s of its submit"),
+        };
+        let ClusterEvent::Job { id, state, .. } = item_event(item)? else {
+            continue;
+        };
+        let at = Instant::now();
+        match (id, state) {
+            (id, JobState::Done | JobState::Exited) if id == parent => {
+                seen.insert(parent, at);
+            }
+            (id, JobState::Dispatched) if id == child => {
+                let Some(ended) = seen.get(&parent) else {
+                    bail!("job {child} was dispatched before its parent {parent} ended");
+                };
+                return Ok(at.duration_since(*ended).as_secs_f64() * 1000.0);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn item_event(item: StreamItem) -> anyhow::Result<ClusterEvent> {
+    match item {
+        StreamItem::Event(e) => Ok(e),
+        StreamItem::Resync { reason } => bail!("events were lost on an idle cluster: {reason}"),
+    }
+}
