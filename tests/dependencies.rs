@@ -249,3 +249,66 @@ async fn the_http_api_takes_a_dependency() {
         bad.body
     );
 }
+
+/// The primary killed while parents end: a new primary, replaying the log, releases each
+/// dependent once, never before its parent ended (the verdict is the state machine's, so
+/// a replay reaches the same one at the same entry).
+#[tokio::test]
+async fn a_failover_while_parents_end_releases_every_dependent_once() {
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(1, &["--heartbeat-ms", "200", "--cpus", "16"])
+        .schedulers(1, &[])
+        .start();
+    let (primary, _) = cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let submit = |args: &[&str]| {
+        let mut all = vec!["-o", "json", "submit", "--cwd", &cwd];
+        all.extend_from_slice(args);
+        id_of(&cluster.xce(&all))
+    };
+    let mut pairs = Vec::new();
+    for k in 0..12u32 {
+        // Parents end 0.2 s apart, over more than two seconds.
+        let run = format!("sleep {}.{}", k * 2 / 10, k * 2 % 10);
+        let parent = submit(&["--wrap", &run]);
+        let child = submit(&[
+            "-d",
+            &format!("afterok:{parent}"),
+            "--wrap",
+            &format!("echo child{k} >> children"),
+        ]);
+        pairs.push((parent, child));
+    }
+    // Once the first parent has ended, while the others still run or end.
+    cluster
+        .wait_job(pairs[0].0, "the first parent ended", |j| j.state.is_final())
+        .await;
+    cluster.kill9(primary);
+    let last = cluster.job(pairs[11].0).await.unwrap();
+    assert!(!last.state.is_final(), "every parent ended before the kill: {last:?}");
+    let mut lines = Vec::new();
+    for (k, (parent, child)) in pairs.iter().enumerate() {
+        let parent = ended(&cluster, *parent).await;
+        let child = ended(&cluster, *child).await;
+        assert_eq!(child.result, Some(JobResult::Completed), "{child:?}");
+        assert!(
+            child.start_time_ms.unwrap() >= parent.end_time_ms.unwrap(),
+            "{child:?} started before {parent:?} ended"
+        );
+        lines.push(format!("child{k}"));
+    }
+    let mut ran: Vec<String> = std::fs::read_to_string(work.join("children"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    ran.sort();
+    lines.sort();
+    assert_eq!(ran, lines, "each dependent ran exactly once");
+}
