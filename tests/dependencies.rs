@@ -291,7 +291,10 @@ async fn a_failover_while_parents_end_releases_every_dependent_once() {
         .await;
     cluster.kill9(primary);
     let last = cluster.job(pairs[11].0).await.unwrap();
-    assert!(!last.state.is_final(), "every parent ended before the kill: {last:?}");
+    assert!(
+        !last.state.is_final(),
+        "every parent ended before the kill: {last:?}"
+    );
     let mut lines = Vec::new();
     for (k, (parent, child)) in pairs.iter().enumerate() {
         let parent = ended(&cluster, *parent).await;
@@ -311,4 +314,37 @@ async fn a_failover_while_parents_end_releases_every_dependent_once() {
     ran.sort();
     lines.sort();
     assert_eq!(ran, lines, "each dependent ran exactly once");
+}
+
+/// The cluster's default (`jobs.kill_on_invalid_dep: true`) for a dependent that does not
+/// say, which `--kill-on-invalid-dep=no` overrides.
+#[tokio::test]
+async fn the_cluster_default_cancels_a_dependent_that_can_never_run() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .config("jobs:\n  kill_on_invalid_dep: true\n")
+        .workers(1, &["--heartbeat-ms", "200"])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    let submit = |args: &[&str]| {
+        let mut all = vec!["-o", "json", "submit"];
+        all.extend_from_slice(args);
+        id_of(&cluster.xce(&all))
+    };
+    let parent = submit(&["--hold", "--wrap", "true"]);
+    let on = format!("afterok:{parent}");
+    let defaulted = submit(&["-d", &on, "--wrap", "true"]);
+    let kept = submit(&["-d", &on, "--kill-on-invalid-dep=no", "--wrap", "true"]);
+    cluster.xce_ok(&["kill", &parent.to_string()]);
+    let job = ended(&cluster, defaulted).await;
+    assert_eq!(job.result, Some(JobResult::Cancelled), "{job:?}");
+    assert_eq!(job.spec.kill_on_invalid_dep, Some(true));
+    let job = cluster
+        .wait_job(kept, "its verdict", |j| {
+            j.dependency_state == Some(DependencyState::Never)
+        })
+        .await;
+    assert_eq!(job.state, JobState::Pending);
 }

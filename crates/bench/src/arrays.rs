@@ -21,6 +21,7 @@ use xce_client::ClientConfig;
 use crate::cluster::BenchCluster;
 use crate::{metric, quantile};
 
+/// What `xce-bench arrays` is told.
 #[derive(Debug, Args)]
 pub struct ArraysArgs {
     /// Parent and dependent pairs timed one after another.
@@ -28,6 +29,7 @@ pub struct ArraysArgs {
     dependents: usize,
 }
 
+/// Starts the cluster, times the dependents, prints the metric lines.
 pub async fn run(args: &ArraysArgs) -> anyhow::Result<()> {
     let worker_args = ["--cpus", "4", "--mem-mb", "1024", "--heartbeat-ms", "500"];
     let cluster = BenchCluster::start_with_schedulers(3, None, 2, &worker_args, 1).await?;

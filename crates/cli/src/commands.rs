@@ -828,9 +828,20 @@ async fn conditions(
         }
     }
     let mut parents = std::collections::HashMap::new();
+    // A parent that could not be read for another reason than being gone is said so.
+    let mut unread = std::collections::HashMap::new();
     for id in expr.job_ids() {
-        if let Ok(parent) = c.call(GetJob { id }).await {
-            parents.insert(id, parent);
+        match c.call(GetJob { id }).await {
+            Ok(parent) => {
+                parents.insert(id, parent);
+            }
+            Err(xce_client::ClientError::Status {
+                status: xce_client::Status::NoEnt,
+                ..
+            }) => {}
+            Err(e) => {
+                unread.insert(id, e.to_string());
+            }
         }
     }
     let fetched = Fetched(parents);
@@ -843,10 +854,14 @@ async fn conditions(
                     _ => Verdict::Met,
                 },
             ),
-            Term::On(kind, of) => (
-                format!("{}:{of}", kind.name()),
-                term_verdict(term, &fetched),
-            ),
+            Term::On(kind, of) => {
+                let text = format!("{}:{of}", kind.name());
+                if let Some(e) = unread.get(&of.id) {
+                    println!("{:<12} {text}: unknown ({e})", "condition");
+                    continue;
+                }
+                (text, term_verdict(term, &fetched))
+            }
         };
         let shown = match verdict {
             Verdict::Met => "met".to_string(),

@@ -5,8 +5,13 @@
 //!
 //! A verdict is decided by the controller's state machine as each parent's end is applied, so
 //! it is the same on every controller and across failovers and replays. A decided verdict is
-//! final: a parent's tasks only move forward (not started → running → ended), and no condition
-//! that is met or can never be met changes back as they do (a property test says so).
+//! final: as a parent's tasks move forward (not started → running → ended), no condition that
+//! is met or can never be met changes back (a property test says so); and a parent requeued
+//! after it ended changes no verdict decided on its first end (as in Slurm). A job *ran* once
+//! it was ever placed: one requeued and then cancelled while pending ran.
+//!
+//! The text form is Slurm's, one level of `,` or `?`; a nested group (LSF's) prints in
+//! parentheses, which the parser does not read: nothing builds one yet.
 
 use std::fmt;
 use std::str::FromStr;
@@ -63,6 +68,7 @@ pub enum Term {
 /// A dependency: its terms, joined by all or any, or groups of them (LSF's nesting).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
+    /// One condition.
     Term(Term),
     /// All of them (`,` in Slurm's syntax, `&&` in LSF's).
     All(Vec<Expr>),
@@ -86,10 +92,21 @@ impl<'de> serde::Deserialize<'de> for Expr {
 
 /// Why a dependency was refused: what was given, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("dependency {got:?}: {why}")]
+#[error("dependency {}: {why}", shown(got))]
 pub struct DependencyError {
+    /// The text given.
     pub got: String,
+    /// What is wrong with it (naming the item at fault where there is one).
     pub why: String,
+}
+
+/// The text given, quoted, cut short when long: an error names the item at fault anyway.
+fn shown(got: &str) -> String {
+    const MAX: usize = 80;
+    match got.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{:?}…", &got[..at]),
+        None => format!("{got:?}"),
+    }
 }
 
 impl Expr {
@@ -264,6 +281,7 @@ fn write_term(f: &mut fmt::Formatter<'_>, t: &Term) -> fmt::Result {
 pub struct Ended {
     /// `12`, or `12_3` for a task.
     pub who: String,
+    /// How it ended.
     pub result: JobResult,
 }
 
@@ -274,6 +292,7 @@ pub struct Progress {
     pub not_started: u64,
     /// Dispatched, running or suspended.
     pub running: u64,
+    /// Ended `completed`.
     pub completed: u64,
     /// Ended otherwise, after it ran.
     pub failed: u64,
@@ -303,8 +322,9 @@ impl Progress {
                     p.completed = 1;
                     p.first_completed = Some(ended());
                 }
-                // It ran if it started (a command that could not start did, and failed).
-                _ if job.start_time_ms.is_some() => {
+                // It ran if it was ever placed (a command that could not start did, and
+                // failed; one requeued and then cancelled while pending did too).
+                _ if job.start_time_ms.is_some() || job.attempt > 0 => {
                     p.failed = 1;
                     p.first_failed = Some(ended());
                 }
@@ -326,7 +346,9 @@ impl Progress {
 /// Where a dependency is: still waiting, met, or never to be met and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Some condition may still be met.
     Waiting,
+    /// Met: the job may be placed.
     Met,
     /// "job 12 ended failed".
     Never(String),

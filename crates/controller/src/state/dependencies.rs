@@ -111,7 +111,7 @@ impl State {
     }
 
     /// Judges one pending job's dependency again, changing it only when its verdict changed.
-    fn judge(&mut self, id: JobId, at_ms: u64) {
+    pub(super) fn judge(&mut self, id: JobId, at_ms: u64) {
         let Some(job) = self.jobs.get(&id) else {
             return;
         };
@@ -130,28 +130,25 @@ impl State {
     }
 
     /// Whether `job` may be dispatched now as far as its dependency goes; the reason if not.
-    /// A `singleton` is checked against what is placed at this very moment, so two of one
-    /// name in one batch never both go.
+    /// Judged again against this very moment, so a `singleton` never goes while another of
+    /// its name is placed, even second in one batch (`afterok:1?singleton` may go once job 1
+    /// completed, whatever runs).
     pub(super) fn dependency_blocks(&self, job: &Job) -> Option<String> {
         let expr = job.spec.dependency.as_ref()?;
-        match job.dependency_state {
-            Some(DependencyState::Satisfied) => {}
-            _ => {
-                return Some(
-                    job.pend_reason
-                        .clone()
-                        .unwrap_or_else(|| waiting_reason(expr)),
-                )
-            }
+        if job.dependency_state != Some(DependencyState::Satisfied) {
+            return Some(
+                job.pend_reason
+                    .clone()
+                    .unwrap_or_else(|| waiting_reason(expr)),
+            );
         }
-        let singleton = expr.terms().contains(&&Term::Singleton);
-        if singleton && self.index.placed_named(&job.spec.user, &job.spec.name) > 0 {
-            return Some(format!(
+        match dependency::verdict(expr, &Lookup { state: self, job }) {
+            Verdict::Met => None,
+            _ => Some(format!(
                 "waiting: a job of {}'s called {:?} runs (singleton)",
                 job.spec.user, job.spec.name
-            ));
+            )),
         }
-        None
     }
 }
 
@@ -387,6 +384,99 @@ mod tests {
         };
         s.apply(3, reasons);
         assert_eq!(s.job(2).unwrap().pend_code, Some(PendCode::Dependency));
+    }
+
+    fn change(t: u128, id: JobId, changes: xce_client::types::JobChanges) -> Command {
+        Command::UpdateJob {
+            token: xce_client::types::RequestToken(t),
+            id,
+            by: None,
+            changes,
+        }
+    }
+
+    /// Held and released while it waits, a dependent keeps its reason, and is released (an
+    /// event the scheduler sees) when its parent completes. Before, the release cleared the
+    /// reason, and the release of the dependency changed nothing an event carries.
+    #[test]
+    fn a_dependent_held_and_released_while_it_waits_is_released_by_its_parent() {
+        let mut s = with_running(1);
+        submit(&mut s, 10, after("afterok:1", false));
+        for (t, hold) in [(11, true), (12, false)] {
+            let hold = xce_client::types::JobChanges {
+                hold: Some(hold),
+                ..Default::default()
+            };
+            assert_eq!(s.apply(3, change(t, 2, hold)), Outcome::Done);
+        }
+        assert_eq!(s.job(2).unwrap().pend_code, Some(PendCode::Dependency));
+        let (_, events) = s.apply_emitting(
+            9,
+            Command::JobFinished {
+                token: xce_client::types::RequestToken(13),
+                id: 1,
+                attempt: 1,
+                host: "w1".into(),
+                end: JobEnd::Exit(0),
+            },
+        );
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Satisfied));
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, super::super::Event::Job { id: 2, .. })),
+            "{events:?}"
+        );
+    }
+
+    /// A waiting `singleton` renamed to a name no job of its user runs under may go; and
+    /// `afterok:1?singleton` goes once job 1 completed, whatever of its name runs.
+    #[test]
+    fn a_singleton_is_judged_again_when_renamed() {
+        let mut s = with_running(1);
+        let named = |name: &str, dependency: &str| JobSpec {
+            name: name.into(),
+            ..after(dependency, false)
+        };
+        submit(&mut s, 10, named("a", "singleton")); // 2, runs
+        assert_eq!(s.apply(3, dispatch_cmd(11, 2, "w1")), Outcome::Done);
+        submit(&mut s, 12, named("a", "singleton")); // 3 waits for 2
+        assert_eq!(dep(&s, 3).0, Some(DependencyState::Waiting));
+        let rename = xce_client::types::JobChanges {
+            name: Some("b".into()),
+            ..Default::default()
+        };
+        assert_eq!(s.apply(3, change(13, 3, rename)), Outcome::Done);
+        assert_eq!(dep(&s, 3).0, Some(DependencyState::Satisfied));
+        assert_eq!(s.apply(3, dispatch_cmd(14, 3, "w1")), Outcome::Done);
+        submit(&mut s, 15, named("a", "afterok:1?singleton")); // 4
+        finish(&mut s, 16, 1, 1, JobEnd::Exit(0));
+        assert_eq!(dep(&s, 4).0, Some(DependencyState::Satisfied));
+        assert_eq!(s.apply(3, dispatch_cmd(17, 4, "w1")), Outcome::Done);
+    }
+
+    /// A parent that ran, was requeued, and was cancelled while pending again did run: its
+    /// `afternotok` dependent may go.
+    #[test]
+    fn a_parent_requeued_then_cancelled_counts_as_run() {
+        let mut s = with_running(1);
+        submit(&mut s, 10, after("afternotok:1", false));
+        control(&mut s, 11, 1, JobAction::Requeue);
+        finish(&mut s, 12, 1, 1, JobEnd::Signal(9)); // the requeue's kill ends attempt 1
+        assert_eq!(s.job(1).unwrap().state, JobState::Pending);
+        control(&mut s, 13, 1, JobAction::Kill);
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Satisfied));
+    }
+
+    #[test]
+    fn a_dependency_of_too_many_conditions_is_refused() {
+        let mut s = with_running(1);
+        let many = vec!["afterok:1"; super::super::validate::MAX_DEPENDENCY_TERMS + 1].join(",");
+        rejected_with(
+            &submit(&mut s, 10, after(&many, false)),
+            Status::Invalid,
+            "dependency: 1025 conditions, at most 1024",
+        );
     }
 
     #[test]

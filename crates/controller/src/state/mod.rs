@@ -233,7 +233,7 @@ impl State {
             } => self.control_job(at_ms, id, action, by.as_deref(), actor),
             Command::UpdateJob {
                 id, by, changes, ..
-            } => self.update(id, by.as_deref(), changes),
+            } => self.update(at_ms, id, by.as_deref(), changes),
             Command::SignalJob {
                 id,
                 by,
@@ -402,6 +402,9 @@ struct Seen {
     pend_code: Option<xce_client::types::PendCode>,
     reason: Option<String>,
     result: Option<xce_client::types::JobResult>,
+    /// A dependency met clears the reason it waited with; a reason already cleared (an
+    /// update) would otherwise make it no event at all, and the scheduler never see it.
+    dependency_state: Option<xce_client::types::DependencyState>,
 }
 
 impl Seen {
@@ -414,6 +417,7 @@ impl Seen {
             pend_code: job.pend_code,
             reason: job.reason.clone(),
             result: job.result,
+            dependency_state: job.dependency_state,
         }
     }
 }

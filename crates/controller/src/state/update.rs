@@ -5,14 +5,20 @@
 //! an operator granted is the operator's to raise. The cluster's limits (a queue's maximum
 //! time, the largest job) are the service's to check before it proposes, as at submit.
 
-use xce_client::types::{JobChanges, JobId, JobSpec, JobState};
+use xce_client::types::{DependencyState, JobChanges, JobId, JobSpec, JobState};
 use xce_proto::Status;
 
 use super::jobs::{no_such_job, not_owner};
 use super::{is_placed, validate_spec, Outcome, Push, State};
 
 impl State {
-    pub(super) fn update(&mut self, id: JobId, by: Option<&str>, changes: JobChanges) -> Outcome {
+    pub(super) fn update(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        by: Option<&str>,
+        changes: JobChanges,
+    ) -> Outcome {
         let Some(job) = self.jobs.get(&id) else {
             return no_such_job(id);
         };
@@ -52,12 +58,19 @@ impl State {
         let emitted = self.emitted.len();
         self.update_job(id, |job| {
             job.spec = spec;
-            if job.state == JobState::Pending {
-                // The scheduler says anew why it waits.
+            // The scheduler says anew why it waits; a dependency that is not met keeps the
+            // controller's reason (`dependencies`).
+            let waits = matches!(
+                job.dependency_state,
+                Some(DependencyState::Waiting | DependencyState::Never)
+            );
+            if job.state == JobState::Pending && !waits {
                 job.pend_reason = None;
                 job.pend_code = None;
             }
         });
+        // A new name may be one no other job of its user runs under (`singleton`).
+        self.judge(id, at_ms);
         // Every change is an event, though none of what an event carries changed (a job
         // released before the scheduler said it was held): the scheduler reads the job again
         // on it, and would otherwise never see it released.

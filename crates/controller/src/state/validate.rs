@@ -49,10 +49,10 @@ fn check_count(field: &str, len: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a job spec; the error names the field.
 /// The most conditions one job's dependency may hold (each names a job the apply looks up).
 pub const MAX_DEPENDENCY_TERMS: usize = 1024;
 
+/// Checks a job spec; the error names the field.
 pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
     check_size("name", spec.name.len(), MAX_NAME_BYTES)?;
     check_size("user", spec.user.len(), MAX_NAME_BYTES)?;
