@@ -343,6 +343,10 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
         .or_insert(serde_json::Value::Null);
     map.entry("kill_on_invalid_dep")
         .or_insert(serde_json::json!(false));
+    map.entry("array_job_id").or_insert(serde_json::Value::Null);
+    map.entry("array_task_id")
+        .or_insert(serde_json::Value::Null);
+    map.entry("array").or_insert(serde_json::Value::Null);
     job
 }
 

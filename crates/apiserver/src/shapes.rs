@@ -63,6 +63,11 @@ pub struct SubmitRequest {
     /// `jobs.kill_on_invalid_dep`).
     #[serde(default)]
     pub kill_on_invalid_dep: Option<bool>,
+    /// An array of tasks, in `--array`'s syntax: `0-999`, `1,3,5-7`, `1-99:2`, with `%N`
+    /// to run at most N at once; each task a job of its own once it starts (`ID_IDX`).
+    #[serde(default)]
+    #[schema(schema_with = array_schema)]
+    pub array: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     /// Default: the cluster's default queue (`normal`).
@@ -185,6 +190,18 @@ fn begin_schema() -> utoipa::openapi::schema::Object {
             Type::Null,
         ]))
         .pattern(Some(SINCE_PATTERN))
+        .build()
+}
+
+/// An array spec as the document promises it.
+fn array_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    let run = "[0-9]{1,9}(-[0-9]{1,9}(:[1-9][0-9]{0,3})?)?";
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Array(vec![Type::String, Type::Null]))
+        .pattern(Some(format!(
+            "^{run}(,{run}){{0,15}}(%[1-9][0-9]{{0,5}})?$"
+        )))
         .build()
 }
 

@@ -109,6 +109,8 @@ fn job(id: u64) -> Job {
         output_dir: None,
         cancelled_by: None,
         dependency_state: None,
+        array: None,
+        array_task: None,
     }
 }
 

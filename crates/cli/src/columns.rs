@@ -21,6 +21,16 @@ fn ms_shown(ms: Option<u64>) -> String {
     ms.map_or_else(|| "-".to_string(), xce_client::json::rfc3339)
 }
 
+/// A job's id as people name it: an array task as `ARRAY_INDEX`, an array's tasks still
+/// waiting in it as `ARRAY_[INDICES]` (one line however many), as Slurm's squeue does.
+fn id_shown(j: &Job) -> String {
+    match (&j.array_task, &j.array) {
+        (Some(t), _) => format!("{}_{}", t.array_id, t.index),
+        (None, Some(p)) if !p.pending.is_empty() => format!("{}_[{}]", j.id, p.pending),
+        _ => j.id.to_string(),
+    }
+}
+
 fn or_dash<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
 }
@@ -31,7 +41,7 @@ pub const COLUMNS: &[Column] = &[
         name: "id",
         header: "ID",
         width: 8,
-        value: |j| j.id.to_string(),
+        value: id_shown,
     },
     Column {
         name: "name",
@@ -249,6 +259,8 @@ mod tests {
             output_dir: None,
             cancelled_by: None,
             dependency_state: None,
+            array: None,
+            array_task: None,
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

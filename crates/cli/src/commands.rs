@@ -105,6 +105,11 @@ pub struct SubmitArgs {
     /// saying why (default: the cluster's, jobs.kill_on_invalid_dep).
     #[arg(long, value_name = "yes|no", value_parser = yes_no)]
     kill_on_invalid_dep: Option<bool>,
+    /// Submit an array of tasks, one per index (as Slurm's --array): 0-999, 1,3,5-7,
+    /// 1-99:2, with %N to run at most N at once. Each task sees XCE_ARRAY_TASK_ID; %A and %a
+    /// in --stdout name the array and the task.
+    #[arg(long, short = 'a', value_name = "INDICES[%N]")]
+    array: Option<String>,
     /// The job script (read now: it may be gone once submitted) and its arguments; without
     /// one, the script is read from standard input.
     #[arg(value_name = "SCRIPT", allow_hyphen_values = true)]
@@ -188,6 +193,7 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         no_requeue,
         dependency,
         kill_on_invalid_dep,
+        array,
         script,
         command,
     } = line;
@@ -233,6 +239,7 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         },
         dependency: pick!(dependency),
         kill_on_invalid_dep: pick!(kill_on_invalid_dep),
+        array: pick!(array),
         script,
         command,
     }
@@ -804,6 +811,12 @@ fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
             })
     });
     spec.kill_on_invalid_dep = args.kill_on_invalid_dep;
+    spec.array = args.array.as_deref().map(|text| {
+        text.parse()
+            .unwrap_or_else(|e: xce_client::array::ArrayError| {
+                fail(f, "invalid", &format!("array: {e}"))
+            })
+    });
 }
 
 /// Prints each condition of a job's dependency and where it stands, from the jobs it names
@@ -930,6 +943,7 @@ async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches
         no_requeue: false,
         dependency: None,
         kill_on_invalid_dep: None,
+        array: None,
     };
     batch_options(f, args, &mut spec);
     let (c, hint) = client(cli);
@@ -1041,6 +1055,7 @@ mod tests {
             "(afterok|afterany):[1-9][0-9]{0,3}(:[1-9])?".prop_map(|v| vec!["-d".into(), v]),
             prop::sample::select(vec!["yes", "no"])
                 .prop_map(|v| vec![format!("--kill-on-invalid-dep={v}")]),
+            "[0-9]{1,2}-[1-9][0-9]{2}(%[1-9])?".prop_map(|v| vec!["--array".into(), v]),
         ]
     }
 

@@ -94,6 +94,8 @@ pub struct JobsFile {
     /// Whether a job whose dependency can never be met is cancelled, when it does not say
     /// (`--kill-on-invalid-dep`); off by default, as in Slurm.
     pub kill_on_invalid_dep: bool,
+    /// The most tasks one array may hold (`--array`).
+    pub max_array_tasks: u64,
 }
 
 impl Default for JobsFile {
@@ -104,6 +106,7 @@ impl Default for JobsFile {
             ),
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
             kill_on_invalid_dep: false,
+            max_array_tasks: xce_client::array::DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -119,6 +122,8 @@ pub struct JobRules {
     pub max_script_bytes: usize,
     /// A dependent job's `--kill-on-invalid-dep` when it does not say.
     pub kill_on_invalid_dep: bool,
+    /// The most tasks one array may hold.
+    pub max_array_tasks: u64,
 }
 
 impl Default for JobRules {
@@ -128,6 +133,7 @@ impl Default for JobRules {
             queue_time: BTreeMap::new(),
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
             kill_on_invalid_dep: false,
+            max_array_tasks: xce_client::array::DEFAULT_MAX_TASKS,
         }
     }
 }
@@ -210,6 +216,13 @@ impl JobsFile {
             .iter()
             .map(|q| Ok((q.name.clone(), q.time(max)?)))
             .collect::<Result<_, ConfigError>>()?;
+        let most = crate::state::MAX_ARRAY_TASKS;
+        if self.max_array_tasks == 0 || self.max_array_tasks > most {
+            return Err(ConfigError::Invalid(format!(
+                "jobs.max_array_tasks: {} is outside 1..={most}",
+                self.max_array_tasks
+            )));
+        }
         let hard = crate::state::MAX_SCRIPT_BYTES;
         if self.max_script_bytes == 0 || self.max_script_bytes > hard {
             return Err(ConfigError::Invalid(format!(
@@ -222,6 +235,7 @@ impl JobsFile {
             queue_time,
             max_script_bytes: self.max_script_bytes,
             kill_on_invalid_dep: self.kill_on_invalid_dep,
+            max_array_tasks: self.max_array_tasks,
         })
     }
 }

@@ -175,6 +175,20 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
         } else {
             None
         },
+        array: if u.ratio(1, 5)? {
+            let first = u.int_in_range(0..=5u32)?;
+            let text = format!(
+                "{first}-{}%{}",
+                first + u.int_in_range(0..=6)?,
+                u.int_in_range(1..=3)?
+            );
+            Some(
+                text.parse()
+                    .map_err(|_| arbitrary::Error::IncorrectFormat)?,
+            )
+        } else {
+            None
+        },
     })
 }
 
@@ -501,6 +515,8 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 output_dir: None,
                 cancelled_by: None,
                 dependency_state: None,
+                array: None,
+                array_task: None,
             }))
         })
         .collect::<Result<_>>()?;

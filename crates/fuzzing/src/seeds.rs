@@ -134,6 +134,7 @@ fn spec() -> JobSpec {
         no_requeue: false,
         dependency: None,
         kill_on_invalid_dep: None,
+        array: None,
     }
 }
 
@@ -156,6 +157,8 @@ fn job() -> Job {
         output_dir: Some("/spool".into()),
         cancelled_by: None,
         dependency_state: None,
+        array: None,
+        array_task: None,
     }
 }
 

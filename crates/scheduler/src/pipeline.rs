@@ -677,6 +677,7 @@ mod tests {
             hold: false,
             begin_time_ms: None,
             waits_for_dependency: false,
+            array_room: None,
         }
     }
 

@@ -79,7 +79,9 @@ pub fn plan_at(
         let Some(job) = view.pending.get(&id) else {
             continue;
         };
-        if job.waits_for_dependency {
+        // A job that waits for its dependency, or an array with no task it may start now:
+        // nothing to place, nothing held back.
+        if job.waits_for_dependency || job.array_room == Some(0) {
             continue;
         }
         // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
@@ -345,6 +347,7 @@ mod tests {
                 hold: false,
                 begin_time_ms: None,
                 waits_for_dependency: false,
+                array_room: None,
             },
         );
     }

@@ -28,6 +28,9 @@ pub struct PendingJob {
     /// Its dependency is not met (the controller decides it, and says why in its reason):
     /// placed nowhere, given no reason of the scheduler's, blocking nothing.
     pub waits_for_dependency: bool,
+    /// For an array's own record, how many of its tasks may be placed now (those waiting in
+    /// it, within its throttle): each placement splits one off. `None`: a plain job.
+    pub array_room: Option<u64>,
 }
 
 /// A placed job (dispatched, running or suspended): what it holds on its host.
@@ -94,6 +97,15 @@ impl View {
                             job.dependency_state,
                             Some(DependencyState::Waiting | DependencyState::Never)
                         ),
+                        array_room: job.array.as_ref().map(|p| {
+                            let throttle = job
+                                .spec
+                                .array
+                                .as_ref()
+                                .and_then(|a| a.throttle)
+                                .map_or(u64::MAX, u64::from);
+                            p.pending.len().min(throttle.saturating_sub(p.running))
+                        }),
                     },
                 );
             }
@@ -191,9 +203,10 @@ impl View {
                     // Requeued: its priority and user are not in the event.
                     return Followup::FetchJob(id);
                 };
-                if pend_reason.is_none() {
+                if pend_reason.is_none() || known.array_room.is_some() {
                     // A pending job the view knows loses its reason only when it changed
-                    // (`xce update`, `hold`, `release`), and what changed is not in the event.
+                    // (`xce update`, `hold`, `release`), and what changed is not in the event;
+                    // an array's event is a task split off or ended, which changes its room.
                     return Followup::FetchJob(id);
                 }
                 known.queue = queue.to_string();

@@ -153,6 +153,8 @@ mod tests {
             output_dir: None,
             cancelled_by: None,
             dependency_state: None,
+            array: None,
+            array_task: None,
         }
     }
 

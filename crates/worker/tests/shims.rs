@@ -119,6 +119,8 @@ fn job(id: JobId, command: &[&str]) -> Job {
         output_dir: None,
         cancelled_by: None,
         dependency_state: None,
+        array: None,
+        array_task: None,
     }
 }
 

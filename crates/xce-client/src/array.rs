@@ -369,11 +369,28 @@ impl fmt::Display for TaskSet {
 impl FromStr for TaskSet {
     type Err = ArrayError;
 
-    /// A comma-separated list of `N`, `A-B` and `A-B:S`, each index at most [`MAX_INDEX`].
+    /// A comma-separated list of `N`, `A-B` and `A-B:S`, each index at most [`MAX_INDEX`],
+    /// whose spans do not overlap (`1-9:2,2-10:2` is refused: joined index by index, two
+    /// short items could cost billions of steps).
     fn from_str(text: &str) -> Result<TaskSet, ArrayError> {
-        let mut set = TaskSet::new();
+        let mut runs = Vec::new();
         for item in text.split(',') {
-            set.insert_run(parse_run(text, item.trim())?);
+            let item = item.trim();
+            runs.push((parse_run(text, item)?, item));
+        }
+        runs.sort_by_key(|(r, _)| r.start);
+        for pair in runs.windows(2) {
+            let ((a, a_text), (b, b_text)) = (pair[0], pair[1]);
+            if b.start <= a.end {
+                return Err(error(
+                    text,
+                    format!("{a_text} and {b_text} overlap: give each index once"),
+                ));
+            }
+        }
+        let mut set = TaskSet::new();
+        for (run, _) in runs {
+            set.insert_run(run);
         }
         Ok(set)
     }
@@ -420,6 +437,48 @@ fn parse_run(whole: &str, item: &str) -> Result<Run, ArrayError> {
         return Err(error(whole, format!("{item}: {end} is below {start}")));
     }
     Run::new(start, end, step).ok_or_else(|| error(whole, format!("{item}: empty")))
+}
+
+/// Stored and sent as its text (what `--array` takes), which reads back the same.
+impl serde::Serialize for TaskSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TaskSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TaskSet, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.is_empty() {
+            return Ok(TaskSet::new());
+        }
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl serde::Serialize for ArraySpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ArraySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ArraySpec, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl ArraySpec {
+    /// The step of its indices, for `XCE_ARRAY_TASK_STEP`: its one run's, or 1.
+    pub fn step(&self) -> u32 {
+        let mut runs = self.tasks.runs();
+        match (runs.next(), runs.next()) {
+            (Some(run), None) => run.step,
+            _ => 1,
+        }
+    }
 }
 
 /// An array as submitted (`--array 0-999%50`): its tasks, and how many may run at once.
@@ -565,7 +624,6 @@ mod tests {
             ("1-100:2", "1-99:2", 50),
             ("5,4,3", "3-5", 3),
             ("0-3,4-7", "0-7", 8),
-            ("1-9:2,2-10:2", "1-10", 10),
             ("7", "7", 1),
             ("0-2147483647", "0-2147483647", 2_147_483_648),
         ] {
@@ -589,6 +647,8 @@ mod tests {
             ("a-b", "not an index"),
             ("1,,2", "empty item"),
             ("-1", "not an index"),
+            ("1-9:2,2-10:2", "overlap"),
+            ("0-2000000000:2,1-2000000001:2", "overlap"),
         ] {
             let e = text.parse::<ArraySpec>().unwrap_err();
             assert!(e.to_string().contains(why), "{text}: {e}");

@@ -185,6 +185,18 @@ pub mod job_vars {
     /// The spool dir of the worker that runs it: the mark by which a restarted worker finds
     /// its jobs' processes.
     pub const JOB_SPOOL: &str = "XCE_JOB_SPOOL";
+    /// A task's array's id (set for array tasks only).
+    pub const ARRAY_JOB_ID: &str = "XCE_ARRAY_JOB_ID";
+    /// A task's index in its array.
+    pub const ARRAY_TASK_ID: &str = "XCE_ARRAY_TASK_ID";
+    /// How many tasks its array has.
+    pub const ARRAY_TASK_COUNT: &str = "XCE_ARRAY_TASK_COUNT";
+    /// Its array's lowest index.
+    pub const ARRAY_TASK_MIN: &str = "XCE_ARRAY_TASK_MIN";
+    /// Its array's highest index.
+    pub const ARRAY_TASK_MAX: &str = "XCE_ARRAY_TASK_MAX";
+    /// The step between its array's indices (1 for a list of several runs).
+    pub const ARRAY_TASK_STEP: &str = "XCE_ARRAY_TASK_STEP";
 
     /// Every variable [`super::job_variables`] sets.
     pub const ALL: &[&str] = &[
@@ -199,6 +211,12 @@ pub mod job_vars {
         NODELIST,
         JOB_ATTEMPT,
         TIME_LIMIT_S,
+        ARRAY_JOB_ID,
+        ARRAY_TASK_ID,
+        ARRAY_TASK_COUNT,
+        ARRAY_TASK_MIN,
+        ARRAY_TASK_MAX,
+        ARRAY_TASK_STEP,
     ];
 }
 
@@ -207,6 +225,8 @@ pub mod job_vars {
 pub struct JobFacts<'a> {
     pub spec: &'a crate::types::JobSpec,
     pub id: crate::types::JobId,
+    /// Its array, when it is a task (`XCE_ARRAY_*`).
+    pub array_task: Option<&'a crate::types::ArrayTask>,
     pub attempt: u32,
     pub host: &'a str,
 }
@@ -224,7 +244,7 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(&'static str, String)> {
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.clone())
     };
-    vec![
+    let mut vars = vec![
         (JOB_ID, facts.id.to_string()),
         (JOB_NAME, spec.name.clone()),
         (JOB_USER, spec.user.clone()),
@@ -245,7 +265,18 @@ pub fn job_variables(facts: &JobFacts<'_>) -> Vec<(&'static str, String)> {
                 .time_limit_s
                 .map_or_else(|| "unlimited".to_string(), |s| s.to_string()),
         ),
-    ]
+    ];
+    if let Some(t) = facts.array_task {
+        vars.extend([
+            (ARRAY_JOB_ID, t.array_id.to_string()),
+            (ARRAY_TASK_ID, t.index.to_string()),
+            (ARRAY_TASK_COUNT, t.count.to_string()),
+            (ARRAY_TASK_MIN, t.min.to_string()),
+            (ARRAY_TASK_MAX, t.max.to_string()),
+            (ARRAY_TASK_STEP, t.step.to_string()),
+        ]);
+    }
+    vars
 }
 
 #[cfg(test)]
@@ -328,13 +359,36 @@ mod tests {
             queue: "normal".into(),
             ..Default::default()
         };
+        let task = crate::types::ArrayTask {
+            array_id: 40,
+            index: 7,
+            count: 50,
+            min: 1,
+            max: 99,
+            step: 2,
+        };
         let facts = JobFacts {
             spec: &spec,
             id: 42,
+            array_task: Some(&task),
             attempt: 2,
             host: "w1",
         };
         let got: BTreeMap<_, _> = job_variables(&facts).into_iter().collect();
+        assert_eq!(
+            (
+                got[job_vars::ARRAY_JOB_ID].as_str(),
+                got[job_vars::ARRAY_TASK_ID].as_str(),
+                got[job_vars::ARRAY_TASK_COUNT].as_str(),
+                got[job_vars::ARRAY_TASK_STEP].as_str()
+            ),
+            ("40", "7", "50", "2")
+        );
+        let plain = job_variables(&JobFacts {
+            array_task: None,
+            ..facts
+        });
+        assert!(plain.iter().all(|(k, _)| !k.starts_with("XCE_ARRAY")));
         assert_eq!(got[job_vars::JOB_ID], "42");
         assert_eq!(got[job_vars::JOB_ATTEMPT], "2");
         assert_eq!(got[job_vars::SUBMIT_HOST], "login1");

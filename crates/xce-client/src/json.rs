@@ -85,6 +85,24 @@ shape! {
         /// Whether it is cancelled once its dependency can never be met
         /// (`--kill-on-invalid-dep`).
         pub kill_on_invalid_dep: bool,
+        /// The array a task belongs to (`ID` of `ID_IDX`); `null` for a job that is no task.
+        pub array_job_id: Option<u64>,
+        /// A task's index in its array; `null` for a job that is no task.
+        pub array_task_id: Option<u32>,
+        /// On an array's own record: its spec as submitted and how its tasks stand;
+        /// `null` on any other job.
+        pub array: Option<ArrayJson>,
+    }
+}
+
+shape! {
+    /// An array's tasks: `spec` as submitted (`0-999%50`); `pending` not yet started,
+    /// `running` placed, `done` ended.
+    pub struct ArrayJson {
+        pub spec: String,
+        pub pending: u64,
+        pub running: u64,
+        pub done: u64,
     }
 }
 
@@ -112,6 +130,8 @@ impl From<&Job> for JobJson {
             // Said in words by the reason ("cancelled by alice").
             cancelled_by: _,
             dependency_state,
+            array,
+            array_task,
         } = job;
         let JobSpec {
             name,
@@ -135,10 +155,11 @@ impl From<&Job> for JobJson {
             no_requeue,
             dependency,
             kill_on_invalid_dep,
+            array: array_spec,
         } = spec;
         let output = host
             .as_deref()
-            .and_then(|host| crate::output_path::of_job(spec, *id, host).ok());
+            .and_then(|host| crate::output_path::of_job(spec, *id, array_task.as_ref(), host).ok());
         let (stdout, stderr) = match output {
             Some(o) => {
                 let stdout = o.stdout.to_string_lossy().into_owned();
@@ -190,6 +211,17 @@ impl From<&Job> for JobJson {
             dependency: dependency.as_ref().map(ToString::to_string),
             dependency_state: dependency_state.map(|d| d.name().to_string()),
             kill_on_invalid_dep: kill_on_invalid_dep.unwrap_or(false),
+            array_job_id: array_task.map(|t| t.array_id),
+            array_task_id: array_task.map(|t| t.index),
+            array: match (array, array_spec) {
+                (Some(progress), Some(spec)) => Some(ArrayJson {
+                    spec: spec.to_string(),
+                    pending: progress.not_started(),
+                    running: progress.running,
+                    done: progress.done(),
+                }),
+                _ => None,
+            },
         }
     }
 }

@@ -143,6 +143,7 @@ pub struct JobOutput {
 pub fn of_job(
     spec: &crate::types::JobSpec,
     id: u64,
+    task: Option<&crate::types::ArrayTask>,
     host: &str,
 ) -> Result<JobOutput, PatternError> {
     let facts = Facts {
@@ -150,7 +151,7 @@ pub fn of_job(
         name: &spec.name,
         user: &spec.user,
         host,
-        array: None,
+        array: task.map(|t| (t.array_id, t.index)),
     };
     let cwd = Path::new(&spec.cwd);
     let stdout = resolve(

@@ -116,7 +116,11 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
         any::<i32>(),
         limits(),
         script_fields(),
-        (option::of(dependency()), option::of(any::<bool>())),
+        (
+            option::of(dependency()),
+            option::of(any::<bool>()),
+            option::of(array_spec()),
+        ),
     )
         .prop_map(
             |(
@@ -128,7 +132,7 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
                 priority,
                 limits,
                 script,
-                (dependency, kill_on_invalid_dep),
+                (dependency, kill_on_invalid_dep, array),
             )| {
                 let ScriptFields {
                     script,
@@ -160,6 +164,7 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
                     no_requeue,
                     dependency,
                     kill_on_invalid_dep,
+                    array,
                 }
             },
         )
@@ -251,6 +256,59 @@ pub fn dependency() -> impl Strategy<Value = crate::dependency::Expr> {
     ]
 }
 
+/// Any task set of a few runs (the wire and the store carry it as its text).
+pub fn task_set() -> impl Strategy<Value = crate::array::TaskSet> {
+    vec(
+        (0u32..1_000, 0u32..200, 1u32..5)
+            .prop_filter_map("a run", |(a, n, s)| crate::array::Run::new(a, a + n, s)),
+        0..4,
+    )
+    .prop_map(|runs| {
+        let mut set = crate::array::TaskSet::new();
+        for run in runs {
+            set.insert_run(run);
+        }
+        set
+    })
+}
+
+/// Any array spec: some tasks, and maybe a throttle.
+pub fn array_spec() -> impl Strategy<Value = crate::array::ArraySpec> {
+    (
+        task_set().prop_filter("some tasks", |t| !t.is_empty()),
+        option::of(1u32..100),
+    )
+        .prop_map(|(tasks, throttle)| crate::array::ArraySpec { tasks, throttle })
+}
+
+/// Any progress of an array's own record.
+pub fn array_progress() -> impl Strategy<Value = crate::types::ArrayProgress> {
+    (task_set(), any::<[u32; 5]>()).prop_map(
+        |(pending, [waiting, running, completed, failed, unrun])| crate::types::ArrayProgress {
+            pending,
+            waiting: waiting.into(),
+            running: running.into(),
+            completed: completed.into(),
+            failed: failed.into(),
+            unrun: unrun.into(),
+        },
+    )
+}
+
+/// Any task's view of its array.
+pub fn array_task() -> impl Strategy<Value = crate::types::ArrayTask> {
+    (any::<u64>(), any::<[u32; 4]>(), any::<u64>()).prop_map(
+        |(array_id, [index, min, max, step], count)| crate::types::ArrayTask {
+            array_id,
+            index,
+            count,
+            min,
+            max,
+            step,
+        },
+    )
+}
+
 /// Any warning signal the wire carries (signal 0 is none there).
 pub fn warning() -> impl Strategy<Value = Warning> {
     (1..=crate::signals::MAX_SIGNAL, any::<u32>(), any::<bool>()).prop_map(
@@ -273,6 +331,8 @@ pub fn job() -> impl Strategy<Value = Job> {
         (
             opt_text(),
             option::of(prop::sample::select(crate::types::DependencyState::ALL)),
+            option::of(array_progress()),
+            option::of(array_task()),
         ),
     )
         .prop_map(
@@ -282,7 +342,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (result, host, attempt),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
-                (cancelled_by, dependency_state),
+                (cancelled_by, dependency_state, array, array_task),
             )| Job {
                 id,
                 spec,
@@ -301,6 +361,8 @@ pub fn job() -> impl Strategy<Value = Job> {
                 output_dir,
                 cancelled_by,
                 dependency_state,
+                array,
+                array_task,
             },
         )
 }

@@ -109,6 +109,9 @@ pub struct JobSpec {
     /// Whether it is cancelled once its dependency can never be met (`--kill-on-invalid-dep`);
     /// `None`: the cluster's default, which the submit service fills in.
     pub kill_on_invalid_dep: Option<bool>,
+    /// Submitted as an array of tasks (`--array`): this record holds them until each is
+    /// split off into a job of its own as it is placed.
+    pub array: Option<crate::array::ArraySpec>,
 }
 
 pub use crate::script::ScriptId;
@@ -276,6 +279,51 @@ pub struct Job {
     pub cancelled_by: Option<String>,
     /// Where its dependency stands; `None` without one.
     pub dependency_state: Option<DependencyState>,
+    /// An array's own record: its tasks not yet split off, and how the others stand.
+    pub array: Option<ArrayProgress>,
+    /// A task of an array: which, and what its environment says of the array.
+    pub array_task: Option<ArrayTask>,
+}
+
+/// An array's tasks, as its own record keeps them: those not yet split off (one set of index
+/// runs however many), and counts of the others.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ArrayProgress {
+    pub pending: crate::array::TaskSet,
+    /// Split off, and pending as jobs of their own (requeued).
+    pub waiting: u64,
+    /// Split off and placed (dispatched, running or suspended).
+    pub running: u64,
+    /// Ended `completed`.
+    pub completed: u64,
+    /// Ended otherwise, having run.
+    pub failed: u64,
+    /// Ended without running (killed while pending in the array).
+    pub unrun: u64,
+}
+
+impl ArrayProgress {
+    /// Tasks that have ended, however.
+    pub fn done(&self) -> u64 {
+        self.completed + self.failed + self.unrun
+    }
+
+    /// Tasks not started: in the array still, or pending as jobs of their own.
+    pub fn not_started(&self) -> u64 {
+        self.pending.len() + self.waiting
+    }
+}
+
+/// What a task knows of its array: its id and index, and the array's shape for its
+/// `XCE_ARRAY_*` variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTask {
+    pub array_id: JobId,
+    pub index: u32,
+    pub count: u64,
+    pub min: u32,
+    pub max: u32,
+    pub step: u32,
 }
 
 /// What `xce update` (and hold/release) changes in a job: each field set is changed, the

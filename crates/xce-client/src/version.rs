@@ -16,7 +16,8 @@ pub const TIME_LIMITS_AND_GRES: u32 = 7;
 /// The first cluster version with job scripts, output files, holds, begin times, warning
 /// signals and the requeue choice (and `xce update`, `xce signal`).
 pub const BATCH_JOBS: u32 = 8;
-/// The first cluster version with job dependencies (`--dependency`, `--kill-on-invalid-dep`).
+/// The first cluster version with job dependencies (`--dependency`, `--kill-on-invalid-dep`)
+/// and job arrays (`--array`).
 pub const DEPENDENCIES: u32 = 9;
 
 /// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up
@@ -27,6 +28,7 @@ pub const BIG_ENV: &str = "env over 64 KiB";
 /// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
     let dependencies = [
+        ("array", spec.array.is_some()),
         ("dependency", spec.dependency.is_some()),
         ("kill_on_invalid_dep", spec.kill_on_invalid_dep.is_some()),
     ];

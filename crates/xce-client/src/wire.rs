@@ -6,11 +6,11 @@ use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
 use crate::types::{
-    ClusterEvent, ClusterInfo, DependencyState, EventFilter, EventKind, HeldJob, HeldPhase, Host,
-    HostAction, HostAttributes, HostState, Job, JobAction, JobChanges, JobEnd, JobFilter, JobOrder,
-    JobResult, JobSignal, JobSpec, JobState, JobUsers, Limits, Member, MemberRole, OpenMode,
-    PendCode, PendReason, Placement, Queue, QueueAction, Refusal, RequestToken, Resources, Role,
-    SchedulerInfo, ScriptId, TokenInfo, Warning,
+    ArrayProgress, ArrayTask, ClusterEvent, ClusterInfo, DependencyState, EventFilter, EventKind,
+    HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobChanges,
+    JobEnd, JobFilter, JobOrder, JobResult, JobSignal, JobSpec, JobState, JobUsers, Limits, Member,
+    MemberRole, OpenMode, PendCode, PendReason, Placement, Queue, QueueAction, Refusal,
+    RequestToken, Resources, Role, SchedulerInfo, ScriptId, TokenInfo, Warning,
 };
 
 /// The common header of every reply, Rust side.
@@ -209,6 +209,9 @@ pub fn write_spec(mut b: w::job_spec::Builder<'_>, s: &JobSpec) {
         b.set_has_kill_on_invalid_dep(true);
         b.set_kill_on_invalid_dep(kill);
     }
+    if let Some(array) = &s.array {
+        b.set_array(array.to_string());
+    }
 }
 
 /// Reads a script id: empty is none; any other length is no SHA-256.
@@ -282,6 +285,8 @@ pub enum SpecError {
     Wire(#[from] Error),
     #[error(transparent)]
     Dependency(#[from] crate::dependency::DependencyError),
+    #[error(transparent)]
+    Array(#[from] crate::array::ArrayError),
 }
 
 /// Reads a job spec.
@@ -327,6 +332,9 @@ pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, SpecError> {
         kill_on_invalid_dep: r
             .get_has_kill_on_invalid_dep()
             .then(|| r.get_kill_on_invalid_dep()),
+        array: opt_text(text(r.get_array()?)?)
+            .map(|a| a.parse())
+            .transpose()?,
     })
 }
 
@@ -355,6 +363,24 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_result(j.result.to_wire());
     b.set_cancelled_by(j.cancelled_by.as_deref().unwrap_or(""));
     b.set_dependency_state(j.dependency_state.to_wire());
+    if let Some(a) = &j.array {
+        let mut ab = b.reborrow().init_array();
+        ab.set_pending(a.pending.to_string());
+        ab.set_running(a.running);
+        ab.set_completed(a.completed);
+        ab.set_failed(a.failed);
+        ab.set_unrun(a.unrun);
+        ab.set_waiting(a.waiting);
+    }
+    if let Some(t) = &j.array_task {
+        let mut tb = b.reborrow().init_array_task();
+        tb.set_array_id(t.array_id);
+        tb.set_index(t.index);
+        tb.set_count(t.count);
+        tb.set_min(t.min);
+        tb.set_max(t.max);
+        tb.set_step(t.step);
+    }
 }
 
 /// Reads a job.
@@ -377,6 +403,39 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         output_dir: Some(text(r.get_output_dir()?)?).filter(|d| !d.is_empty()),
         cancelled_by: opt_text(text(r.get_cancelled_by()?)?),
         dependency_state: opt_enum(r.get_dependency_state()),
+        array: if r.has_array() {
+            let a = r.get_array()?;
+            let pending = text(a.get_pending()?)?;
+            Some(ArrayProgress {
+                pending: if pending.is_empty() {
+                    crate::array::TaskSet::new()
+                } else {
+                    pending
+                        .parse()
+                        .map_err(|e: crate::array::ArrayError| Error::failed(e.to_string()))?
+                },
+                waiting: a.get_waiting(),
+                running: a.get_running(),
+                completed: a.get_completed(),
+                failed: a.get_failed(),
+                unrun: a.get_unrun(),
+            })
+        } else {
+            None
+        },
+        array_task: if r.has_array_task() {
+            let t = r.get_array_task()?;
+            Some(ArrayTask {
+                array_id: t.get_array_id(),
+                index: t.get_index(),
+                count: t.get_count(),
+                min: t.get_min(),
+                max: t.get_max(),
+                step: t.get_step(),
+            })
+        } else {
+            None
+        },
     })
 }
 
@@ -941,6 +1000,7 @@ pub(crate) mod tests {
                 no_requeue: true,
                 dependency: Some("afterok:1:2,after:3".parse().unwrap()),
                 kill_on_invalid_dep: Some(true),
+                array: Some("1-9:2,20%3".parse().unwrap()),
             },
             state: JobState::Exited,
             pend_reason: None,
@@ -957,6 +1017,15 @@ pub(crate) mod tests {
             output_dir: Some("/var/spool/xce".into()),
             cancelled_by: Some("alice".into()),
             dependency_state: Some(DependencyState::Satisfied),
+            array: None,
+            array_task: Some(ArrayTask {
+                array_id: 40,
+                index: 3,
+                count: 6,
+                min: 1,
+                max: 20,
+                step: 1,
+            }),
         }
     }
 

@@ -87,6 +87,29 @@ struct JobSpec {
   # `--kill-on-invalid-dep`; without `has`, the cluster's default.
   hasKillOnInvalidDep @20 :Bool;
   killOnInvalidDep @21 :Bool;
+  # An array of tasks, in `--array`'s syntax (`0-999%50`); empty: a plain job.
+  array @22 :Text;
+}
+
+# An array's own record: its tasks not yet split off (index runs, `--array`'s syntax) and
+# counts of the others.
+struct ArrayProgress {
+  pending @0 :Text;
+  running @1 :UInt64;
+  completed @2 :UInt64;
+  failed @3 :UInt64;
+  unrun @4 :UInt64;
+  waiting @5 :UInt64;
+}
+
+# What a task knows of its array.
+struct ArrayTask {
+  arrayId @0 :UInt64;
+  index @1 :UInt32;
+  count @2 :UInt64;
+  min @3 :UInt32;
+  max @4 :UInt32;
+  step @5 :UInt32;
 }
 
 # Where a job's dependency stands (`none`: it has none).
@@ -169,6 +192,8 @@ struct Job {
   result @16 :JobResult;
   cancelledBy @17 :Text;   # Empty: no one (or not known).
   dependencyState @18 :DependencyState;
+  array @19 :ArrayProgress;   # Unset: no array's own record.
+  arrayTask @20 :ArrayTask;   # Unset: no task.
 }
 
 enum JobAction {

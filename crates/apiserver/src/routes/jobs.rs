@@ -150,7 +150,15 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         requeue,
         dependency,
         kill_on_invalid_dep,
+        array,
     } = req;
+    let array = array
+        .as_deref()
+        .map(|a| {
+            a.parse::<xce_client::array::ArraySpec>()
+                .map_err(|e| ApiError::invalid(format!("array: {e}")))
+        })
+        .transpose()?;
     let dependency = dependency
         .as_deref()
         .map(|d| {
@@ -210,6 +218,7 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         no_requeue: requeue == Some(false),
         dependency,
         kill_on_invalid_dep,
+        array,
     })
 }
 

@@ -742,6 +742,19 @@ mod tests {
                     .collect(),
             )),
             kill_on_invalid_dep: Some(true),
+            // An array spec as long as one may be: single indices, a step apart.
+            array: Some({
+                let mut tasks = xce_client::array::TaskSet::new();
+                let mut i = 0;
+                while tasks.to_string().len() + 12 < validate::MAX_PATH_BYTES {
+                    tasks.insert(i);
+                    i += 2;
+                }
+                xce_client::array::ArraySpec {
+                    tasks,
+                    throttle: Some(u32::MAX),
+                }
+            }),
         };
         // The script and the environment share one budget.
         let body = validate::MAX_SCRIPT_BYTES - xce_client::export::size(&spec.env);

@@ -32,6 +32,17 @@ impl Parents for Lookup<'_> {
     fn progress(&self, of: &JobRef) -> Option<Progress> {
         // Arrays are not in the state yet: a name of tasks names none (refused at submit).
         let parent = self.state.jobs.get(&of.id)?;
+        // An array: every one of its tasks.
+        if let Some(p) = &parent.array {
+            return Some(Progress {
+                not_started: p.not_started(),
+                running: p.running,
+                completed: p.completed,
+                failed: p.failed,
+                unrun: p.unrun,
+                ..Progress::default()
+            });
+        }
         Some(Progress::of_job(parent))
     }
 

@@ -22,6 +22,8 @@ pub(super) struct Slot {
     waits_on: Vec<JobId>,
     /// Its user and name while it is pending with a `singleton` term.
     singleton: Option<(String, String)>,
+    /// The array it is a task of.
+    array_of: Option<JobId>,
 }
 
 impl Slot {
@@ -51,6 +53,7 @@ impl Slot {
             singleton: dependency
                 .filter(|d| pending && d.terms().contains(&&Term::Singleton))
                 .map(|_| name()),
+            array_of: job.array_task.map(|t| t.array_id),
         }
     }
 }
@@ -90,6 +93,8 @@ pub(super) struct Index {
     dependents: HashMap<JobId, BTreeSet<JobId>>,
     /// Pending jobs with a `singleton` term, by user and name.
     singletons: HashMap<(String, String), BTreeSet<JobId>>,
+    /// Each array's tasks split off into jobs of their own.
+    tasks: HashMap<JobId, BTreeSet<JobId>>,
 }
 
 fn slot_of_state(state: JobState) -> usize {
@@ -130,6 +135,9 @@ impl Index {
         }
         if let Some(name) = &slot.singleton {
             self.singletons.entry(name.clone()).or_default().insert(id);
+        }
+        if let Some(array) = slot.array_of {
+            self.tasks.entry(array).or_default().insert(id);
         }
     }
 
@@ -178,6 +186,22 @@ impl Index {
                 }
             }
         }
+        if let Some(array) = slot.array_of {
+            if let Some(set) = self.tasks.get_mut(&array) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.tasks.remove(&array);
+                }
+            }
+        }
+    }
+
+    /// The tasks of array `id` split off into jobs of their own.
+    pub(super) fn tasks_of(&self, id: JobId) -> Vec<JobId> {
+        self.tasks
+            .get(&id)
+            .map(|s| s.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// How many jobs of `user` called `name` are placed.

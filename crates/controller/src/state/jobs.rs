@@ -136,7 +136,10 @@ impl State {
             output_dir: None,
             cancelled_by: None,
             dependency_state: None,
+            array: None,
+            array_task: None,
         };
+        super::arrays::start(&mut job);
         self.judge_new(&mut job, at_ms);
         self.insert_job(job);
         Outcome::Submitted(id)
@@ -155,6 +158,19 @@ impl State {
         };
         if let Some(refused) = not_owner(job, by, "control") {
             return refused;
+        }
+        if job.array.is_some() {
+            return match action {
+                JobAction::Kill => self.kill_array(at_ms, id, by, actor),
+                other => Outcome::rejected(
+                    Status::Conflict,
+                    format!(
+                        "job {id} is an array: a {} of a whole array is not supported yet; \
+                         kill it, or give a task's own id",
+                        format!("{other:?}").to_lowercase()
+                    ),
+                ),
+            };
         }
         let (state, attempt) = (job.state, job.attempt);
         let host = job.host.clone().unwrap_or_default();
@@ -229,55 +245,18 @@ impl State {
     }
 
     pub(super) fn dispatch(&mut self, at_ms: u64, id: JobId, host: String) -> Outcome {
-        let Some(record) = self.hosts.get(&host) else {
-            return Outcome::rejected(Status::NoEnt, format!("host {host:?}: no such host"));
+        let spool_dir = match self.may_dispatch(at_ms, id, &host) {
+            Ok(spool_dir) => spool_dir,
+            Err(refused) => return refused,
         };
-        let host_state = record.state();
-        let capacity = record.resources.clone();
-        let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
-        let job_users = record.job_users.clone();
-        let Some(job) = self.jobs.get(&id) else {
-            return no_such_job(id);
+        // An array's placement is its next task's, split off into a job of its own.
+        let id = match self.jobs.get(&id).is_some_and(|j| j.array.is_some()) {
+            true => match self.split_task(at_ms, id) {
+                Ok(task) => task,
+                Err(refused) => return refused,
+            },
+            false => id,
         };
-        if job.state != JobState::Pending {
-            return Outcome::rejected(
-                Status::Conflict,
-                format!("job {id} is {}, not pending", job.state.name()),
-            );
-        }
-        if host_state != xce_client::types::HostState::Ok {
-            return Outcome::rejected(
-                Status::Conflict,
-                format!("host {host:?} is {}", host_state.name()),
-            );
-        }
-        if job.attempt >= super::MAX_ATTEMPT {
-            return Outcome::rejected(
-                Status::Conflict,
-                format!("job {id} has run out of attempts ({})", job.attempt),
-            );
-        }
-        if let Some(reason) = xce_client::holds::waiting(&job.spec, at_ms) {
-            return Outcome::rejected(Status::Conflict, format!("job {id} is {}", reason.text));
-        }
-        if let Some(why) = self.dependency_blocks(job) {
-            return Outcome::rejected(Status::Conflict, format!("job {id} is {why}"));
-        }
-        if let Err(why) = may_run(&job_users, &job.spec.user) {
-            return Outcome::rejected(
-                Status::Conflict,
-                format!(
-                    "host {host:?} may not run job {id} of user {:?}: {why}",
-                    job.spec.user
-                ),
-            );
-        }
-        if let Err(short) = fits(&capacity, &self.host_load(&host), &job.spec.resources) {
-            return Outcome::rejected(
-                Status::Conflict,
-                format!("host {host:?} has {short} by job {id}"),
-            );
-        }
         let attempt = self.update_job(id, |job| {
             job.state = JobState::Dispatched;
             job.pend_reason = None;
@@ -291,6 +270,54 @@ impl State {
             self.push(Push::Start { host, id, attempt });
         }
         Outcome::Done
+    }
+
+    /// Whether job `id` may go to `host` now: the spool dir it will have there, or why not.
+    fn may_dispatch(&self, at_ms: u64, id: JobId, host: &str) -> Result<Option<String>, Outcome> {
+        let Some(record) = self.hosts.get(host) else {
+            return Err(Outcome::rejected(
+                Status::NoEnt,
+                format!("host {host:?}: no such host"),
+            ));
+        };
+        let conflict = |message: String| Err(Outcome::rejected(Status::Conflict, message));
+        let host_state = record.state();
+        let spool_dir = Some(record.spool_dir.clone()).filter(|d| !d.is_empty());
+        let Some(job) = self.jobs.get(&id) else {
+            return Err(no_such_job(id));
+        };
+        if job.state != JobState::Pending {
+            return conflict(format!("job {id} is {}, not pending", job.state.name()));
+        }
+        if host_state != xce_client::types::HostState::Ok {
+            return conflict(format!("host {host:?} is {}", host_state.name()));
+        }
+        if job.attempt >= super::MAX_ATTEMPT {
+            return conflict(format!(
+                "job {id} has run out of attempts ({})",
+                job.attempt
+            ));
+        }
+        if let Some(reason) = xce_client::holds::waiting(&job.spec, at_ms) {
+            return conflict(format!("job {id} is {}", reason.text));
+        }
+        if let Some(why) = self.dependency_blocks(job) {
+            return conflict(format!("job {id} is {why}"));
+        }
+        if let Err(why) = may_run(&record.job_users, &job.spec.user) {
+            return conflict(format!(
+                "host {host:?} may not run job {id} of user {:?}: {why}",
+                job.spec.user
+            ));
+        }
+        if let Err(short) = fits(
+            &record.resources,
+            &self.host_load(host),
+            &job.spec.resources,
+        ) {
+            return conflict(format!("host {host:?} has {short} by job {id}"));
+        }
+        Ok(spool_dir)
     }
 
     /// Whether `attempt` on `host` is the job's current attempt; stale reports are refused so

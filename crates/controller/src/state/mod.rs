@@ -10,6 +10,7 @@
 //! the thin `apply` dispatch and the one transition helper per resource through which every
 //! change passes, so that indexes and events can never be forgotten by a command.
 
+mod arrays;
 mod command;
 mod dependencies;
 mod events;
@@ -55,8 +56,8 @@ pub use stored::{
 };
 pub use users::{validate_user_name, UserToken, MAX_TOKENS, TOKEN_ROLES};
 pub use validate::{
-    check_size, validate_command, validate_host_name, validate_spec, MAX_LIST_BYTES,
-    MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SCRIPT_BYTES,
+    check_size, validate_command, validate_host_name, validate_spec, MAX_ARRAY_TASKS,
+    MAX_LIST_BYTES, MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_SCRIPT_BYTES,
 };
 pub use views::{DEFAULT_PAGE, MAX_PAGE, MAX_PAGE_BYTES, MAX_PAGE_SCAN};
 
@@ -312,7 +313,13 @@ impl State {
     fn insert_job(&mut self, job: Job) {
         self.index.add(job.id, &Slot::of(&job));
         self.emitted.push(job_event(&job));
+        let task = job
+            .array_task
+            .map(|t| (t.array_id, arrays::Class::of(&job)));
         self.jobs.insert(job.id, Arc::new(job));
+        if let Some((array_id, class)) = task {
+            self.account_task(array_id, None, Some(class), None);
+        }
     }
 
     /// Changes one job through `f`: the only way a job changes once it exists. Keeps the
@@ -321,7 +328,15 @@ impl State {
         let job = Arc::make_mut(self.jobs.get_mut(&id)?);
         let slot = Slot::of(job);
         let seen = Seen::of(job);
+        let class = job.array_task.map(|_| arrays::Class::of(job));
         let out = f(job);
+        // A task's move is its array's to count.
+        let task_move = match (job.array_task, class) {
+            (Some(t), Some(from)) if arrays::Class::of(job) != from => {
+                Some((t.array_id, from, arrays::Class::of(job), job.end_time_ms))
+            }
+            _ => None,
+        };
         let new_slot = Slot::of(job);
         if new_slot != slot {
             if new_slot.state() != slot.state() {
@@ -332,6 +347,9 @@ impl State {
         }
         if Seen::of(job) != seen {
             self.emitted.push(job_event(job));
+        }
+        if let Some((array_id, from, to, at_ms)) = task_move {
+            self.account_task(array_id, Some(from), Some(to), at_ms);
         }
         Some(out)
     }
@@ -405,6 +423,8 @@ struct Seen {
     /// A dependency met clears the reason it waited with; a reason already cleared (an
     /// update) would otherwise make it no event at all, and the scheduler never see it.
     dependency_state: Option<xce_client::types::DependencyState>,
+    /// An array's tasks waiting in it and placed: the scheduler reads it again on a change.
+    array: Option<(u64, u64)>,
 }
 
 impl Seen {
@@ -418,6 +438,7 @@ impl Seen {
             reason: job.reason.clone(),
             result: job.result,
             dependency_state: job.dependency_state,
+            array: job.array.as_ref().map(|p| (p.pending.len(), p.running)),
         }
     }
 }

@@ -49,6 +49,10 @@ fn check_count(field: &str, len: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// The most tasks one array may hold, whatever the cluster's `jobs.max_array_tasks` (which
+/// the service checks first): an index is at most 2^31 - 1.
+pub const MAX_ARRAY_TASKS: u64 = 1 << 31;
+
 /// The most conditions one job's dependency may hold (each names a job the apply looks up).
 pub const MAX_DEPENDENCY_TERMS: usize = 1024;
 
@@ -89,6 +93,19 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         if terms > MAX_DEPENDENCY_TERMS {
             return Err(format!(
                 "dependency: {terms} conditions, at most {MAX_DEPENDENCY_TERMS}"
+            ));
+        }
+    }
+    if let Some(array) = &spec.array {
+        // Its text is what travels and is stored: runs, however many tasks they hold.
+        check_size("array", array.to_string().len(), MAX_PATH_BYTES)?;
+        if array.tasks.is_empty() || array.throttle == Some(0) {
+            return Err("array: no tasks, or a throttle of 0".into());
+        }
+        if array.tasks.len() > MAX_ARRAY_TASKS {
+            return Err(format!(
+                "array: {} tasks, at most {MAX_ARRAY_TASKS}",
+                array.tasks.len()
             ));
         }
     }

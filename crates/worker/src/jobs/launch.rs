@@ -215,6 +215,8 @@ impl Jobs {
             // The controller's business: a job reaches its host once its dependency is met.
             dependency: _,
             kill_on_invalid_dep: _,
+            // A task reaches its host as a job of its own (its array in `job.array_task`).
+            array: _,
         } = &job.spec;
         let run_as = match self.settings.job_users {
             xce_client::types::JobUsers::EachUser { root } => Some(RunAs {
@@ -234,6 +236,7 @@ impl Jobs {
         let facts = xce_client::export::JobFacts {
             spec: &job.spec,
             id: job.id,
+            array_task: job.array_task.as_ref(),
             attempt,
             host: &self.host,
         };
@@ -246,8 +249,9 @@ impl Jobs {
                     .map(|(k, v)| (k.to_string(), v)),
             )
             .collect();
-        let output = xce_client::output_path::of_job(&job.spec, job.id, &self.host)
-            .map_err(|e| e.to_string())?;
+        let output =
+            xce_client::output_path::of_job(&job.spec, job.id, job.array_task.as_ref(), &self.host)
+                .map_err(|e| e.to_string())?;
         let output = Output {
             stdout: output.stdout,
             stderr: output.stderr,

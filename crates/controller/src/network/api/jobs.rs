@@ -43,6 +43,16 @@ pub(super) async fn submit(
         if spec.dependency.is_some() && spec.kill_on_invalid_dep.is_none() {
             spec.kill_on_invalid_dep = Some(rules.kill_on_invalid_dep);
         }
+        let tasks = spec.array.as_ref().map_or(0, |a| a.tasks.len());
+        if tasks > rules.max_array_tasks {
+            return Err(ReplyHeader::status(
+                Status::Invalid,
+                format!(
+                    "array: {tasks} tasks, over the cluster's limit of {} (jobs.max_array_tasks)",
+                    rules.max_array_tasks
+                ),
+            ));
+        }
         validate_spec(&spec)
             .and_then(|()| {
                 time_limit::fit_queue(

@@ -42,9 +42,9 @@ use super::{
     Command, EndIntent, HostRecord, QueueDef, QueueState, SchedulerLease, State, TokenWindow,
     UserToken,
 };
-use xce_client::array::{JobRef, Run, TaskSet};
+use xce_client::array::{ArraySpec, JobRef, Run, TaskSet};
 use xce_client::dependency::{Expr as DepExpr, Kind as DepKind, Term};
-use xce_client::types::{DependencyState, ScriptId};
+use xce_client::types::{ArrayProgress, DependencyState, ScriptId};
 
 /// `From` both ways between a domain enum and its record, variant for variant.
 macro_rules! record_enum {
@@ -142,6 +142,98 @@ impl From<DepExprRecord> for DepExpr {
 
 mirror_via_from!(DepExprRecord => DepExpr);
 
+/// Task indices as stored: runs of (start, end, step).
+type RunsRecord = Vec<(u32, u32, u32)>;
+
+fn runs_of(set: &TaskSet) -> RunsRecord {
+    set.runs().map(|r| (r.start, r.end, r.step)).collect()
+}
+
+fn set_of(runs: RunsRecord) -> TaskSet {
+    let mut set = TaskSet::new();
+    for (start, end, step) in runs {
+        if let Some(run) = Run::new(start, end, step) {
+            set.insert_run(run);
+        }
+    }
+    set
+}
+
+/// An array spec as stored (format 9 on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArraySpecRecord {
+    pub tasks: RunsRecord,
+    pub throttle: Option<u32>,
+}
+
+impl From<ArraySpec> for ArraySpecRecord {
+    fn from(a: ArraySpec) -> Self {
+        ArraySpecRecord {
+            tasks: runs_of(&a.tasks),
+            throttle: a.throttle,
+        }
+    }
+}
+
+impl From<ArraySpecRecord> for ArraySpec {
+    fn from(a: ArraySpecRecord) -> Self {
+        ArraySpec {
+            tasks: set_of(a.tasks),
+            throttle: a.throttle,
+        }
+    }
+}
+
+/// An array's own record's progress as stored (format 9 on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayProgressRecord {
+    pub pending: RunsRecord,
+    pub waiting: u64,
+    pub running: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub unrun: u64,
+}
+
+impl From<ArrayProgress> for ArrayProgressRecord {
+    fn from(a: ArrayProgress) -> Self {
+        ArrayProgressRecord {
+            pending: runs_of(&a.pending),
+            waiting: a.waiting,
+            running: a.running,
+            completed: a.completed,
+            failed: a.failed,
+            unrun: a.unrun,
+        }
+    }
+}
+
+impl From<ArrayProgressRecord> for ArrayProgress {
+    fn from(a: ArrayProgressRecord) -> Self {
+        ArrayProgress {
+            pending: set_of(a.pending),
+            waiting: a.waiting,
+            running: a.running,
+            completed: a.completed,
+            failed: a.failed,
+            unrun: a.unrun,
+        }
+    }
+}
+
+mirror_via_from!(ArraySpecRecord => ArraySpec, ArrayProgressRecord => ArrayProgress);
+
+/// A task's view of its array as stored (format 9 on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayTaskRecord {
+    pub array_id: u64,
+    pub index: u32,
+    pub count: u64,
+    pub min: u32,
+    pub max: u32,
+    pub step: u32,
+}
+
 /// A warning signal as stored (`--signal`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WarningRecord {
@@ -222,6 +314,8 @@ pub struct SpecRecord {
     /// What it waits for (format 9 on).
     pub dependency: Option<DepExprRecord>,
     pub kill_on_invalid_dep: Option<bool>,
+    /// Its tasks, when it is an array (format 9 on).
+    pub array: Option<ArraySpecRecord>,
 }
 
 /// A job as stored in a snapshot.
@@ -245,6 +339,10 @@ pub struct JobRecord {
     pub cancelled_by: Option<String>,
     /// Where its dependency stands (format 9 on).
     pub dependency_state: Option<DependencyStateRecord>,
+    /// An array's own record's tasks (format 9 on).
+    pub array: Option<ArrayProgressRecord>,
+    /// A task's array (format 9 on).
+    pub array_task: Option<ArrayTaskRecord>,
 }
 
 mirror_structs! {
@@ -252,11 +350,14 @@ mirror_structs! {
     SpecRecord <=> JobSpec {
         name, user, queue, command, env, cwd, resources, priority, limits, script, stdout, stderr,
         open_mode, hold, begin_time_ms, warn_signal, no_requeue, dependency, kill_on_invalid_dep,
+        array,
     }
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
         submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
+        array, array_task,
     }
+    ArrayTaskRecord <=> xce_client::types::ArrayTask { array_id, index, count, min, max, step }
     WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
     JobChangesRecord <=> xce_client::types::JobChanges {
         name, priority, queue, cpus, mem_mb, time_limit_s, hold, begin_time_ms,

@@ -55,6 +55,7 @@ fn upgrade_spec(s: v8::SpecRecord) -> SpecRecord {
         no_requeue,
         dependency: None,
         kill_on_invalid_dep: None,
+        array: None,
     }
 }
 
@@ -79,7 +80,11 @@ fn downgrade_spec(s: SpecRecord) -> Result<v8::SpecRecord, NotInFormat> {
         no_requeue,
         dependency,
         kill_on_invalid_dep,
+        array,
     } = s;
+    if array.is_some() {
+        return Err(not_in_8("array"));
+    }
     if dependency.is_some() {
         return Err(not_in_8("dependency"));
     }
@@ -145,6 +150,8 @@ pub fn upgrade_job(j: v8::JobRecord) -> JobRecord {
         output_dir,
         cancelled_by,
         dependency_state: None,
+        array: None,
+        array_task: None,
     }
 }
 
@@ -168,7 +175,12 @@ pub fn downgrade_job(j: JobRecord) -> Result<v8::JobRecord, NotInFormat> {
         output_dir,
         cancelled_by,
         dependency_state,
+        array,
+        array_task,
     } = j;
+    if array.is_some() || array_task.is_some() {
+        return Err(not_in_8("array"));
+    }
     if dependency_state.is_some() {
         return Err(not_in_8("dependency"));
     }

@@ -1,0 +1,397 @@
+//! Job arrays on the job-change path (`--array`, `xce_client::array`): an array is one record
+//! that holds its pending tasks as index runs; a task becomes a job of its own only when it
+//! is placed (split off in the same write as its dispatch), so a million pending tasks cost
+//! about what one job costs.
+//!
+//! The array's own record counts its tasks by where they stand (`ArrayProgress`): every change
+//! of a task passes `State::update_job`, which tells [`State::account_task`] the task's move,
+//! so the counts are exact whatever ends a task (its end, a kill, a lost host, a requeue). The
+//! record is `pending` while tasks wait in it, `running` while only split-off tasks remain,
+//! and ends once every task has: `done` if each completed, `exited` otherwise.
+
+use xce_client::types::{
+    ArrayProgress, ArrayTask, Job, JobAction, JobId, JobResult, JobSpec, JobState,
+};
+use xce_proto::Status;
+
+use super::{Outcome, State};
+
+/// Where a task stands, as its array counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Class {
+    /// A job of its own, pending (requeued).
+    Waiting,
+    Running,
+    Completed,
+    Failed,
+    /// Ended without being placed.
+    Unrun,
+}
+
+impl Class {
+    /// The class of a task record.
+    pub(super) fn of(job: &Job) -> Class {
+        match job.state {
+            JobState::Pending => Class::Waiting,
+            JobState::Dispatched | JobState::Running | JobState::Suspended => Class::Running,
+            JobState::Done | JobState::Exited => match job.result {
+                Some(JobResult::Completed) => Class::Completed,
+                _ if job.attempt > 0 => Class::Failed,
+                _ => Class::Unrun,
+            },
+        }
+    }
+
+    fn count(self, p: &mut ArrayProgress) -> &mut u64 {
+        match self {
+            Class::Waiting => &mut p.waiting,
+            Class::Running => &mut p.running,
+            Class::Completed => &mut p.completed,
+            Class::Failed => &mut p.failed,
+            Class::Unrun => &mut p.unrun,
+        }
+    }
+}
+
+/// A new array's own record: every task waits in it.
+pub(super) fn start(job: &mut Job) {
+    if let Some(spec) = &job.spec.array {
+        job.array = Some(ArrayProgress {
+            pending: spec.tasks.clone(),
+            ..ArrayProgress::default()
+        });
+    }
+}
+
+/// Sets an array record's state from its counts; `at_ms` is when its last task ended.
+fn settle(job: &mut Job, at_ms: Option<u64>) {
+    let Some(p) = &job.array else {
+        return;
+    };
+    if !p.pending.is_empty() {
+        job.state = JobState::Pending;
+        return;
+    }
+    job.pend_code = None;
+    job.pend_reason = None;
+    if p.waiting + p.running > 0 {
+        job.state = JobState::Running;
+        return;
+    }
+    // A task ends unrun only when someone kills it (or the array) before it starts: the
+    // array was cancelled, whatever else its tasks did.
+    let (state, result) = match (p.failed, p.unrun) {
+        (0, 0) => (JobState::Done, JobResult::Completed),
+        (_, 0) => (JobState::Exited, JobResult::Failed),
+        _ => (JobState::Exited, JobResult::Cancelled),
+    };
+    if job.state != state {
+        job.state = state;
+        job.result = Some(result);
+        job.end_time_ms = at_ms.or(job.end_time_ms);
+        job.reason = match result {
+            JobResult::Completed => None,
+            _ => Some(format!(
+                "{} of {} tasks did not complete",
+                p.failed + p.unrun,
+                p.done()
+            )),
+        };
+    }
+}
+
+impl State {
+    /// Splits the next task off array `id` into a job of its own (pending; the caller places
+    /// it at once), or says why none may go now.
+    pub(super) fn split_task(&mut self, at_ms: u64, id: JobId) -> Result<JobId, Outcome> {
+        let conflict = |message: String| Err(Outcome::rejected(Status::Conflict, message));
+        let Some(array) = self.jobs.get(&id) else {
+            return Err(super::jobs::no_such_job(id));
+        };
+        let (Some(spec), Some(progress)) = (&array.spec.array, &array.array) else {
+            return conflict(format!("job {id} is no array"));
+        };
+        let Some(index) = progress.pending.first() else {
+            return conflict(format!("array {id} has no task left to start"));
+        };
+        if let Some(throttle) = spec.throttle {
+            if progress.running >= u64::from(throttle) {
+                return conflict(format!(
+                    "array {id} runs {throttle} tasks, its throttle (%{throttle})"
+                ));
+            }
+        }
+        if self.next_job_id >= super::MAX_JOB_ID {
+            return conflict("job ids are exhausted".to_string());
+        }
+        let task = ArrayTask {
+            array_id: id,
+            index,
+            count: spec.tasks.len(),
+            min: spec.tasks.first().unwrap_or(0),
+            max: spec.tasks.last().unwrap_or(0),
+            step: spec.step(),
+        };
+        let job = Job {
+            id: self.next_job_id,
+            spec: JobSpec {
+                array: None,
+                ..array.spec.clone()
+            },
+            state: JobState::Pending,
+            pend_reason: None,
+            pend_code: None,
+            reason: None,
+            result: None,
+            host: None,
+            attempt: 0,
+            exit_code: None,
+            signal: None,
+            submit_time_ms: array.submit_time_ms,
+            start_time_ms: None,
+            end_time_ms: None,
+            output_dir: None,
+            cancelled_by: None,
+            dependency_state: array.dependency_state,
+            array: None,
+            array_task: Some(task),
+        };
+        let task_id = job.id;
+        self.next_job_id += 1;
+        self.update_job(id, |a| {
+            if let Some(p) = &mut a.array {
+                p.pending.remove(index);
+            }
+            settle(a, Some(at_ms));
+        });
+        self.insert_job(job);
+        Ok(task_id)
+    }
+
+    /// Moves a task of array `array_id` from one class to another on its array's counts
+    /// (`None`: it did not exist, or no longer does), and the array's state with them. The
+    /// jobs that wait for the array are judged again.
+    pub(super) fn account_task(
+        &mut self,
+        array_id: JobId,
+        from: Option<Class>,
+        to: Option<Class>,
+        at_ms: Option<u64>,
+    ) {
+        self.update_job(array_id, |a| {
+            if let Some(p) = &mut a.array {
+                if let Some(from) = from {
+                    let n = from.count(p);
+                    *n = n.saturating_sub(1);
+                }
+                if let Some(to) = to {
+                    *to.count(p) += 1;
+                }
+            }
+            settle(a, at_ms);
+        });
+        self.moved.push(array_id);
+    }
+
+    /// A kill of a whole array: its waiting tasks end unrun at once, each task of its own is
+    /// killed as any job is; the array ends once they have.
+    pub(super) fn kill_array(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        by: Option<&str>,
+        actor: Option<String>,
+    ) -> Outcome {
+        let Some(array) = self.jobs.get(&id) else {
+            return super::jobs::no_such_job(id);
+        };
+        if array.state.is_final() {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("array {id}: already {}", array.state.name()),
+            );
+        }
+        self.update_job(id, |a| {
+            a.cancelled_by = actor.clone();
+            if let Some(p) = &mut a.array {
+                let left = p.pending.len();
+                p.pending = Default::default();
+                p.unrun += left;
+            }
+            settle(a, Some(at_ms));
+        });
+        self.moved.push(id);
+        for task in self.index.tasks_of(id) {
+            let live = self.jobs.get(&task).is_some_and(|t| !t.state.is_final());
+            if live {
+                self.control_job(at_ms, task, JobAction::Kill, by, actor.clone());
+            }
+        }
+        Outcome::Done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use xce_client::types::{JobEnd, RequestToken};
+
+    use super::super::testing::{control_cmd, dispatch_cmd, finish, join_cmd, spec, submit};
+    use super::super::Command;
+    use super::*;
+
+    fn array(text: &str) -> JobSpec {
+        JobSpec {
+            array: Some(text.parse().unwrap()),
+            ..spec(&["true"])
+        }
+    }
+
+    fn progress(s: &State, id: JobId) -> (u64, u64, u64, u64, u64, u64) {
+        let p = s.job(id).unwrap().array.clone().unwrap();
+        (
+            p.pending.len(),
+            p.waiting,
+            p.running,
+            p.completed,
+            p.failed,
+            p.unrun,
+        )
+    }
+
+    fn cluster() -> State {
+        let mut s = State::default();
+        s.apply(0, join_cmd(1, "w1", vec![]));
+        s
+    }
+
+    #[test]
+    fn a_task_is_split_off_when_placed_and_the_array_counts_it() {
+        let mut s = cluster();
+        assert_eq!(submit(&mut s, 10, array("0-9:3")), Outcome::Submitted(1));
+        assert_eq!(progress(&s, 1), (4, 0, 0, 0, 0, 0));
+        assert_eq!(s.apply(3, dispatch_cmd(11, 1, "w1")), Outcome::Done);
+        let task = s.job(2).unwrap();
+        assert_eq!(task.state, JobState::Dispatched);
+        let t = task.array_task.unwrap();
+        assert_eq!(
+            (t.array_id, t.index, t.count, t.min, t.max, t.step),
+            (1, 0, 4, 0, 9, 3)
+        );
+        assert_eq!(task.spec.array, None);
+        assert_eq!(progress(&s, 1), (3, 0, 1, 0, 0, 0));
+        assert_eq!(s.job(1).unwrap().state, JobState::Pending);
+        finish(&mut s, 12, 2, 1, JobEnd::Exit(0));
+        assert_eq!(progress(&s, 1), (3, 0, 0, 1, 0, 0));
+        // The rest, in index order; one fails.
+        for (t, task, code) in [(13, 3, 0), (15, 4, 1), (17, 5, 0)] {
+            assert_eq!(s.apply(3, dispatch_cmd(t, 1, "w1")), Outcome::Done);
+            assert_eq!(
+                s.job(task).unwrap().array_task.unwrap().index,
+                (task as u32 - 2) * 3
+            );
+            finish(&mut s, t + 1, task, 1, JobEnd::Exit(code));
+        }
+        let a = s.job(1).unwrap();
+        assert_eq!(progress(&s, 1), (0, 0, 0, 3, 1, 0));
+        assert_eq!(
+            (a.state, a.result),
+            (JobState::Exited, Some(JobResult::Failed))
+        );
+        super::super::testing::rejected_with(
+            &s.apply(3, dispatch_cmd(20, 1, "w1")),
+            Status::Conflict,
+            "not pending",
+        );
+    }
+
+    #[test]
+    fn the_throttle_bounds_the_tasks_placed_at_once() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("1-5%2"));
+        assert_eq!(s.apply(3, dispatch_cmd(11, 1, "w1")), Outcome::Done);
+        assert_eq!(s.apply(3, dispatch_cmd(12, 1, "w1")), Outcome::Done);
+        super::super::testing::rejected_with(
+            &s.apply(3, dispatch_cmd(13, 1, "w1")),
+            Status::Conflict,
+            "throttle (%2)",
+        );
+        finish(&mut s, 14, 2, 1, JobEnd::Exit(0));
+        assert_eq!(s.apply(3, dispatch_cmd(15, 1, "w1")), Outcome::Done);
+    }
+
+    #[test]
+    fn a_kill_of_the_array_ends_every_task_once() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("0-999999"));
+        assert_eq!(s.apply(3, dispatch_cmd(11, 1, "w1")), Outcome::Done);
+        assert_eq!(
+            s.apply(5, control_cmd(12, 1, JobAction::Kill)),
+            Outcome::Done
+        );
+        // The waiting ones ended at once; the placed one is being killed.
+        assert_eq!(progress(&s, 1), (0, 0, 1, 0, 0, 999_999));
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        finish(&mut s, 13, 2, 1, JobEnd::Signal(15));
+        let a = s.job(1).unwrap();
+        assert_eq!(
+            (a.state, a.result),
+            (JobState::Exited, Some(JobResult::Cancelled))
+        );
+        assert_eq!(s.job(2).unwrap().result, Some(JobResult::Cancelled));
+        // A dependent of the array sees it: afterany is met.
+        let after = JobSpec {
+            dependency: Some("afterany:1".parse().unwrap()),
+            ..spec(&["true"])
+        };
+        submit(&mut s, 14, after);
+        assert_eq!(
+            s.job(3).unwrap().dependency_state,
+            Some(xce_client::types::DependencyState::Satisfied)
+        );
+    }
+
+    #[test]
+    fn afterok_on_an_array_waits_for_every_task_and_fails_with_one() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("1-2"));
+        let after = JobSpec {
+            dependency: Some("afterok:1".parse().unwrap()),
+            kill_on_invalid_dep: Some(false),
+            ..spec(&["true"])
+        };
+        submit(&mut s, 11, after); // 2
+        s.apply(3, dispatch_cmd(12, 1, "w1")); // task 3
+        finish(&mut s, 13, 3, 1, JobEnd::Exit(0));
+        assert_eq!(
+            s.job(2).unwrap().dependency_state,
+            Some(xce_client::types::DependencyState::Waiting)
+        );
+        s.apply(3, dispatch_cmd(14, 1, "w1")); // task 4
+        finish(&mut s, 15, 4, 1, JobEnd::Exit(2));
+        assert_eq!(
+            s.job(2).unwrap().dependency_state,
+            Some(xce_client::types::DependencyState::Never)
+        );
+    }
+
+    #[test]
+    fn a_requeued_task_is_counted_where_it_stands() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("1-2"));
+        s.apply(3, dispatch_cmd(11, 1, "w1")); // task 2
+        finish(&mut s, 12, 2, 1, JobEnd::Exit(0));
+        s.apply(5, control_cmd(13, 2, JobAction::Requeue));
+        assert_eq!(progress(&s, 1), (1, 1, 0, 0, 0, 0));
+        s.apply(
+            3,
+            Command::Dispatch {
+                token: RequestToken(14),
+                id: 2,
+                host: "w1".into(),
+            },
+        );
+        assert_eq!(progress(&s, 1), (1, 0, 1, 0, 0, 0));
+        let back = State::try_from_record(s.clone().into_record()).unwrap();
+        assert_eq!(back, s);
+    }
+}

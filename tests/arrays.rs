@@ -1,0 +1,161 @@
+//! Job arrays (issue 34), through the real binaries: one submit of many tasks, each split off
+//! into a job of its own as it is placed, never more at once than the throttle, each writing
+//! its `%A_%a` output once with its `XCE_ARRAY_*` variables; `xce jobs` shows the tasks still
+//! waiting on one line; a kill of the array ends every task.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Output;
+
+use xce_client::types::{HostState, JobResult, JobState};
+use xce_tests::{json_of, Cluster};
+
+async fn cluster() -> Cluster {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(2, &["--heartbeat-ms", "200", "--cpus", "4"])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    cluster
+}
+
+fn id_of(out: &Output) -> u64 {
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    json_of(out)["id"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn an_array_runs_each_task_once_within_its_throttle() {
+    let cluster = cluster().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    // Each task notes its start and end (wall clock, ns) and says who it is.
+    let body = "echo start $(date +%s%N) >> times.$XCE_ARRAY_TASK_ID; sleep 0.1; \
+                echo \"$XCE_ARRAY_JOB_ID $XCE_ARRAY_TASK_ID $XCE_ARRAY_TASK_COUNT \
+                $XCE_ARRAY_TASK_MIN $XCE_ARRAY_TASK_MAX $XCE_ARRAY_TASK_STEP $XCE_JOB_ID\"; \
+                echo end $(date +%s%N) >> times.$XCE_ARRAY_TASK_ID";
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--array",
+        "0-58:2%4",
+        "--stdout",
+        "%A_%a.out",
+        "--wrap",
+        body,
+    ]);
+    let array = id_of(&out);
+    let listing = String::from_utf8(cluster.xce_ok(&["jobs"]).stdout).unwrap();
+    assert!(
+        listing.contains(&format!("{array}_[")) || listing.contains(&format!("{array}_")),
+        "{listing}"
+    );
+    let done = cluster
+        .wait_job(array, "every task ended", |j| j.state.is_final())
+        .await;
+    assert_eq!(
+        (done.state, done.result),
+        (JobState::Done, Some(JobResult::Completed)),
+        "{done:?}"
+    );
+    let shown = json_of(&cluster.xce_ok(&["-o", "json", "job", &array.to_string()]));
+    assert_eq!(shown["array"]["spec"], "0-58:2%4", "{shown}");
+    assert_eq!(
+        (&shown["array"]["pending"], &shown["array"]["done"]),
+        (&serde_json::json!(0), &serde_json::json!(30)),
+        "{shown}"
+    );
+    let mut spans = Vec::new();
+    let mut task_ids = Vec::new();
+    for index in (0..=58).step_by(2) {
+        let out = std::fs::read_to_string(work.join(format!("{array}_{index}.out"))).unwrap();
+        let fields: Vec<&str> = out.split_whitespace().collect();
+        assert_eq!(
+            &fields[..6],
+            &[
+                array.to_string().as_str(),
+                index.to_string().as_str(),
+                "30",
+                "0",
+                "58",
+                "2"
+            ],
+            "{out}"
+        );
+        let task_id: u64 = fields[6].parse().unwrap();
+        assert_ne!(task_id, array, "a task is a job of its own");
+        task_ids.push(task_id);
+        let times = std::fs::read_to_string(work.join(format!("times.{index}"))).unwrap();
+        let ns: Vec<u64> = times
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(ns.len(), 2, "task {index} ran once: {times}");
+        spans.push((ns[0], ns[1]));
+    }
+    task_ids.sort_unstable();
+    task_ids.dedup();
+    assert_eq!(task_ids.len(), 30);
+    // Never more than the throttle at once, by the tasks' own clocks.
+    let most = spans
+        .iter()
+        .map(|(start, _)| {
+            spans
+                .iter()
+                .filter(|(s, e)| s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(
+        most <= 4,
+        "{most} tasks ran at once, over the throttle of 4"
+    );
+    let task = json_of(&cluster.xce_ok(&["-o", "json", "job", &task_ids[0].to_string()]));
+    assert_eq!(task["array_job_id"], array, "{task}");
+    assert!(task["array_task_id"].is_u64(), "{task}");
+}
+
+#[tokio::test]
+async fn a_kill_of_an_array_ends_every_task() {
+    let cluster = cluster().await;
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--array",
+        "1-100000%2",
+        "--wrap",
+        "sleep 300",
+    ]);
+    let array = id_of(&out);
+    cluster
+        .wait_job(array, "two tasks placed", |j| {
+            j.array.as_ref().is_some_and(|p| p.running == 2)
+        })
+        .await;
+    cluster.xce_ok(&["kill", &array.to_string()]);
+    let ended = cluster
+        .wait_job(array, "ended", |j| j.state.is_final())
+        .await;
+    let p = ended.array.unwrap();
+    assert_eq!(
+        (p.pending.len(), p.running, p.unrun + p.failed),
+        (0, 0, 100_000),
+        "{p:?}"
+    );
+    assert_eq!(ended.result, Some(JobResult::Cancelled));
+}
