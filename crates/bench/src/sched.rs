@@ -140,7 +140,7 @@ async fn placement(args: &SchedArgs) -> anyhow::Result<()> {
 }
 
 /// Pending and running jobs over every queue.
-async fn queue_counts(client: &Client) -> anyhow::Result<(usize, usize)> {
+pub(crate) async fn queue_counts(client: &Client) -> anyhow::Result<(usize, usize)> {
     let queues = client.call(ListQueues).await?;
     Ok(queues.iter().fold((0, 0), |(p, r), q| {
         (p + q.pending as usize, r + q.running as usize)
