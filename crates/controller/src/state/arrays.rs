@@ -374,6 +374,46 @@ mod tests {
         );
     }
 
+    /// A backup restored into a new cluster keeps an array's counts as they were: its
+    /// restored tasks are not counted a second time.
+    #[test]
+    fn a_restored_array_counts_its_tasks_once() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("1-3"));
+        s.apply(3, dispatch_cmd(11, 1, "w1")); // task 2
+        let mut parts = Vec::new();
+        s.backup_parts(1 << 20, |p| {
+            parts.push(p);
+            Ok::<_, postcard::Error>(())
+        })
+        .unwrap();
+        let mut fresh = State::default();
+        let base = RequestToken(1 << 100);
+        for (i, part) in parts.into_iter().enumerate() {
+            let token = RequestToken((1 << 100) + i as u128);
+            let cmd = match part {
+                super::super::BackupPart::Base(state) => Command::Restore {
+                    token,
+                    state: Box::new(state),
+                },
+                super::super::BackupPart::Jobs {
+                    jobs,
+                    intents,
+                    scripts,
+                } => Command::RestoreJobs {
+                    token,
+                    base,
+                    jobs,
+                    intents,
+                    scripts,
+                },
+            };
+            assert_eq!(fresh.apply(5, cmd), Outcome::Done);
+        }
+        assert_eq!(progress(&fresh, 1), progress(&s, 1));
+        assert_eq!(progress(&fresh, 1), (2, 0, 1, 0, 0, 0));
+    }
+
     #[test]
     fn a_requeued_task_is_counted_where_it_stands() {
         let mut s = cluster();

@@ -311,15 +311,20 @@ impl State {
 
     /// Adds a new job (its id taken from the counter by the caller) and emits its event.
     fn insert_job(&mut self, job: Job) {
-        self.index.add(job.id, &Slot::of(&job));
-        self.emitted.push(job_event(&job));
         let task = job
             .array_task
             .map(|t| (t.array_id, arrays::Class::of(&job)));
-        self.jobs.insert(job.id, Arc::new(job));
+        self.insert_job_as_is(job);
         if let Some((array_id, class)) = task {
             self.account_task(array_id, None, Some(class), None);
         }
+    }
+
+    /// Adds a job whose array, if it is a task, counts it already (a restored one).
+    fn insert_job_as_is(&mut self, job: Job) {
+        self.index.add(job.id, &Slot::of(&job));
+        self.emitted.push(job_event(&job));
+        self.jobs.insert(job.id, Arc::new(job));
     }
 
     /// Changes one job through `f`: the only way a job changes once it exists. Keeps the

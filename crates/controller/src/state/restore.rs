@@ -199,8 +199,9 @@ impl State {
             return Outcome::rejected(Status::Invalid, format!("backup: {e}"));
         }
         self.scripts.extend(scripts);
+        // A restored array counts its restored tasks already.
         for job in jobs {
-            self.insert_job(job);
+            self.insert_job_as_is(job);
         }
         self.intents
             .extend(intents.into_iter().map(|(id, i)| (id, i.into())));
