@@ -374,6 +374,33 @@ mod tests {
         );
     }
 
+    /// An array's own record takes no signal, and no change once its tasks all started.
+    #[test]
+    fn an_array_record_refuses_what_only_its_tasks_can_take() {
+        let mut s = cluster();
+        submit(&mut s, 10, array("1"));
+        s.apply(3, dispatch_cmd(11, 1, "w1"));
+        assert_eq!(s.job(1).unwrap().state, JobState::Running);
+        let signal = Command::SignalJob {
+            token: RequestToken(12),
+            id: 1,
+            by: None,
+            signal: 10,
+            leader_only: false,
+        };
+        super::super::testing::rejected_with(&s.apply(3, signal), Status::Conflict, "array");
+        let update = Command::UpdateJob {
+            token: RequestToken(13),
+            id: 1,
+            by: None,
+            changes: xce_client::types::JobChanges {
+                time_limit_s: Some(60),
+                ..Default::default()
+            },
+        };
+        super::super::testing::rejected_with(&s.apply(3, update), Status::Conflict, "array");
+    }
+
     /// A backup restored into a new cluster keeps an array's counts as they were: its
     /// restored tasks are not counted a second time.
     #[test]

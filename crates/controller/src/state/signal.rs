@@ -28,6 +28,12 @@ impl State {
                 format!("signal: {signal} is not a signal number"),
             );
         }
+        if job.array.is_some() {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("job {id} is an array: signal each task by its own id"),
+            );
+        }
         if !matches!(job.state, JobState::Running | JobState::Suspended) {
             return Outcome::rejected(
                 Status::Conflict,

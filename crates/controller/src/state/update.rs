@@ -31,6 +31,14 @@ impl State {
                 format!("job {id}: already {}", job.state.name()),
             );
         }
+        // An array's own record changes only while tasks wait in it (what later tasks get);
+        // one whose tasks all started has nothing left to change.
+        if job.array.is_some() && job.state != JobState::Pending {
+            return Outcome::rejected(
+                Status::Conflict,
+                format!("job {id} is an array whose tasks have all started: change each task"),
+            );
+        }
         let mut spec = job.spec.clone();
         if let Err(refused) = change(&mut spec, &changes, by.is_some()) {
             return refused;
