@@ -289,30 +289,6 @@ impl TaskSet {
         removed
     }
 
-    /// Removes every index of `other` that it holds, and gives those back.
-    pub fn remove_set(&mut self, other: &TaskSet) -> TaskSet {
-        let mut removed = TaskSet::new();
-        for run in other.runs() {
-            if run.step == 1 {
-                removed.extend(self.remove_range(run.start, run.end));
-            } else {
-                for i in run.iter() {
-                    if self.remove(i) {
-                        removed.insert(i);
-                    }
-                }
-            }
-        }
-        removed
-    }
-
-    /// Adds every index of `other`.
-    pub fn extend(&mut self, other: TaskSet) {
-        for run in other.runs.into_values() {
-            self.insert_run(run);
-        }
-    }
-
     /// Takes its `n` lowest indices: the next tasks to run, in index order.
     pub fn pop_first(&mut self, n: u64) -> Vec<u32> {
         let mut out = Vec::new();
@@ -493,16 +469,19 @@ impl ArraySpec {
     /// Parses a spec and checks it against the cluster's largest array (`max_tasks`).
     pub fn parse(text: &str, max_tasks: u64) -> Result<ArraySpec, ArrayError> {
         let spec: ArraySpec = text.parse()?;
-        if spec.tasks.len() > max_tasks {
-            return Err(error(
-                text,
-                format!(
-                    "{} tasks, over the cluster's limit of {max_tasks} (jobs.max_array_tasks)",
-                    spec.tasks.len()
-                ),
-            ));
-        }
+        spec.within(max_tasks).map_err(|why| error(text, why))?;
         Ok(spec)
+    }
+
+    /// Whether it holds at most the cluster's largest array (`jobs.max_array_tasks`); the
+    /// submit service's check.
+    pub fn within(&self, max_tasks: u64) -> Result<(), String> {
+        match self.tasks.len() {
+            n if n > max_tasks => Err(format!(
+                "{n} tasks, over the cluster's limit of {max_tasks} (jobs.max_array_tasks)"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -131,13 +131,6 @@ impl Expr {
         }
         ids
     }
-
-    /// Whether it pairs tasks (`aftercorr`): only an array may.
-    pub fn pairs_tasks(&self) -> bool {
-        self.terms()
-            .iter()
-            .any(|t| matches!(t, Term::On(Kind::AfterCorr, _)))
-    }
 }
 
 impl FromStr for Expr {
@@ -306,33 +299,22 @@ pub struct Progress {
 
 impl Progress {
     /// What a dependency sees of one (plain) job: the controller's verdicts and `xce job`'s
-    /// list of conditions read a job alike.
+    /// list of conditions read a job alike ([`crate::types::Standing`]).
     pub fn of_job(job: &crate::types::Job) -> Progress {
-        use crate::types::JobState;
+        use crate::types::Standing;
         let mut p = Progress::default();
-        let ended = || Ended {
-            who: job.id.to_string(),
-            result: job.result.unwrap_or(JobResult::Failed),
+        let ended = || {
+            Some(Ended {
+                who: job.id.to_string(),
+                result: job.result.unwrap_or(JobResult::Failed),
+            })
         };
-        match job.state {
-            JobState::Pending => p.not_started = 1,
-            JobState::Dispatched | JobState::Running | JobState::Suspended => p.running = 1,
-            JobState::Done | JobState::Exited => match job.result {
-                Some(JobResult::Completed) => {
-                    p.completed = 1;
-                    p.first_completed = Some(ended());
-                }
-                // It ran if it was ever placed (a command that could not start did, and
-                // failed; one requeued and then cancelled while pending did too).
-                _ if job.start_time_ms.is_some() || job.attempt > 0 => {
-                    p.failed = 1;
-                    p.first_failed = Some(ended());
-                }
-                _ => {
-                    p.unrun = 1;
-                    p.first_unrun = Some(ended());
-                }
-            },
+        match Standing::of(job) {
+            Standing::NotStarted => p.not_started = 1,
+            Standing::Running => p.running = 1,
+            Standing::Completed => (p.completed, p.first_completed) = (1, ended()),
+            Standing::Failed => (p.failed, p.first_failed) = (1, ended()),
+            Standing::Unrun => (p.unrun, p.first_unrun) = (1, ended()),
         }
         p
     }
@@ -352,17 +334,6 @@ pub enum Verdict {
     Met,
     /// "job 12 ended failed".
     Never(String),
-}
-
-impl Verdict {
-    /// `waiting`, `satisfied` or `never`: the job JSON's `dependency_state`.
-    pub fn state_name(&self) -> &'static str {
-        match self {
-            Verdict::Waiting => "waiting",
-            Verdict::Met => "satisfied",
-            Verdict::Never(_) => "never",
-        }
-    }
 }
 
 /// What the evaluation asks of the cluster's state.
@@ -504,7 +475,6 @@ mod tests {
             ])
         );
         assert_eq!(expr("afterok:1:2,afterany:1").job_ids(), vec![1, 2]);
-        assert!(expr("aftercorr:3").pairs_tasks());
     }
 
     #[test]

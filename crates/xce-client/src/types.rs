@@ -302,7 +302,51 @@ pub struct ArrayProgress {
     pub unrun: u64,
 }
 
+/// Where a job stands for what counts jobs by it (a dependency's verdict, an array's
+/// counts): the one reading of started, ran and ended. A job *ran* once it was ever placed
+/// (a command that could not start did, and failed; one requeued and then cancelled while
+/// pending did too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Pending.
+    NotStarted,
+    /// Dispatched, running or suspended.
+    Running,
+    /// Ended `completed`.
+    Completed,
+    /// Ended otherwise, having run.
+    Failed,
+    /// Ended without having run.
+    Unrun,
+}
+
+impl Standing {
+    /// Where `job` stands.
+    pub fn of(job: &Job) -> Standing {
+        match job.state {
+            JobState::Pending => Standing::NotStarted,
+            JobState::Dispatched | JobState::Running | JobState::Suspended => Standing::Running,
+            JobState::Done | JobState::Exited => match job.result {
+                Some(JobResult::Completed) => Standing::Completed,
+                _ if job.attempt > 0 => Standing::Failed,
+                _ => Standing::Unrun,
+            },
+        }
+    }
+}
+
 impl ArrayProgress {
+    /// The count of split-off tasks that stand as `s` (waiting ones counted as not started).
+    pub fn count_mut(&mut self, s: Standing) -> &mut u64 {
+        match s {
+            Standing::NotStarted => &mut self.waiting,
+            Standing::Running => &mut self.running,
+            Standing::Completed => &mut self.completed,
+            Standing::Failed => &mut self.failed,
+            Standing::Unrun => &mut self.unrun,
+        }
+    }
+
     /// Tasks that have ended, however.
     pub fn done(&self) -> u64 {
         self.completed + self.failed + self.unrun

@@ -10,48 +10,11 @@
 //! and ends once every task has: `done` if each completed, `exited` otherwise.
 
 use xce_client::types::{
-    ArrayProgress, ArrayTask, Job, JobAction, JobId, JobResult, JobSpec, JobState,
+    ArrayProgress, ArrayTask, Job, JobAction, JobId, JobResult, JobSpec, JobState, Standing,
 };
 use xce_proto::Status;
 
 use super::{Outcome, State};
-
-/// Where a task stands, as its array counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Class {
-    /// A job of its own, pending (requeued).
-    Waiting,
-    Running,
-    Completed,
-    Failed,
-    /// Ended without being placed.
-    Unrun,
-}
-
-impl Class {
-    /// The class of a task record.
-    pub(super) fn of(job: &Job) -> Class {
-        match job.state {
-            JobState::Pending => Class::Waiting,
-            JobState::Dispatched | JobState::Running | JobState::Suspended => Class::Running,
-            JobState::Done | JobState::Exited => match job.result {
-                Some(JobResult::Completed) => Class::Completed,
-                _ if job.attempt > 0 => Class::Failed,
-                _ => Class::Unrun,
-            },
-        }
-    }
-
-    fn count(self, p: &mut ArrayProgress) -> &mut u64 {
-        match self {
-            Class::Waiting => &mut p.waiting,
-            Class::Running => &mut p.running,
-            Class::Completed => &mut p.completed,
-            Class::Failed => &mut p.failed,
-            Class::Unrun => &mut p.unrun,
-        }
-    }
-}
 
 /// A new array's own record: every task waits in it.
 pub(super) fn start(job: &mut Job) {
@@ -174,18 +137,18 @@ impl State {
     pub(super) fn account_task(
         &mut self,
         array_id: JobId,
-        from: Option<Class>,
-        to: Option<Class>,
+        from: Option<Standing>,
+        to: Option<Standing>,
         at_ms: Option<u64>,
     ) {
         self.update_job(array_id, |a| {
             if let Some(p) = &mut a.array {
                 if let Some(from) = from {
-                    let n = from.count(p);
+                    let n = p.count_mut(from);
                     *n = n.saturating_sub(1);
                 }
                 if let Some(to) = to {
-                    *to.count(p) += 1;
+                    *p.count_mut(to) += 1;
                 }
             }
             settle(a, at_ms);

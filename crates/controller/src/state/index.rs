@@ -206,6 +206,9 @@ impl Index {
 
     /// How many jobs of `user` called `name` are placed.
     pub(super) fn placed_named(&self, user: &str, name: &str) -> u32 {
+        if self.placed_names.is_empty() {
+            return 0;
+        }
         self.placed_names
             .get(&(user.to_string(), name.to_string()))
             .copied()
@@ -222,6 +225,10 @@ impl Index {
 
     /// The pending `singleton` jobs of `user` called `name`.
     pub(super) fn singletons_of(&self, user: &str, name: &str) -> Vec<JobId> {
+        // Every change of a job asks: no key is built while no `singleton` job waits.
+        if self.singletons.is_empty() {
+            return Vec::new();
+        }
         self.singletons
             .get(&(user.to_string(), name.to_string()))
             .map(|s| s.iter().copied().collect())

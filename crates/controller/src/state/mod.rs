@@ -39,7 +39,7 @@ mod tests;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use xce_client::types::{HostState, Job, JobId, RequestToken, ScriptId};
+use xce_client::types::{HostState, Job, JobId, RequestToken, ScriptId, Standing};
 
 pub use xce_client::types::JobUsers;
 
@@ -311,9 +311,7 @@ impl State {
 
     /// Adds a new job (its id taken from the counter by the caller) and emits its event.
     fn insert_job(&mut self, job: Job) {
-        let task = job
-            .array_task
-            .map(|t| (t.array_id, arrays::Class::of(&job)));
+        let task = job.array_task.map(|t| (t.array_id, Standing::of(&job)));
         self.insert_job_as_is(job);
         if let Some((array_id, class)) = task {
             self.account_task(array_id, None, Some(class), None);
@@ -333,12 +331,12 @@ impl State {
         let job = Arc::make_mut(self.jobs.get_mut(&id)?);
         let slot = Slot::of(job);
         let seen = Seen::of(job);
-        let class = job.array_task.map(|_| arrays::Class::of(job));
+        let class = job.array_task.map(|_| Standing::of(job));
         let out = f(job);
         // A task's move is its array's to count.
         let task_move = match (job.array_task, class) {
-            (Some(t), Some(from)) if arrays::Class::of(job) != from => {
-                Some((t.array_id, from, arrays::Class::of(job), job.end_time_ms))
+            (Some(t), Some(from)) if Standing::of(job) != from => {
+                Some((t.array_id, from, Standing::of(job), job.end_time_ms))
             }
             _ => None,
         };

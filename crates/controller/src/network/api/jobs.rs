@@ -43,14 +43,10 @@ pub(super) async fn submit(
         if spec.dependency.is_some() && spec.kill_on_invalid_dep.is_none() {
             spec.kill_on_invalid_dep = Some(rules.kill_on_invalid_dep);
         }
-        let tasks = spec.array.as_ref().map_or(0, |a| a.tasks.len());
-        if tasks > rules.max_array_tasks {
+        if let Some(Err(why)) = spec.array.as_ref().map(|a| a.within(rules.max_array_tasks)) {
             return Err(ReplyHeader::status(
                 Status::Invalid,
-                format!(
-                    "array: {tasks} tasks, over the cluster's limit of {} (jobs.max_array_tasks)",
-                    rules.max_array_tasks
-                ),
+                format!("array: {why}"),
             ));
         }
         validate_spec(&spec)
