@@ -43,8 +43,9 @@ enum Bench {
     /// The HTTP API: GET and POST throughput and latency with concurrent connections, and
     /// how fast a degraded apiserver answers 503.
     Api(api::ApiArgs),
-    /// Job arrays and dependencies: today how soon a dependent job is dispatched once its
-    /// parent ends (arrays are not in the cluster yet).
+    /// Job arrays and dependencies: what a million-task array costs to submit, in the
+    /// primary's memory and in the first page of `xce jobs`; how soon a dependent job is
+    /// dispatched once its parent ends; the drain of single jobs and of an array.
     Arrays(arrays::ArraysArgs),
 }
 

@@ -667,7 +667,7 @@ fn log_texts(cluster: &BenchCluster) -> Vec<String> {
 }
 
 /// A `/proc/<pid>/status` field given in kB (`VmRSS`, `VmHWM`), in MiB.
-fn proc_mib(pid: u32, field: &str) -> Option<f64> {
+pub(crate) fn proc_mib(pid: u32, field: &str) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let value = text
         .lines()

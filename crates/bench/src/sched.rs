@@ -1,10 +1,11 @@
-//! `xce-bench sched`: the scheduler, three ways.
+//! `xce-bench sched`: the scheduler, three ways, and with `--slots` two more views of the
+//! drain.
 //!
-//! - **Placement throughput**: `--pending` one-cpu jobs already pending on a cluster of
-//!   `--hosts` simulated hosts (registered by joins with no worker behind them; the
-//!   controllers are told to wait an hour before calling them unavailable). Then one
-//!   scheduler starts; placements committed per second, from the first placement until none
-//!   is pending (the queue's pending count, polled).
+//! - **Placement throughput** (none with `--pending 0`): `--pending` one-cpu jobs already
+//!   pending on a cluster of `--hosts` simulated hosts (registered by joins with no worker
+//!   behind them; the controllers are told to wait an hour before calling them unavailable).
+//!   Then one scheduler starts; placements committed per second, from the first placement
+//!   until none is pending (the queue's pending count, polled).
 //! - **Submit to running**, idle: one `true` job at a time on two real workers; from the
 //!   submit being sent to the primary committing the worker's start report (the job's
 //!   `start_time`; one clock, as everything runs on this machine).
@@ -13,13 +14,28 @@
 //!   the whole machine's, the controllers', and the workers' shims and jobs' (what each
 //!   worker's shim launcher and everything it reaped used), and the floor: what one process
 //!   of `true` costs here ([`crate::cpu`]).
+//! - **Slot turnover**, with `--slots N`: how long a slot stands empty between one drained
+//!   job and the next on the same host. Per host, starts and ends are put in time order
+//!   apart; with N slots at most N jobs run at once, so the (k+N)-th start could only take
+//!   the slot of an end at or before the k-th one, and the gap from the k-th end to the
+//!   (k+N)-th start is the k-th slot's turnover (the first N starts take slots that were free
+//!   already, the last N ends free slots no job needs). The times are the jobs' own records,
+//!   stamped by the primary as it commits the worker's end and start reports: the gap spans
+//!   the scheduler's round, the dispatch's commit, the worker's launch and its start report.
+//!   Every slot stays wanted until the queue runs dry, as the whole drain is pending at the
+//!   start. p50 and p99 over every gap of every host.
+//! - **Slots against unlimited**, with `--slots N --compare-unlimited`: the same drain again
+//!   on a new cluster whose workers have room for every job at once
+//!   (`drain_throughput_unlimited`), and the ratio of the two (`slots_vs_unlimited_ratio`).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use xce_client::ops::{claim_role, ControlQueue, GetJob, Join, ListQueues, Submit};
-use xce_client::types::{HostAttributes, JobSpec, JobState, QueueAction, RequestToken, Role};
+use xce_client::ops::{all_jobs, claim_role, ControlQueue, GetJob, Join, ListQueues, Submit};
+use xce_client::types::{
+    HostAttributes, Job, JobFilter, JobId, JobSpec, JobState, QueueAction, RequestToken, Role,
+};
 use xce_client::{Client, ClientConfig};
 use xce_devcluster::Process;
 
@@ -29,7 +45,7 @@ use crate::{metric, quantile};
 
 #[derive(Debug, Args)]
 pub struct SchedArgs {
-    /// Pending jobs for the placement run.
+    /// Pending jobs for the placement run (0: no placement run).
     #[arg(long, default_value_t = 100_000)]
     pending: usize,
     /// Simulated hosts for the placement run (each with room for its share of the jobs).
@@ -45,6 +61,10 @@ pub struct SchedArgs {
     /// once on each); 0 for room for every job at once.
     #[arg(long, default_value_t = 0)]
     slots: usize,
+    /// With `--slots`: drain as many jobs again on a new cluster with room for every job at
+    /// once, and print its throughput and the ratio of the two.
+    #[arg(long, requires = "slots")]
+    compare_unlimited: bool,
 }
 
 /// Simulated hosts never heartbeat: keep them available for the whole run.
@@ -58,8 +78,20 @@ fn now_ms() -> u64 {
 }
 
 pub async fn run(args: SchedArgs) -> anyhow::Result<()> {
-    placement(&args).await?;
-    latency_and_drain(&args).await
+    if args.pending > 0 {
+        placement(&args).await?;
+    }
+    let limited = latency_and_drain(&args).await?;
+    if args.compare_unlimited && args.slots > 0 {
+        let unlimited = unlimited_drain(&args).await?;
+        metric("drain_throughput_unlimited", unlimited, "jobs/s");
+        metric(
+            "slots_vs_unlimited_ratio",
+            limited / unlimited.max(f64::MIN_POSITIVE),
+            "ratio",
+        );
+    }
+    Ok(())
 }
 
 async fn placement(args: &SchedArgs) -> anyhow::Result<()> {
@@ -147,7 +179,9 @@ pub(crate) async fn queue_counts(client: &Client) -> anyhow::Result<(usize, usiz
     }))
 }
 
-async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
+/// Submit-to-running latency, then the drain with its CPU and, with `--slots`, its slot
+/// turnover; returns the drain's jobs/s.
+async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<f64> {
     let slots = match args.slots {
         0 => args.drain.max(1),
         n => n,
@@ -184,42 +218,33 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
     metric("submit_to_running_p50_ms", quantile(&latencies, 0.50), "ms");
     metric("submit_to_running_p99_ms", quantile(&latencies, 0.99), "ms");
 
-    let operator = cluster.client(ClientConfig::default())?;
-    claim_role(&operator, Role::Operator);
-    let queue = |action| ControlQueue {
-        token: RequestToken::random(),
-        name: "normal".into(),
-        action,
-    };
-    operator.call(queue(QueueAction::Inactivate)).await?;
-    crate::jobs::submit_all(&client, args.drain).await?;
-    let spent_before = DrainCpu::read(&cluster).context("read the CPU spent before the drain")?;
-    let started = Instant::now();
-    operator.call(queue(QueueAction::Activate)).await?;
-    let deadline = started + Duration::from_secs(600);
-    loop {
-        let (pending, running) = queue_counts(&client).await?;
-        if pending == 0 && running == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("{pending} pending and {running} running after 600 s");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    eprintln!(
-        "xce-bench sched: drained {} jobs in {elapsed:.2} s",
-        args.drain
-    );
-    metric("drain_throughput", args.drain as f64 / elapsed, "jobs/s");
+    let mut spent_before = None;
+    let (throughput, ids) = drain(&cluster, args.drain, || {
+        spent_before =
+            Some(DrainCpu::read(&cluster).context("read the CPU spent before the drain")?);
+        Ok(())
+    })
+    .await?;
+    metric("drain_throughput", throughput, "jobs/s");
     // A launcher reaps each shim before its worker hears of the end and reports it: every
     // shim and job of the drain is counted by now.
     let spent = DrainCpu::read(&cluster)
         .context("read the CPU spent by the drain")?
-        .minus(&spent_before);
+        .minus(&spent_before.context("the drain read no CPU before it started")?);
     if args.drain == 0 {
-        return Ok(());
+        return Ok(throughput);
+    }
+    if args.slots > 0 {
+        let jobs = drained_jobs(&client, &ids).await?;
+        let mut turnovers = slot_turnovers(&run_times(&jobs)?, args.slots);
+        turnovers.sort_by(f64::total_cmp);
+        eprintln!(
+            "xce-bench sched: {} slot turnovers on {} slots per worker",
+            turnovers.len(),
+            args.slots
+        );
+        metric("slot_turnover_p50_ms", quantile(&turnovers, 0.50), "ms");
+        metric("slot_turnover_p99_ms", quantile(&turnovers, 0.99), "ms");
     }
     let per_job = |ms: f64| ms / args.drain as f64;
     metric("drain_cpu_ms_per_job", per_job(spent.machine), "ms");
@@ -244,7 +269,116 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<()> {
         cores * 1000.0 / per_job(spent.shims_and_jobs).max(f64::MIN_POSITIVE),
         cores * 1000.0 / floor.max(f64::MIN_POSITIVE)
     );
-    Ok(())
+    Ok(throughput)
+}
+
+/// The drain again, on a new cluster whose workers have room for every job at once: what
+/// `--slots` is compared with. Returns jobs/s.
+async fn unlimited_drain(args: &SchedArgs) -> anyhow::Result<f64> {
+    let cpus = args.drain.max(1).to_string();
+    let worker_args = ["--cpus", &cpus, "--mem-mb", "1024", "--heartbeat-ms", "500"];
+    let cluster = BenchCluster::start_with_schedulers(3, None, 2, &worker_args, 1).await?;
+    let (throughput, _) = drain(&cluster, args.drain, || Ok(())).await?;
+    Ok(throughput)
+}
+
+/// Submits `n` `true` jobs to the inactive default queue, calls `before_start`, activates
+/// the queue and waits (600 s at most) until nothing is pending or running. Returns jobs/s
+/// from the activation, and the jobs' ids.
+async fn drain(
+    cluster: &BenchCluster,
+    n: usize,
+    before_start: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, Vec<JobId>)> {
+    let client = cluster.client(ClientConfig::default())?;
+    let operator = cluster.client(ClientConfig::default())?;
+    claim_role(&operator, Role::Operator);
+    let queue = |action| ControlQueue {
+        token: RequestToken::random(),
+        name: "normal".into(),
+        action,
+    };
+    operator.call(queue(QueueAction::Inactivate)).await?;
+    let ids = crate::jobs::submit_all(&client, n).await?;
+    before_start()?;
+    let started = Instant::now();
+    operator.call(queue(QueueAction::Activate)).await?;
+    let deadline = started + Duration::from_secs(600);
+    loop {
+        let (pending, running) = queue_counts(&client).await?;
+        if pending == 0 && running == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{pending} pending and {running} running after 600 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    eprintln!("xce-bench sched: drained {n} jobs in {elapsed:.2} s");
+    Ok((n as f64 / elapsed, ids))
+}
+
+/// The jobs `ids` as the controllers hold them, each checked to have run once to its end.
+async fn drained_jobs(client: &Client, ids: &[JobId]) -> anyhow::Result<Vec<Job>> {
+    let wanted: std::collections::HashSet<JobId> = ids.iter().copied().collect();
+    let jobs: Vec<Job> = all_jobs(client, JobFilter::default())
+        .await?
+        .into_iter()
+        .filter(|j| wanted.contains(&j.id))
+        .collect();
+    if jobs.len() != ids.len() {
+        bail!("listed {} of the {} drained jobs", jobs.len(), ids.len());
+    }
+    if let Some(j) = jobs
+        .iter()
+        .find(|j| j.state != JobState::Done || j.attempt != 1)
+    {
+        bail!(
+            "job {} ended {:?} after {} attempts ({:?})",
+            j.id,
+            j.state,
+            j.attempt,
+            j.reason
+        );
+    }
+    Ok(jobs)
+}
+
+/// Each job's host, start and end (ms since the epoch, the primary's stamps).
+fn run_times(jobs: &[Job]) -> anyhow::Result<Vec<(&str, u64, u64)>> {
+    jobs.iter()
+        .map(
+            |job| match (job.host.as_deref(), job.start_time_ms, job.end_time_ms) {
+                (Some(host), Some(start), Some(end)) => Ok((host, start, end)),
+                _ => bail!("job {} has no host, start or end time", job.id),
+            },
+        )
+        .collect()
+}
+
+/// Every slot turnover of jobs run as `(host, start, end)` on hosts of `slots` slots, in ms
+/// (see the module's doc): per host, the gap from the k-th end to the (k+`slots`)-th start,
+/// starts and ends each in time order. Unsorted.
+fn slot_turnovers(runs: &[(&str, u64, u64)], slots: usize) -> Vec<f64> {
+    let mut hosts: std::collections::BTreeMap<&str, (Vec<u64>, Vec<u64>)> = Default::default();
+    for &(host, start, end) in runs {
+        let (starts, ends) = hosts.entry(host).or_default();
+        starts.push(start);
+        ends.push(end);
+    }
+    let mut gaps = Vec::with_capacity(runs.len());
+    for (starts, ends) in hosts.values_mut() {
+        starts.sort_unstable();
+        ends.sort_unstable();
+        // No more than `slots` run at once, so the start is never before the end it follows.
+        gaps.extend(
+            ends.iter()
+                .zip(starts.iter().skip(slots))
+                .map(|(end, start)| start.saturating_sub(*end) as f64),
+        );
+    }
+    gaps
 }
 
 /// CPU used so far, in ms: the machine's busy time, the controllers', and what the workers'
@@ -293,4 +427,26 @@ async fn wait_started(client: &Client, id: u64) -> anyhow::Result<u64> {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     bail!("job {id} did not start within 30 s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_follows_the_end_that_freed_its_slot_on_its_own_host() {
+        // Two slots on h1: jobs a (0-10) and b (1-20) fill them, c starts at 13 (after a's
+        // end at 10), d at 24 (after b's end at 20), and e at 31 (after c's end at 30). h2's
+        // one job takes a slot that was free.
+        let runs = [
+            ("h1", 0, 10),
+            ("h1", 1, 20),
+            ("h1", 13, 30),
+            ("h1", 24, 40),
+            ("h1", 31, 50),
+            ("h2", 5, 6),
+        ];
+        assert_eq!(slot_turnovers(&runs, 2), vec![3.0, 4.0, 1.0]);
+        assert_eq!(slot_turnovers(&runs, 5), Vec::<f64>::new());
+    }
 }

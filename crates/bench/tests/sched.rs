@@ -41,3 +41,47 @@ fn sched_prints_the_documented_metric_lines_with_positive_values() {
         );
     }
 }
+
+#[test]
+fn sched_with_slots_prints_the_turnover_and_the_unlimited_drain_beside_it() {
+    let (stderr, lines) = run_bench(&[
+        "sched",
+        "--pending",
+        "0",
+        "--latency-jobs",
+        "3",
+        "--drain",
+        "30",
+        "--slots",
+        "2",
+        "--compare-unlimited",
+    ]);
+    assert!(
+        stderr.contains("slot turnovers on 2 slots per worker"),
+        "{stderr}"
+    );
+    let expected = [
+        "submit_to_running_p50_ms",
+        "submit_to_running_p99_ms",
+        "drain_throughput",
+        "slot_turnover_p50_ms",
+        "slot_turnover_p99_ms",
+        "drain_cpu_ms_per_job",
+        "drain_cpu_ms_controllers",
+        "drain_cpu_ms_shims_and_jobs",
+        "drain_cpu_ms_process_floor",
+        "drain_throughput_unlimited",
+        "slots_vs_unlimited_ratio",
+    ];
+    assert_eq!(names(&lines), expected);
+    for name in expected {
+        // A turnover within the same millisecond is 0.
+        if !name.starts_with("slot_turnover") {
+            assert!(
+                value(&lines, name) > 0.0,
+                "{name} is not positive: {lines:?}"
+            );
+        }
+    }
+    assert!(value(&lines, "slot_turnover_p99_ms") >= value(&lines, "slot_turnover_p50_ms"));
+}
