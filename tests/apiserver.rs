@@ -127,6 +127,63 @@ async fn jobs_are_submitted_listed_read_and_killed_over_http_and_a_key_submits_o
     cluster.assert_no_errors();
 }
 
+/// An array's tasks are named `ID_IDX` and `ID_[A-B]` over HTTP as on the command line: a
+/// release or kill of some tasks, a task read by its name, the throttle changed by a patch.
+#[tokio::test]
+async fn an_array_s_tasks_are_named_id_idx_over_http() {
+    let cluster = cluster(1).await;
+    cluster.wait_version().await;
+    let api = cluster.api(0);
+    let made = api
+        .post(
+            "/v1/jobs",
+            &json!({"command": ["true"], "array": "0-5", "hold": true}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    let a = made.body["id"].as_u64().unwrap();
+    // `[` and `]` travel percent-encoded in a path.
+    let released = api
+        .post(&format!("/v1/jobs/{a}_%5B0-1%5D/release"), &json!({}))
+        .await;
+    assert_eq!(released.status, 200, "{:?}", released.body);
+    assert_eq!(released.body["target"], format!("{a}_[0-1]"));
+    let task = wait_for("task 0 done", Duration::from_secs(30), || async {
+        let got = api.get(&format!("/v1/jobs/{a}_0")).await;
+        (got.body["state"] == "done").then_some(got.body)
+    })
+    .await;
+    assert_eq!(
+        (&task["array_job_id"], &task["array_task_id"]),
+        (&json!(a), &json!(0)),
+        "{task}"
+    );
+    // A task still waiting reads as its array.
+    assert_eq!(api.get(&format!("/v1/jobs/{a}_3")).await.body["id"], a);
+    let patched = api
+        .request(
+            "PATCH",
+            &format!("/v1/jobs/{a}"),
+            Some(&json!({"throttle": 1})),
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status, 200, "{:?}", patched.body);
+    assert_eq!(patched.body["array"]["spec"], "0-5%1", "{:?}", patched.body);
+    let killed = api
+        .post(&format!("/v1/jobs/{a}_%5B4-5%5D/kill"), &json!({}))
+        .await;
+    assert_eq!(killed.status, 200, "{:?}", killed.body);
+    let array = api.get(&format!("/v1/jobs/{a}")).await.body;
+    assert_eq!(array["array"]["pending"], 2, "{array}");
+    let bad = api.get(&format!("/v1/jobs/{a}_x")).await;
+    assert_eq!(bad.status, 400, "{:?}", bad.body);
+    let missing = api.post(&format!("/v1/jobs/{a}_9/kill"), &json!({})).await;
+    assert_eq!(missing.status, 404, "{:?}", missing.body);
+    cluster.assert_no_errors();
+}
+
 /// Eight HTTP clients submit, each with its own Idempotency-Keys and retrying a 503, while
 /// the primary is killed: every answer is 201, 200 or a 503 inside the failover window, and
 /// every key made exactly one job.

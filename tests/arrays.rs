@@ -6,9 +6,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::process::Output;
+use std::time::Duration;
 
+use xce_client::ops::GetTask;
 use xce_client::types::{HostState, JobResult, JobState};
-use xce_tests::{json_of, Cluster};
+use xce_tests::{json_of, wait_for, Cluster};
 
 async fn cluster() -> Cluster {
     let cluster = Cluster::builder()
@@ -158,4 +160,164 @@ async fn a_kill_of_an_array_ends_every_task() {
         "{p:?}"
     );
     assert_eq!(ended.result, Some(JobResult::Cancelled));
+}
+
+/// A failed command's words (text mode prints them on stderr).
+fn refused(out: &Output) -> String {
+    assert!(!out.status.success(), "expected a refusal: {out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `ID_IDX` and `ID_[A-B]` name tasks in every command: a release or kill of some tasks
+/// splits off or ends exactly those, `xce job ID_IDX` shows the task, `xce jobs --expand`
+/// lists each waiting task, the throttle changes while the array waits, and a release of
+/// the whole array reaches the tasks still waiting in it.
+#[tokio::test]
+async fn tasks_are_named_id_idx_in_every_command() {
+    let cluster = cluster().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--hold",
+        "--array",
+        "0-5",
+        "--stdout",
+        "%A_%a.out",
+        "--wrap",
+        "echo $XCE_ARRAY_TASK_ID",
+    ]);
+    let a = id_of(&out);
+    let task = |i: &str| format!("{a}_{i}");
+    cluster.xce_ok(&["release", &task("[0-1]")]);
+    cluster
+        .wait_job(a, "the two released tasks ran", |j| {
+            j.array.as_ref().is_some_and(|p| p.completed == 2)
+        })
+        .await;
+    let first = json_of(&cluster.xce_ok(&["-o", "json", "job", &task("0")]));
+    assert_eq!(
+        (
+            &first["array_job_id"],
+            &first["array_task_id"],
+            &first["state"]
+        ),
+        (
+            &serde_json::json!(a),
+            &serde_json::json!(0),
+            &serde_json::json!("done")
+        ),
+        "{first}"
+    );
+    // A task still waiting is shown by its array's record.
+    let waiting = json_of(&cluster.xce_ok(&["-o", "json", "job", &task("3")]));
+    assert_eq!(waiting["id"], a, "{waiting}");
+    let listing = String::from_utf8(cluster.xce_ok(&["jobs"]).stdout).unwrap();
+    assert!(listing.contains(&task("[2-5]")), "{listing}");
+    let expanded = String::from_utf8(cluster.xce_ok(&["jobs", "--expand"]).stdout).unwrap();
+    for i in 2..=5 {
+        let line = expanded
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(task(&i.to_string()).as_str()));
+        assert!(line.is_some_and(|l| l.contains("pending")), "{expanded}");
+    }
+    assert!(!expanded.contains(&task("[")), "{expanded}");
+
+    // Kill two waiting tasks; a task the array never had is named.
+    cluster.xce_ok(&["kill", &task("[4-5]")]);
+    let now = cluster
+        .wait_job(a, "two tasks ended unrun", |j| {
+            j.array.as_ref().is_some_and(|p| p.unrun == 2)
+        })
+        .await;
+    assert_eq!(now.array.unwrap().pending.to_string(), "2-3");
+    assert!(refused(&cluster.xce(&["kill", &task("9")])).contains("no task 9"));
+    assert!(refused(&cluster.xce(&["hold", &task("0")])).contains("has ended"));
+
+    // The throttle is the whole array's.
+    cluster.xce_ok(&["update", &a.to_string(), "--throttle", "1"]);
+    let shown = json_of(&cluster.xce_ok(&["-o", "json", "job", &a.to_string()]));
+    assert_eq!(shown["array"]["spec"], "0-5%1", "{shown}");
+    assert!(refused(&cluster.xce(&["update", &task("2"), "--throttle", "2"])).contains("throttle"));
+
+    // Releasing the array releases the tasks still held in it.
+    cluster.xce_ok(&["release", &a.to_string()]);
+    let ended = cluster
+        .wait_job(a, "every task ended", |j| j.state.is_final())
+        .await;
+    assert_eq!(ended.result, Some(JobResult::Cancelled), "{ended:?}");
+    for (i, ran) in [
+        (0, true),
+        (1, true),
+        (2, true),
+        (3, true),
+        (4, false),
+        (5, false),
+    ] {
+        let out = work.join(format!("{a}_{i}.out"));
+        assert_eq!(out.exists(), ran, "task {i}");
+        if ran {
+            assert_eq!(std::fs::read_to_string(out).unwrap().trim(), i.to_string());
+        }
+    }
+}
+
+/// A signal reaches the one task named; a kill of the array ends the others; `submit --wait`
+/// on an array exits with its tasks' highest exit code.
+#[tokio::test]
+async fn a_signal_names_one_task_and_wait_exits_with_the_highest_code() {
+    let cluster = cluster().await;
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--array",
+        "0-1",
+        "--wrap",
+        "sleep 300",
+    ]);
+    let a = id_of(&out);
+    cluster
+        .wait_job(a, "both tasks run", |j| {
+            j.array.as_ref().is_some_and(|p| p.running == 2)
+        })
+        .await;
+    let client = cluster.client();
+    let task = |i: u32| {
+        let client = &client;
+        async move { client.call(GetTask { array: a, index: i }).await.ok() }
+    };
+    wait_for("task 0 runs", Duration::from_secs(30), || async {
+        task(0).await.filter(|t| t.state == JobState::Running)
+    })
+    .await;
+    cluster.xce_ok(&["signal", &format!("{a}_0"), "KILL"]);
+    let t0 = wait_for("task 0 ends", Duration::from_secs(30), || async {
+        task(0).await.filter(|t| t.state.is_final())
+    })
+    .await;
+    assert_eq!(t0.signal, Some(9), "{t0:?}");
+    let t1 = task(1).await.unwrap();
+    assert_eq!(
+        t1.state,
+        JobState::Running,
+        "task 1 was not signalled: {t1:?}"
+    );
+    cluster.xce_ok(&["kill", &a.to_string()]);
+    cluster.wait_job(a, "ended", |j| j.state.is_final()).await;
+
+    let out = cluster.xce(&[
+        "submit",
+        "--wait",
+        "--array",
+        "1-3",
+        "--wrap",
+        "exit $XCE_ARRAY_TASK_ID",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
 }

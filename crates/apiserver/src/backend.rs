@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 use xce_client::ops::{
-    self, ActAs, ControlHost, ControlJob, ControlQueue, GetCluster, GetJob, GetScript, ListHosts,
-    ListJobs, ListQueues, Op, SignalJob, SubmitJob, Submitted, UpdateJob,
+    self, ActAs, ControlHost, ControlJob, ControlQueue, ControlTasks, GetCluster, GetJob,
+    GetScript, GetTask, ListHosts, ListJobs, ListQueues, Op, SignalJob, SubmitJob, Submitted,
+    UpdateJob,
 };
 use xce_client::tokens::Token;
 use xce_client::types::{
@@ -90,6 +91,17 @@ pub enum Call {
     ControlJob {
         id: JobId,
         action: JobAction,
+    },
+    /// Task `index` of an array (`/v1/jobs/42_7`).
+    GetTask {
+        array: JobId,
+        index: u32,
+    },
+    /// An action on tasks of an array (`/v1/jobs/42_[1-5]/kill`), or on a whole array.
+    ControlTasks {
+        array: JobId,
+        tasks: Option<xce_client::array::TaskSet>,
+        op: xce_client::types::TaskOp,
     },
     ListQueues,
     ControlQueue {
@@ -289,6 +301,19 @@ impl Backend for ClusterBackend {
                     )
                     .await?,
                 ),
+                Call::GetTask { array, index } => {
+                    Answer::Job(Self::act(client, who, GetTask { array, index }).await?)
+                }
+                Call::ControlTasks { array, tasks, op } => {
+                    let op = ControlTasks {
+                        token: RequestToken::random(),
+                        array,
+                        tasks,
+                        op,
+                    };
+                    Self::act(client, who, op).await?;
+                    Answer::Done
+                }
                 Call::ControlJob { id, action } => {
                     let op = ControlJob {
                         token: RequestToken::random(),

@@ -357,6 +357,10 @@ pub struct UpdateRequest {
     #[serde(default)]
     #[schema(schema_with = begin_schema)]
     pub begin_time: Option<String>,
+    /// An array's new limit of tasks running at once (its `%N`), on the whole array only.
+    #[serde(default, deserialize_with = "whole_number")]
+    #[schema(minimum = 1)]
+    pub throttle: Option<u32>,
 }
 
 /// `POST /v1/jobs/{id}/signal`: a signal for a running job's processes.

@@ -5,13 +5,13 @@ use std::time::Duration;
 use clap::Args;
 use xce_client::events::EventStream;
 use xce_client::ops::{
-    claim_role, list_jobs, ControlHost, ControlJob, ControlQueue, Dispatch, GetCluster, GetJob,
-    GetScript, ListHosts, ListQueues, SignalJob, Submit, UpdateJob,
+    claim_role, list_jobs, ControlHost, ControlJob, ControlQueue, ControlTasks, Dispatch,
+    GetCluster, GetJob, GetScript, GetTask, ListHosts, ListQueues, SignalJob, Submit, UpdateJob,
 };
 use xce_client::transport::CapnpTransport;
 use xce_client::types::{
     EventFilter, EventKind, HostAction, JobAction, JobChanges, JobFilter, JobResult, JobSpec,
-    JobState, Limits, RequestToken, Resources, Role,
+    JobState, Limits, RequestToken, Resources, Role, TaskOp,
 };
 use xce_client::when;
 use xce_client::{parse_candidates, Client, ClientConfig, ClientError};
@@ -275,6 +275,10 @@ pub struct JobsArgs {
     /// At most this many jobs (the lowest ids first); all of them by default.
     #[arg(long)]
     limit: Option<usize>,
+    /// Each task still waiting in an array on a line of its own (ARRAY_INDEX), as squeue
+    /// --array does, instead of one line for them all (ARRAY_[INDICES]).
+    #[arg(long, short = 'r')]
+    expand: bool,
 }
 
 /// Stream state changes (jobs, hosts, queues) until Ctrl-C, across failovers; with -o json
@@ -390,6 +394,9 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
                 submitted_since_ms: since,
             };
             let mut printer = output::JobsPrinter::new(f, columns);
+            if args.expand {
+                printer = printer.expanded();
+            }
             let listed = list_jobs(&c, filter, args.limit, |page| printer.page(page)).await;
             if listed.is_err() {
                 // What was printed stays a whole listing; the error follows it.
@@ -400,7 +407,7 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
             check(f, listed);
         }
         Command::Job { id, script: false } => {
-            let job = check(f, c.call(GetJob { id }).await);
+            let job = job_of(&c, f, &id).await;
             output::job(f, &job);
             if f == Format::Text {
                 if let Some(expr) = &job.spec.dependency {
@@ -409,22 +416,23 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
             }
         }
         Command::Job { id, script: true } => {
+            let id = job_of(&c, f, &id).await.id;
             let body = check(f, c.call(GetScript { id }).await);
             output::script(f, id, &body);
         }
-        Command::Kill { id, signal: None } => control(&c, f, id, JobAction::Kill, "killed").await,
+        Command::Kill { id, signal: None } => control(&c, f, &id, JobAction::Kill, "killed").await,
         Command::Kill {
             id,
             signal: Some(signal),
-        } => send_signal(&c, f, id, &signal).await,
-        Command::Signal { id, signal } => send_signal(&c, f, id, &signal).await,
+        } => send_signal(&c, f, &id, &signal).await,
+        Command::Signal { id, signal } => send_signal(&c, f, &id, &signal).await,
         Command::Hold { ids } => {
             for id in ids {
                 let changes = JobChanges {
                     hold: Some(true),
                     ..JobChanges::default()
                 };
-                update(&c, f, id, changes, "held").await;
+                update(&c, f, &id, changes, "held").await;
             }
         }
         Command::Release { ids } => {
@@ -433,16 +441,19 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
                     hold: Some(false),
                     ..JobChanges::default()
                 };
-                update(&c, f, id, changes, "released").await;
+                update(&c, f, &id, changes, "released").await;
             }
         }
         Command::Update(args) => {
             let changes = args.changes(f);
-            update(&c, f, args.id, changes, "updated").await;
+            match args.throttle {
+                Some(n) => throttle(&c, f, &args.id, changes, n).await,
+                None => update(&c, f, &args.id, changes, "updated").await,
+            }
         }
-        Command::Suspend { id } => control(&c, f, id, JobAction::Suspend, "suspended").await,
-        Command::Resume { id } => control(&c, f, id, JobAction::Resume, "resumed").await,
-        Command::Requeue { id } => control(&c, f, id, JobAction::Requeue, "requeued").await,
+        Command::Suspend { id } => control(&c, f, &id, JobAction::Suspend, "suspended").await,
+        Command::Resume { id } => control(&c, f, &id, JobAction::Resume, "resumed").await,
+        Command::Requeue { id } => control(&c, f, &id, JobAction::Requeue, "requeued").await,
         Command::Dispatch { id, host } => {
             let op = Dispatch {
                 token: RequestToken::random(),
@@ -492,7 +503,8 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
 /// running one's time limit (operators raise it, its user may lower it).
 #[derive(Debug, Args)]
 pub struct UpdateArgs {
-    pub id: u64,
+    /// The job, an array (ID: every task), one task (ID_IDX) or tasks (ID_[A-B,...]).
+    pub id: Target,
     /// A new name.
     #[arg(long, short = 'J')]
     name: Option<String>,
@@ -515,6 +527,10 @@ pub struct UpdateArgs {
     /// A new begin time, as submit's --begin (now: at once).
     #[arg(long, value_name = "TIME")]
     begin: Option<String>,
+    /// An array's new limit of tasks running at once (its `%N`); tasks running above it
+    /// run on.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub throttle: Option<u32>,
 }
 
 impl UpdateArgs {
@@ -539,47 +555,131 @@ impl UpdateArgs {
             hold: None,
             begin_time_ms,
         };
-        if changes == JobChanges::default() {
-            fail(f, "invalid", "nothing to change: give --name, --priority, --queue, --cpus, --mem-mb, --time or --begin");
+        if changes == JobChanges::default() && self.throttle.is_none() {
+            fail(f, "invalid", "nothing to change: give --name, --priority, --queue, --cpus, --mem-mb, --time, --begin or --throttle");
         }
         changes
     }
 }
 
-async fn update(c: &Client, f: Format, id: u64, changes: JobChanges, verb: &str) {
-    let op = UpdateJob {
+/// A job, or tasks of an array, as commands name them: `42`, `42_7`, `42_[1-5]`.
+pub type Target = xce_client::array::JobRef;
+
+/// `op` on tasks of an array (`42_7`, `42_[1-5]`); `None` when `target` names a whole job,
+/// which the caller's own request reaches (an array's own record passes it on to its tasks).
+async fn on_tasks(c: &Client, f: Format, target: &Target, op: TaskOp) -> bool {
+    let Some(tasks) = &target.tasks else {
+        return false;
+    };
+    let op = ControlTasks {
         token: RequestToken::random(),
-        id,
-        changes,
+        array: target.id,
+        tasks: Some(tasks.clone()),
+        op,
     };
     check(f, c.call(op).await);
-    output::done(f, &format!("Job <{id}> is {verb}."));
+    true
+}
+
+async fn update(c: &Client, f: Format, target: &Target, changes: JobChanges, verb: &str) {
+    let tasks = TaskOp::Update {
+        changes: changes.clone(),
+        throttle: None,
+    };
+    if !on_tasks(c, f, target, tasks).await {
+        let op = UpdateJob {
+            token: RequestToken::random(),
+            id: target.id,
+            changes,
+        };
+        check(f, c.call(op).await);
+    }
+    output::done(f, &format!("Job <{target}> is {verb}."));
+}
+
+/// `xce update ID --throttle N`: an array's new limit of tasks running at once, with any
+/// other changes in the same request.
+async fn throttle(c: &Client, f: Format, target: &Target, changes: JobChanges, n: u32) {
+    if target.tasks.is_some() {
+        fail(
+            f,
+            "invalid",
+            &format!(
+                "throttle: an array's own, not its tasks' (give {} alone)",
+                target.id
+            ),
+        );
+    }
+    let op = ControlTasks {
+        token: RequestToken::random(),
+        array: target.id,
+        tasks: None,
+        op: TaskOp::Update {
+            changes,
+            throttle: Some(n),
+        },
+    };
+    check(f, c.call(op).await);
+    output::done(f, &format!("Job <{target}> is updated."));
 }
 
 /// `xce signal ID SIG` and `xce kill ID --signal SIG`.
-async fn send_signal(c: &Client, f: Format, id: u64, text: &str) {
+async fn send_signal(c: &Client, f: Format, target: &Target, text: &str) {
     let (leader_only, name) = xce_client::signals::leader_only(text);
     let signal = xce_client::signals::parse(name)
         .unwrap_or_else(|e| fail(f, "invalid", &format!("signal: {e}")));
-    let op = SignalJob {
-        token: RequestToken::random(),
-        id,
+    let tasks = TaskOp::Signal {
         signal,
         leader_only,
     };
-    check(f, c.call(op).await);
+    if !on_tasks(c, f, target, tasks).await {
+        let op = SignalJob {
+            token: RequestToken::random(),
+            id: target.id,
+            signal,
+            leader_only,
+        };
+        check(f, c.call(op).await);
+    }
     let name = xce_client::signals::name(signal);
-    output::done(f, &format!("Job <{id}> is sent {name}."));
+    output::done(f, &format!("Job <{target}> is sent {name}."));
 }
 
-async fn control(c: &Client, f: Format, id: u64, action: JobAction, verb: &str) {
-    let op = ControlJob {
-        token: RequestToken::random(),
-        id,
-        action,
+async fn control(c: &Client, f: Format, target: &Target, action: JobAction, verb: &str) {
+    if !on_tasks(c, f, target, TaskOp::Control { action }).await {
+        let op = ControlJob {
+            token: RequestToken::random(),
+            id: target.id,
+            action,
+        };
+        check(f, c.call(op).await);
+    }
+    output::done(f, &format!("Job <{target}> is {verb}."));
+}
+
+/// One job, or the task a target names (`42_7`: its own record once it started, else its
+/// array's, in which it waits).
+async fn job_of(c: &Client, f: Format, target: &Target) -> xce_client::types::Job {
+    let index = match &target.tasks {
+        None => None,
+        Some(tasks) if tasks.len() == 1 => tasks.first(),
+        Some(_) => fail(
+            f,
+            "invalid",
+            &format!("{target}: name one task (ID_IDX) or the array (ID)"),
+        ),
     };
-    check(f, c.call(op).await);
-    output::done(f, &format!("Job <{id}> is {verb}."));
+    match index {
+        None => check(f, c.call(GetJob { id: target.id }).await),
+        Some(index) => check(
+            f,
+            c.call(GetTask {
+                array: target.id,
+                index,
+            })
+            .await,
+        ),
+    }
 }
 
 /// The account submitting: the name of the real uid (as batch systems record it), else
@@ -715,6 +815,29 @@ fn wait_exit_code(job: &xce_client::types::Job) -> i32 {
         (_, Some(signal)) if (1..=127).contains(&signal) => 128 + signal,
         _ => 1,
     }
+}
+
+/// `xce submit --wait`'s exit code for an ended array, as `sbatch --wait`'s: 0 when every
+/// task completed, else the highest of its tasks' (1 at least: a task killed before it
+/// started has none of its own). Its tasks are found among its user's jobs submitted since
+/// it (a task carries its array's submit time).
+async fn array_exit_code(c: &Client, f: Format, array: &xce_client::types::Job) -> i32 {
+    if array.state == JobState::Done {
+        return 0;
+    }
+    let filter = JobFilter {
+        user: Some(array.spec.user.clone()),
+        submitted_since_ms: Some(array.submit_time_ms),
+        ..JobFilter::default()
+    };
+    let jobs = check(f, xce_client::ops::all_jobs(c, filter).await);
+    jobs.iter()
+        .filter(|t| t.array_task.is_some_and(|a| a.array_id == array.id))
+        .filter(|t| t.state.is_final())
+        .map(wait_exit_code)
+        .max()
+        .unwrap_or(1)
+        .max(1)
 }
 
 /// What a submit runs: a script's bytes, or (`None`) the command after `--`. The script is
@@ -966,7 +1089,10 @@ async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches
     loop {
         let job = check(f, c.call(GetJob { id }).await);
         if job.state.is_final() {
-            let code = wait_exit_code(&job);
+            let code = match job.array.is_some() {
+                true => array_exit_code(&c, f, &job).await,
+                false => wait_exit_code(&job),
+            };
             if f == Format::Json {
                 output::job(f, &job);
             } else if code == 0 {

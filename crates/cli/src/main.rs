@@ -55,14 +55,16 @@ pub enum Command {
     Jobs(commands::JobsArgs),
     /// Show one job.
     Job {
-        id: u64,
+        /// The job, or an array's task (ID_IDX).
+        id: commands::Target,
         /// Print the job's script instead.
         #[arg(long)]
         script: bool,
     },
     /// Kill a job.
     Kill {
-        id: u64,
+        /// The job, an array (ID: every task), one task (ID_IDX) or tasks (ID_[A-B,...]).
+        id: commands::Target,
         /// Send this signal instead (a name, with or without SIG, or a number), as `scancel
         /// --signal`: the job goes on unless the signal ends it.
         #[arg(long, value_name = "SIG")]
@@ -70,26 +72,32 @@ pub enum Command {
     },
     /// Hold pending jobs: they start only once released (a user their own, operators any).
     Hold {
+        /// Jobs, arrays, tasks (ID_IDX) or ranges of tasks (ID_[A-B,...]).
         #[arg(required = true)]
-        ids: Vec<u64>,
+        ids: Vec<commands::Target>,
     },
     /// Release held jobs.
     Release {
+        /// Jobs, arrays, tasks (ID_IDX) or ranges of tasks (ID_[A-B,...]).
         #[arg(required = true)]
-        ids: Vec<u64>,
+        ids: Vec<commands::Target>,
     },
     /// Send a signal to a running job's processes: SIG is a name (with or without SIG) or a
     /// number; B:SIG to its leading process (the batch shell) alone.
-    Signal { id: u64, signal: String },
+    Signal {
+        /// The job, an array (ID: every running task), one task (ID_IDX) or tasks.
+        id: commands::Target,
+        signal: String,
+    },
     /// Change a job: a pending one's name, priority, queue, cpus, memory, time or begin time;
     /// a running one's time limit (operators raise it, its user may lower it).
     Update(commands::UpdateArgs),
     /// Suspend a running job.
-    Suspend { id: u64 },
+    Suspend { id: commands::Target },
     /// Resume a suspended job.
-    Resume { id: u64 },
+    Resume { id: commands::Target },
     /// Put a job back in its queue.
-    Requeue { id: u64 },
+    Requeue { id: commands::Target },
     /// Place a pending job on a host by hand (operator placement).
     Dispatch { id: u64, host: String },
     /// List queues.

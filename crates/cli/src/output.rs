@@ -34,6 +34,8 @@ pub struct JobsPrinter {
     columns: Vec<Column>,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     printed: usize,
+    /// Each task still waiting in an array on a line of its own (`--expand`).
+    expand: bool,
 }
 
 impl JobsPrinter {
@@ -44,24 +46,39 @@ impl JobsPrinter {
             columns,
             out: std::io::BufWriter::new(std::io::stdout().lock()),
             printed: 0,
+            expand: false,
         }
+    }
+
+    /// Lists each task still waiting in an array on a line of its own (`xce jobs --expand`),
+    /// as a pending job `ARRAY_INDEX`, instead of the array's one line `ARRAY_[INDICES]`.
+    pub fn expanded(mut self) -> JobsPrinter {
+        self.expand = true;
+        self
     }
 
     /// Prints one page.
     pub fn page(&mut self, jobs: &[Job]) {
         for j in jobs {
-            if self.printed == 0 {
-                self.start();
+            match waiting_tasks(j).filter(|_| self.expand) {
+                Some(tasks) => tasks.for_each(|task| self.print(&task)),
+                None => self.print(j),
             }
-            let _ = match self.format {
-                Format::Json => {
-                    let sep = if self.printed == 0 { "" } else { "," };
-                    write!(self.out, "{sep}{}", json::job(j))
-                }
-                Format::Text => writeln!(self.out, "{}", columns::row(&self.columns, j)),
-            };
-            self.printed += 1;
         }
+    }
+
+    fn print(&mut self, j: &Job) {
+        if self.printed == 0 {
+            self.start();
+        }
+        let _ = match self.format {
+            Format::Json => {
+                let sep = if self.printed == 0 { "" } else { "," };
+                write!(self.out, "{sep}{}", json::job(j))
+            }
+            Format::Text => writeln!(self.out, "{}", columns::row(&self.columns, j)),
+        };
+        self.printed += 1;
     }
 
     fn start(&mut self) {
@@ -89,6 +106,32 @@ impl JobsPrinter {
         }
         let _ = self.out.flush();
     }
+}
+
+/// The tasks still waiting in array `j`, each as the pending job it will be, in index order;
+/// `None` for a job that holds none.
+fn waiting_tasks(j: &Job) -> Option<impl Iterator<Item = Job> + '_> {
+    let (spec, progress) = (j.spec.array.as_ref()?, j.array.as_ref()?);
+    if progress.pending.is_empty() {
+        return None;
+    }
+    let shape = xce_client::types::ArrayTask {
+        array_id: j.id,
+        index: 0,
+        count: spec.tasks.len(),
+        min: spec.tasks.first().unwrap_or(0),
+        max: spec.tasks.last().unwrap_or(0),
+        step: spec.step(),
+    };
+    Some(progress.pending.iter().map(move |index| Job {
+        array: None,
+        array_task: Some(xce_client::types::ArrayTask { index, ..shape }),
+        spec: xce_client::types::JobSpec {
+            array: None,
+            ..j.spec.clone()
+        },
+        ..j.clone()
+    }))
 }
 
 /// A job's state as the listing shows it: with how it ended when that is not told by the

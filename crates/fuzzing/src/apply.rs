@@ -9,7 +9,7 @@ use arbitrary::{Result, Unstructured};
 use xce_client::types::{
     HeldJob, HeldPhase, HostAction, HostAttributes, Job, JobAction, JobChanges, JobEnd, JobSpec,
     JobState, JobUsers, Limits, OpenMode, PendCode, PendReason, Placement, QueueAction,
-    RequestToken, Resources, Role, ScriptId, Warning,
+    RequestToken, Resources, Role, ScriptId, TaskOp, Warning,
 };
 use xce_controller::state::{
     decode_state, fit_format, Command, EndIntentRecord, JobRecord, LostPolicy, QueueDef, State,
@@ -323,10 +323,52 @@ fn end(u: &mut Unstructured<'_>) -> Result<JobEnd> {
     })
 }
 
+/// An action on some tasks of an array (or on a whole one, or on a job that is none).
+fn control_tasks(u: &mut Unstructured<'_>) -> Result<Command> {
+    let tasks = match u.ratio(1, 3)? {
+        true => None,
+        false => {
+            let first = u.int_in_range(0..=8u32)?;
+            let text = format!("{first}-{}", first + u.int_in_range(0..=3)?);
+            Some(
+                text.parse()
+                    .map_err(|_| arbitrary::Error::IncorrectFormat)?,
+            )
+        }
+    };
+    let op = match u.int_in_range(0..=2u8)? {
+        0 => TaskOp::Control {
+            action: *u.choose(JobAction::ALL)?,
+        },
+        1 => {
+            let Command::UpdateJob { changes, .. } = update(u)? else {
+                return Err(arbitrary::Error::IncorrectFormat);
+            };
+            TaskOp::Update {
+                changes,
+                throttle: maybe(u, |u| u.int_in_range(0..=3))?,
+            }
+        }
+        _ => TaskOp::Signal {
+            signal: u.int_in_range(-1..=70)?,
+            leader_only: u.arbitrary()?,
+        },
+    };
+    Ok(Command::ControlTasks {
+        token: token(u)?,
+        array: job_id(u)?,
+        tasks,
+        by: maybe(u, |u| pick(u, USERS))?,
+        actor: maybe(u, |u| pick(u, USERS))?,
+        op,
+    })
+}
+
 fn command(u: &mut Unstructured<'_>) -> Result<Command> {
-    Ok(match u.int_in_range(0..=17u8)? {
+    Ok(match u.int_in_range(0..=18u8)? {
         0 | 1 => submit(u)?,
         16 => update(u)?,
+        18 => control_tasks(u)?,
         17 => Command::SignalJob {
             token: token(u)?,
             id: job_id(u)?,

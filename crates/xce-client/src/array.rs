@@ -289,6 +289,36 @@ impl TaskSet {
         removed
     }
 
+    /// Removes and gives back every index it shares with `other` (what a kill or hold of
+    /// `ID_[1-5,9]` takes from the tasks waiting in an array): a one-step run at the cost of
+    /// the runs it touches, a stepped one index by index over the smaller side.
+    pub fn take_set(&mut self, other: &TaskSet) -> TaskSet {
+        let mut taken = TaskSet::new();
+        for run in other.runs() {
+            let mut inside = self.remove_range(run.start, run.end);
+            if run.step == 1 || run.start == run.end {
+                for r in inside.runs() {
+                    taken.insert_run(r);
+                }
+                continue;
+            }
+            let hits: Vec<u32> = if run.len() < inside.len() {
+                run.iter().filter(|i| inside.contains(*i)).collect()
+            } else {
+                inside.iter().filter(|i| run.contains(*i)).collect()
+            };
+            for i in hits {
+                inside.remove(i);
+                taken.insert(i);
+            }
+            // What the span held beyond the run goes back.
+            for r in inside.runs() {
+                self.insert_run(r);
+            }
+        }
+        taken
+    }
+
     /// Takes its `n` lowest indices: the next tasks to run, in index order.
     pub fn pop_first(&mut self, n: u64) -> Vec<u32> {
         let mut out = Vec::new();
@@ -677,6 +707,7 @@ mod tests {
         RemoveRange(u32, u32),
         InsertRun(u32, u32, u32),
         PopFirst(u8),
+        TakeSet(u32, u32, u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -687,6 +718,7 @@ mod tests {
             (i.clone(), 0u32..40).prop_map(|(a, n)| Op::RemoveRange(a, a + n)),
             (i, 0u32..60, 1u32..6).prop_map(|(a, n, s)| Op::InsertRun(a, a + n, s)),
             (0u8..8).prop_map(Op::PopFirst),
+            (0u32..200, 0u32..60, 1u32..6).prop_map(|(a, n, s)| Op::TakeSet(a, a + n, s)),
         ]
     }
 
@@ -723,6 +755,19 @@ mod tests {
                             model.remove(i);
                         }
                         prop_assert_eq!(s.pop_first(u64::from(n)), want);
+                    }
+                    Op::TakeSet(a, b, step) => {
+                        let mut other = TaskSet::new();
+                        let run = Run::new(a, b, step).unwrap();
+                        other.insert_run(run);
+                        other.insert(a / 2);
+                        let got: Vec<u32> = s.take_set(&other).iter().collect();
+                        let want: Vec<u32> =
+                            model.iter().copied().filter(|i| other.contains(*i)).collect();
+                        for i in &want {
+                            model.remove(i);
+                        }
+                        prop_assert_eq!(got, want);
                     }
                 }
                 prop_assert_eq!(members(&s), model.iter().copied().collect::<Vec<_>>());

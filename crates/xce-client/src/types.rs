@@ -385,6 +385,25 @@ pub struct JobChanges {
     pub begin_time_ms: Option<u64>,
 }
 
+/// What an action on an array's tasks (`xce kill 42_7`, `xce hold 42_[1-5]`, `xce update 42
+/// --throttle 4`) does to each task it names: what a plain job's kill, update or signal does
+/// to one job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskOp {
+    Control {
+        action: JobAction,
+    },
+    /// `throttle`: the array's new limit of tasks running at once (the whole array only).
+    Update {
+        changes: JobChanges,
+        throttle: Option<u32>,
+    },
+    Signal {
+        signal: i32,
+        leader_only: bool,
+    },
+}
+
 named_enum! {
     /// A job control action.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

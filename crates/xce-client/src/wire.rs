@@ -10,7 +10,7 @@ use crate::types::{
     HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobChanges,
     JobEnd, JobFilter, JobOrder, JobResult, JobSignal, JobSpec, JobState, JobUsers, Limits, Member,
     MemberRole, OpenMode, PendCode, PendReason, Placement, Queue, QueueAction, Refusal,
-    RequestToken, Resources, Role, SchedulerInfo, ScriptId, TokenInfo, Warning,
+    RequestToken, Resources, Role, SchedulerInfo, ScriptId, TaskOp, TokenInfo, Warning,
 };
 
 /// The common header of every reply, Rust side.
@@ -833,6 +833,53 @@ pub fn read_changes(r: w::job_changes::Reader<'_>) -> Result<JobChanges, Error> 
         time_limit_s: r.get_set_time_limit().then(|| r.get_time_limit_s()),
         hold: r.get_set_hold().then(|| r.get_hold()),
         begin_time_ms: r.get_set_begin_time().then(|| r.get_begin_time_ms()),
+    })
+}
+
+/// Writes what an action on an array's tasks does to each.
+pub fn write_task_op(mut b: w::task_op::Builder<'_>, op: &TaskOp) {
+    match op {
+        TaskOp::Control { action } => b.set_action((*action).into()),
+        TaskOp::Update { changes, throttle } => {
+            let mut u = b.init_update();
+            write_changes(u.reborrow().init_changes(), changes);
+            if let Some(throttle) = throttle {
+                u.set_throttle(*throttle);
+                u.set_set_throttle(true);
+            }
+        }
+        TaskOp::Signal {
+            signal,
+            leader_only,
+        } => {
+            let mut s = b.init_signal();
+            s.set_signal(*signal);
+            s.set_leader_only(*leader_only);
+        }
+    }
+}
+
+/// Reads what an action on an array's tasks does to each.
+pub fn read_task_op(r: w::task_op::Reader<'_>) -> Result<TaskOp, Error> {
+    use w::task_op::Which;
+    Ok(match r.which()? {
+        Which::Action(action) => TaskOp::Control {
+            action: action?.into(),
+        },
+        Which::Update(u) => {
+            let u = u?;
+            TaskOp::Update {
+                changes: read_changes(u.get_changes()?)?,
+                throttle: u.get_set_throttle().then(|| u.get_throttle()),
+            }
+        }
+        Which::Signal(sig) => {
+            let sig = sig?;
+            TaskOp::Signal {
+                signal: sig.get_signal(),
+                leader_only: sig.get_leader_only(),
+            }
+        }
     })
 }
 

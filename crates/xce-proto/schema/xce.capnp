@@ -397,6 +397,37 @@ interface Controller {
   # The bytes of a job's script (`xce job ID --script`): its owner's, or anyone's for an
   # operator. `noEnt` for a job without one.
   jobScript @31 (jobId :UInt64) -> (header :ReplyHeader, script :Data);
+  # An action on tasks of array `jobId`, each task taking it as a job of its own would:
+  # `tasks` lists them as `ID_[...]` does (`7`, `1-5,9`); empty: the whole array (its
+  # waiting tasks and every task split off). `xce kill 42_7`, `xce hold 42_[1-5]`,
+  # `xce update 42 --throttle 4`. Cluster version 10 on (refused naming it before).
+  controlTasks @32 (token :Token, jobId :UInt64, tasks :Text, op :TaskOp)
+      -> (header :ReplyHeader);
+  # Task `index` of array `jobId`: its own record once split off, else the array's own (the
+  # task still waits in it). `noEnt` when the array has no such task.
+  getTask @33 (jobId :UInt64, index :UInt32) -> (header :ReplyHeader, job :Job);
+}
+
+# What `controlTasks` does to each task.
+struct TaskOp {
+  union {
+    action @0 :JobAction;
+    update @1 :TaskUpdate;
+    signal @2 :TaskSignal;
+  }
+}
+
+# `xce update` of tasks: the changes, and the array's new throttle (the whole array only).
+struct TaskUpdate {
+  changes @0 :JobChanges;
+  throttle @1 :UInt32;
+  setThrottle @2 :Bool;
+}
+
+# `xce signal` of tasks.
+struct TaskSignal {
+  signal @0 :Int32;
+  leaderOnly @1 :Bool;
 }
 
 # What `updateJob` changes: each field only with its `set` flag (capnp has no optional

@@ -4,9 +4,11 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::Json;
+use xce_client::array::JobRef;
 use xce_client::json::{ErrorJson, JobJson};
 use xce_client::types::{
-    JobAction, JobChanges, JobFilter, JobResult, JobSpec, JobState, Limits, RequestToken, Resources,
+    Job, JobAction, JobChanges, JobFilter, JobResult, JobSpec, JobState, Limits, RequestToken,
+    Resources, TaskOp,
 };
 use xce_client::when::{self, now_ms};
 
@@ -315,7 +317,7 @@ pub async fn list(
     get,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = u64, Path, description = "The job id")),
+    params(("id" = String, Path, pattern = r"^[0-9]{1,19}(_([0-9]{1,10}|\[[0-9][0-9,:-]{0,200}\]))?$", description = "The job id, or an array's task (ID_IDX)", example = "1")),
     responses(
         (status = 200, body = JobJson),
         (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
@@ -326,14 +328,66 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Path(id): Path<String>,
 ) -> Result<Json<JobJson>, ApiError> {
-    let Answer::Job(job) = state.call("jobInfo", &caller, Call::GetJob(id)).await? else {
-        return Err(ApiError::internal(
-            "get: the backend answered something else",
-        ));
-    };
+    let job = job_of(&state, &caller, &target(&id)?, "get").await?;
     Ok(Json(JobJson::from(&job)))
+}
+
+/// The job or tasks a path names: `42`, `42_7`, `42_[1-5]`.
+fn target(id: &str) -> Result<JobRef, ApiError> {
+    id.parse::<JobRef>()
+        .map_err(|e| ApiError::invalid(format!("id: {e}")))
+}
+
+/// The job a target names: a job, one task (its own record once it started, else its
+/// array's, in which it waits), or the array whose tasks a range names.
+async fn job_of(
+    state: &AppState,
+    caller: &Caller,
+    target: &JobRef,
+    what: &str,
+) -> Result<Job, ApiError> {
+    let (method, call) = match &target.tasks {
+        Some(tasks) if tasks.len() == 1 => (
+            "getTask",
+            Call::GetTask {
+                array: target.id,
+                index: tasks.first().unwrap_or(0),
+            },
+        ),
+        _ => ("jobInfo", Call::GetJob(target.id)),
+    };
+    let Answer::Job(job) = state.call(method, caller, call).await? else {
+        return Err(ApiError::internal(format!(
+            "{what}: the backend answered something else"
+        )));
+    };
+    Ok(job)
+}
+
+/// `op` on the tasks `target` names, when it names tasks; `call` (the same on a whole job,
+/// which an array's own record passes on to its tasks) otherwise.
+async fn act(
+    state: &AppState,
+    caller: &Caller,
+    target: &JobRef,
+    (method, call): (&'static str, Call),
+    op: TaskOp,
+) -> Result<(), ApiError> {
+    let (method, call) = match &target.tasks {
+        Some(tasks) => (
+            "controlTasks",
+            Call::ControlTasks {
+                array: target.id,
+                tasks: Some(tasks.clone()),
+                op,
+            },
+        ),
+        None => (method, call),
+    };
+    state.call(method, caller, call).await?;
+    Ok(())
 }
 
 /// Kills, suspends, resumes, requeues, holds or releases a job. A user may act only on their
@@ -343,7 +397,7 @@ pub async fn get(
     path = "/v1/jobs/{id}/{action}",
     tag = "jobs",
     params(
-        ("id" = u64, Path, description = "The job id", example = 1),
+        ("id" = String, Path, pattern = r"^[0-9]{1,19}(_([0-9]{1,10}|\[[0-9][0-9,:-]{0,200}\]))?$", description = "The job id; an array's task (ID_IDX) or tasks (ID_[A-B,...])", example = "1"),
         ("action" = String, Path, pattern = "^(kill|suspend|resume|requeue|hold|release)$", description = "kill, suspend, resume, requeue, hold or release")
     ),
     responses(
@@ -357,30 +411,43 @@ pub async fn get(
 pub async fn control(
     State(state): State<AppState>,
     caller: Caller,
-    Path((id, action)): Path<(u64, String)>,
+    Path((id, action)): Path<(String, String)>,
 ) -> Result<Json<ActionJson>, ApiError> {
-    let hold = |hold| Call::UpdateJob {
-        id,
-        changes: JobChanges {
-            hold: Some(hold),
-            ..JobChanges::default()
-        },
+    let target = target(&id)?;
+    let hold = |hold| JobChanges {
+        hold: Some(hold),
+        ..JobChanges::default()
     };
-    let (call, method) = match action.as_str() {
-        "hold" => (hold(true), "updateJob"),
-        "release" => (hold(false), "updateJob"),
+    let update = |changes: JobChanges| {
+        let call = Call::UpdateJob {
+            id: target.id,
+            changes: changes.clone(),
+        };
+        let op = TaskOp::Update {
+            changes,
+            throttle: None,
+        };
+        (("updateJob", call), op)
+    };
+    let (call, op) = match action.as_str() {
+        "hold" => update(hold(true)),
+        "release" => update(hold(false)),
         other => {
             let parsed: JobAction = other.parse().map_err(|_| {
                 ApiError::not_found(format!(
                     "no action {action:?} on a job (kill, suspend, resume, requeue, hold or release)"
                 ))
             })?;
-            (Call::ControlJob { id, action: parsed }, "jobControl")
+            let call = Call::ControlJob {
+                id: target.id,
+                action: parsed,
+            };
+            (("jobControl", call), TaskOp::Control { action: parsed })
         }
     };
-    state.call(method, &caller, call).await?;
+    act(&state, &caller, &target, call, op).await?;
     Ok(Json(ActionJson {
-        target: id.to_string(),
+        target: target.to_string(),
         action,
     }))
 }
@@ -392,7 +459,7 @@ pub async fn control(
     patch,
     path = "/v1/jobs/{id}",
     tag = "jobs",
-    params(("id" = u64, Path, description = "The job id")),
+    params(("id" = String, Path, pattern = r"^[0-9]{1,19}(_([0-9]{1,10}|\[[0-9][0-9,:-]{0,200}\]))?$", description = "The job id; an array's task (ID_IDX) or tasks (ID_[A-B,...])", example = "1")),
     request_body = UpdateRequest,
     responses(
         (status = 200, body = JobJson),
@@ -405,9 +472,10 @@ pub async fn control(
 pub async fn update(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Path(id): Path<String>,
     Body(req): Body<UpdateRequest>,
 ) -> Result<Json<JobJson>, ApiError> {
+    let target = target(&id)?;
     let UpdateRequest {
         name,
         priority,
@@ -417,6 +485,7 @@ pub async fn update(
         time_limit_s,
         hold,
         begin_time,
+        throttle,
     } = req;
     let changes = JobChanges {
         name,
@@ -428,17 +497,36 @@ pub async fn update(
         hold,
         begin_time_ms: begin_time.as_deref().map(begin_time_of).transpose()?,
     };
-    // An empty patch changes nothing, and answers the job as it is.
-    if changes != JobChanges::default() {
-        state
-            .call("updateJob", &caller, Call::UpdateJob { id, changes })
-            .await?;
+    if let Some(throttle) = throttle {
+        // An array's own: on the whole array, with the other changes in one request.
+        if target.tasks.is_some() {
+            return Err(ApiError::invalid(format!(
+                "throttle: an array's own, not its tasks' (give {} alone)",
+                target.id
+            )));
+        }
+        let call = Call::ControlTasks {
+            array: target.id,
+            tasks: None,
+            op: TaskOp::Update {
+                changes,
+                throttle: Some(throttle),
+            },
+        };
+        state.call("controlTasks", &caller, call).await?;
+    } else if changes != JobChanges::default() {
+        // An empty patch changes nothing, and answers the job as it is.
+        let call = Call::UpdateJob {
+            id: target.id,
+            changes: changes.clone(),
+        };
+        let op = TaskOp::Update {
+            changes,
+            throttle: None,
+        };
+        act(&state, &caller, &target, ("updateJob", call), op).await?;
     }
-    let Answer::Job(job) = state.call("jobInfo", &caller, Call::GetJob(id)).await? else {
-        return Err(ApiError::internal(
-            "update: the backend answered something else",
-        ));
-    };
+    let job = job_of(&state, &caller, &target, "update").await?;
     Ok(Json(JobJson::from(&job)))
 }
 
@@ -448,7 +536,7 @@ pub async fn update(
     post,
     path = "/v1/jobs/{id}/signal",
     tag = "jobs",
-    params(("id" = u64, Path, description = "The job id")),
+    params(("id" = String, Path, pattern = r"^[0-9]{1,19}(_([0-9]{1,10}|\[[0-9][0-9,:-]{0,200}\]))?$", description = "The job id; an array (every running task), an array's task (ID_IDX) or tasks (ID_[A-B,...])", example = "1")),
     request_body = SignalRequest,
     responses(
         (status = 200, body = ActionJson),
@@ -461,19 +549,24 @@ pub async fn update(
 pub async fn signal(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Path(id): Path<String>,
     Body(req): Body<SignalRequest>,
 ) -> Result<Json<ActionJson>, ApiError> {
+    let target = target(&id)?;
     let signal = xce_client::signals::parse(&req.signal)
         .map_err(|e| ApiError::invalid(format!("signal: {e}")))?;
     let call = Call::SignalJob {
-        id,
+        id: target.id,
         signal,
         leader_only: req.leader_only,
     };
-    state.call("signalJob", &caller, call).await?;
+    let op = TaskOp::Signal {
+        signal,
+        leader_only: req.leader_only,
+    };
+    act(&state, &caller, &target, ("signalJob", call), op).await?;
     Ok(Json(ActionJson {
-        target: id.to_string(),
+        target: target.to_string(),
         action: format!("signal {}", xce_client::signals::name(signal)),
     }))
 }
@@ -483,7 +576,7 @@ pub async fn signal(
     get,
     path = "/v1/jobs/{id}/script",
     tag = "jobs",
-    params(("id" = u64, Path, description = "The job id")),
+    params(("id" = String, Path, pattern = r"^[0-9]{1,19}(_([0-9]{1,10}|\[[0-9][0-9,:-]{0,200}\]))?$", description = "The job id, or an array's task (ID_IDX)", example = "1")),
     responses(
         (status = 200, body = ScriptJson),
         (status = 400, body = ErrorJson), (status = 401, body = ErrorJson),
@@ -495,8 +588,13 @@ pub async fn signal(
 pub async fn script(
     State(state): State<AppState>,
     caller: Caller,
-    Path(id): Path<u64>,
+    Path(id): Path<String>,
 ) -> Result<Json<ScriptJson>, ApiError> {
+    let target = target(&id)?;
+    let id = match &target.tasks {
+        None => target.id,
+        Some(_) => job_of(&state, &caller, &target, "script").await?.id,
+    };
     let Answer::Script(body) = state
         .call("jobScript", &caller, Call::GetScript(id))
         .await?

@@ -678,9 +678,10 @@ mod tests {
             Command::RaiseVersion { .. } => "raise version",
             Command::UpdateJob { .. } => "update job",
             Command::SignalJob { .. } => "signal job",
+            Command::ControlTasks { .. } => "control tasks",
         }
     }
-    const KINDS: usize = 21;
+    const KINDS: usize = 22;
 
     /// The largest request of every kind that passes validation (a restore part at the
     /// byte limit `decode_part` enforces).
@@ -954,6 +955,37 @@ mod tests {
                 by: Some("u".repeat(64)),
                 signal: xce_client::signals::MAX_SIGNAL,
                 leader_only: true,
+            },
+            Command::ControlTasks {
+                token: t(),
+                array: u64::MAX,
+                // The most runs a task list may hold, each as long as a run prints.
+                tasks: Some(
+                    (0..validate::MAX_TASK_RUNS as u32)
+                        .map(|i| {
+                            let start = xce_client::array::MAX_INDEX - 2_000_000 * (i + 1);
+                            format!("{start}-{}:3", start + 1_999_998)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                        .parse()
+                        .unwrap(),
+                ),
+                by: Some("u".repeat(64)),
+                actor: Some("u".repeat(validate::MAX_NAME_BYTES)),
+                op: xce_client::types::TaskOp::Update {
+                    changes: xce_client::types::JobChanges {
+                        name: Some(long()),
+                        priority: Some(i32::MIN),
+                        queue: Some(long()),
+                        cpus: Some(u32::MAX),
+                        mem_mb: Some(u64::MAX),
+                        time_limit_s: Some(u32::MAX),
+                        hold: Some(true),
+                        begin_time_ms: Some(u64::MAX),
+                    },
+                    throttle: Some(u32::MAX),
+                },
             },
         ]
     }

@@ -211,11 +211,13 @@ pub enum Method {
     UpdateJob,
     SignalJob,
     JobScript,
+    ControlTasks,
+    GetTask,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 32] = [
+    pub const ALL: [Method; 34] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -248,6 +250,8 @@ impl Method {
         Method::UpdateJob,
         Method::SignalJob,
         Method::JobScript,
+        Method::ControlTasks,
+        Method::GetTask,
     ];
 
     /// The schema name, for messages.
@@ -285,6 +289,8 @@ impl Method {
             Method::UpdateJob => "updateJob",
             Method::SignalJob => "signalJob",
             Method::JobScript => "jobScript",
+            Method::ControlTasks => "controlTasks",
+            Method::GetTask => "getTask",
         }
     }
 }
@@ -299,6 +305,7 @@ pub fn allowed(method: Method, role: Role) -> bool {
         // Reads: for everyone who is someone; a login host's certificate alone is no one.
         Method::ListJobs
         | Method::JobInfo
+        | Method::GetTask
         | Method::ListQueues
         | Method::ListHosts
         | Method::Subscribe => role != Login,
@@ -313,7 +320,8 @@ pub fn allowed(method: Method, role: Role) -> bool {
         | Method::JobControl
         | Method::UpdateJob
         | Method::SignalJob
-        | Method::JobScript => matches!(role, User | Operator | Admin),
+        | Method::JobScript
+        | Method::ControlTasks => matches!(role, User | Operator | Admin),
         Method::ActAs => role == Apiserver,
         Method::QueueControl | Method::HostControl => matches!(role, Operator | Admin),
         // Placement by hand: an operator's. A scheduler places through `dispatchBatch`, whose
@@ -370,7 +378,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 32] = [
+        let expected: [(Method, &[Role]); 34] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -403,6 +411,8 @@ mod tests {
             (Method::UpdateJob, &[User, Operator, Admin]),
             (Method::SignalJob, &[User, Operator, Admin]),
             (Method::JobScript, &[User, Operator, Admin]),
+            (Method::ControlTasks, &[User, Operator, Admin]),
+            (Method::GetTask, someone),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

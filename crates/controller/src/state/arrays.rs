@@ -27,18 +27,25 @@ pub(super) fn start(job: &mut Job) {
 }
 
 /// Sets an array record's state from its counts; `at_ms` is when its last task ended.
-fn settle(job: &mut Job, at_ms: Option<u64>) {
+pub(super) fn settle(job: &mut Job, at_ms: Option<u64>) {
     let Some(p) = &job.array else {
         return;
     };
-    if !p.pending.is_empty() {
-        job.state = JobState::Pending;
-        return;
+    let live = match (p.pending.is_empty(), p.waiting + p.running > 0) {
+        (false, _) => Some(JobState::Pending),
+        (true, true) => Some(JobState::Running),
+        (true, false) => None,
+    };
+    if live != Some(JobState::Pending) {
+        job.pend_code = None;
+        job.pend_reason = None;
     }
-    job.pend_code = None;
-    job.pend_reason = None;
-    if p.waiting + p.running > 0 {
-        job.state = JobState::Running;
+    if let Some(state) = live {
+        // Live again (a task requeued after the array ended): no end of its own.
+        job.state = state;
+        job.result = None;
+        job.reason = None;
+        job.end_time_ms = None;
         return;
     }
     // A task ends unrun only when someone kills it (or the array) before it starts: the
@@ -84,6 +91,27 @@ impl State {
                 ));
             }
         }
+        self.split_off(at_ms, id, index)
+    }
+
+    /// Splits task `index`, waiting in array `id`, off into a pending job of its own: to be
+    /// placed, or to take what only that task is asked (`xce hold 42_7`).
+    pub(super) fn split_off(
+        &mut self,
+        at_ms: u64,
+        id: JobId,
+        index: u32,
+    ) -> Result<JobId, Outcome> {
+        let conflict = |message: String| Err(Outcome::rejected(Status::Conflict, message));
+        let Some(array) = self.jobs.get(&id) else {
+            return Err(super::jobs::no_such_job(id));
+        };
+        let (Some(spec), Some(progress)) = (&array.spec.array, &array.array) else {
+            return conflict(format!("job {id} is no array"));
+        };
+        if !progress.pending.contains(index) {
+            return conflict(format!("task {id}_{index} is not waiting in its array"));
+        }
         if self.next_job_id >= super::MAX_JOB_ID {
             return conflict("job ids are exhausted".to_string());
         }
@@ -121,13 +149,15 @@ impl State {
         };
         let task_id = job.id;
         self.next_job_id += 1;
+        // The task counts as waiting before it leaves the set, so the array never looks
+        // ended in between (its last task split off).
+        self.insert_job(job);
         self.update_job(id, |a| {
             if let Some(p) = &mut a.array {
                 p.pending.remove(index);
             }
             settle(a, Some(at_ms));
         });
-        self.insert_job(job);
         Ok(task_id)
     }
 

@@ -1,10 +1,11 @@
 //! What is stored in the Raft log (`Command`) and what applying it answers (`Outcome`).
 
 use serde::{Deserialize, Serialize};
+use xce_client::array::TaskSet;
 use xce_client::tokens::SecretHash;
 use xce_client::types::{
     HeldJob, HostAction, HostAttributes, JobAction, JobChanges, JobEnd, JobId, JobOrder, JobSpec,
-    PendReason, Placement, QueueAction, Refusal, RequestToken, Role,
+    PendReason, Placement, QueueAction, Refusal, RequestToken, Role, TaskOp,
 };
 use xce_proto::Status;
 
@@ -179,6 +180,17 @@ pub enum Command {
         /// The job's leading process (its batch shell) alone, not its process group.
         leader_only: bool,
     },
+    /// An action on tasks of array `array` (`ID_7`, `ID_[1-5]`; `tasks` `None`: the whole
+    /// array), each task taking it as a job would (format 10 on).
+    ControlTasks {
+        token: RequestToken,
+        array: JobId,
+        tasks: Option<TaskSet>,
+        /// As `ControlJob`'s.
+        by: Option<String>,
+        actor: Option<String>,
+        op: TaskOp,
+    },
 }
 
 impl Command {
@@ -202,7 +214,8 @@ impl Command {
             | Command::Restore { token, .. }
             | Command::RestoreJobs { token, .. }
             | Command::UpdateJob { token, .. }
-            | Command::SignalJob { token, .. } => Some(*token),
+            | Command::SignalJob { token, .. }
+            | Command::ControlTasks { token, .. } => Some(*token),
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. }
@@ -248,6 +261,25 @@ impl Command {
                     + changes.queue.as_ref().map_or(0, String::len)
             }
             Command::SignalJob { by, .. } => 48 + by.as_ref().map_or(0, String::len),
+            Command::ControlTasks {
+                tasks,
+                by,
+                actor,
+                op,
+                ..
+            } => {
+                let changes = match op {
+                    TaskOp::Update { changes, .. } => {
+                        changes.name.as_ref().map_or(0, String::len)
+                            + changes.queue.as_ref().map_or(0, String::len)
+                    }
+                    _ => 0,
+                };
+                128 + tasks.as_ref().map_or(0, |t| 16 * t.runs().count())
+                    + by.as_ref().map_or(0, String::len)
+                    + actor.as_ref().map_or(0, String::len)
+                    + changes
+            }
             Command::CreateToken { id, user, .. } => 96 + id.len() + user.len(),
             Command::RevokeToken { id, .. } => 48 + id.len(),
             // Counted as the largest part a restore takes (its bytes are bounded when it is

@@ -47,6 +47,54 @@ impl State {
         if self.index != Index::build(self.jobs.values().map(|j| &**j)) {
             return Err("the indexes differ from a recount of the jobs".into());
         }
+        for job in self.jobs.values().filter(|j| j.array.is_some()) {
+            self.check_array(job)?;
+        }
+        Ok(())
+    }
+
+    /// An array's counts are its tasks' (each task counted once, by where it stands), and
+    /// every task of its spec is in exactly one place: waiting in it, a job of its own, or
+    /// ended unrun while it waited.
+    fn check_array(&self, array: &super::Job) -> Result<(), String> {
+        let (Some(spec), Some(p)) = (&array.spec.array, &array.array) else {
+            return Err(format!("array {} has progress but no spec", array.id));
+        };
+        let mut counted = xce_client::types::ArrayProgress::default();
+        let mut indices = BTreeSet::new();
+        for id in self.index.tasks_of(array.id) {
+            let Some(task) = self.jobs.get(&id) else {
+                return Err(format!("array {}: task {id} is indexed but gone", array.id));
+            };
+            let index = task.array_task.map_or(u32::MAX, |t| t.index);
+            if p.pending.contains(index) || !indices.insert(index) || !spec.tasks.contains(index) {
+                return Err(format!(
+                    "array {}: task {id} (index {index}) is not a task of its own",
+                    array.id
+                ));
+            }
+            *counted.count_mut(xce_client::types::Standing::of(task)) += 1;
+        }
+        let unrun_waiting = p.unrun.checked_sub(counted.unrun);
+        let counts = (p.waiting, p.running, p.completed, p.failed);
+        let recount = (
+            counted.waiting,
+            counted.running,
+            counted.completed,
+            counted.failed,
+        );
+        let total = unrun_waiting.map(|u| p.pending.len() + indices.len() as u64 + u);
+        if counts != recount || total != Some(spec.tasks.len()) {
+            return Err(format!(
+                "array {}: counts {counts:?} (unrun {}) but its tasks {recount:?} (unrun {}), \
+                 {} tasks of {} placed",
+                array.id,
+                p.unrun,
+                counted.unrun,
+                total.unwrap_or(0),
+                spec.tasks.len()
+            ));
+        }
         Ok(())
     }
 
@@ -63,7 +111,9 @@ impl State {
         if job.attempt > MAX_ATTEMPT {
             return Err(format!("job {id} has attempt {}", job.attempt));
         }
-        if is_placed(job.state) && (job.host.is_none() || job.attempt == 0) {
+        // An array's own record runs on no host: it is `running` while only its tasks (jobs
+        // of their own) do.
+        if is_placed(job.state) && job.array.is_none() && (job.host.is_none() || job.attempt == 0) {
             return Err(format!(
                 "job {id} is {} without a host or an attempt",
                 job.state

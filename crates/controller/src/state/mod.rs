@@ -24,6 +24,7 @@ mod schedulers;
 mod scripts;
 mod signal;
 pub mod stored;
+mod tasks;
 pub mod time_limit;
 mod update;
 mod users;
@@ -242,6 +243,14 @@ impl State {
                 leader_only,
                 ..
             } => self.signal_job(id, by.as_deref(), signal, leader_only),
+            Command::ControlTasks {
+                array,
+                tasks,
+                by,
+                actor,
+                op,
+                ..
+            } => self.control_tasks(at_ms, array, tasks, by.as_deref(), actor, op),
             Command::ControlQueue { name, action, .. } => self.control_queue(&name, action),
             Command::Barrier { queues, .. } => self.define_queues(queues),
             Command::RegisterHost { host, held, .. } => self.register_host(at_ms, host, held),

@@ -99,6 +99,26 @@ impl State {
     }
 }
 
+impl State {
+    /// Whether a pending job with `spec` takes `changes` from `by`, as [`State::update`]
+    /// judges it: an array's waiting tasks are judged this way before any is split off to
+    /// take them, so a refused change leaves the array as it was.
+    pub(super) fn check_change(
+        &self,
+        spec: &JobSpec,
+        by: Option<&str>,
+        changes: &JobChanges,
+    ) -> Result<(), Outcome> {
+        let mut spec = spec.clone();
+        change(&mut spec, changes, by.is_some())?;
+        validate_spec(&spec).map_err(|message| Outcome::rejected(Status::Invalid, message))?;
+        match changes.queue.as_deref() {
+            Some(queue) => self.admits(queue),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The first change a placed job cannot take, by its field name.
 fn pending_only(changes: &JobChanges) -> Option<&'static str> {
     let JobChanges {

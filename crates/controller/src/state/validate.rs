@@ -2,7 +2,7 @@
 //! service runs them before a request costs a log entry; `apply` runs them again, so that the
 //! state machine stands alone.
 
-use xce_client::types::{JobEnd, JobSpec};
+use xce_client::types::{JobEnd, JobSpec, TaskOp};
 
 use super::users::{validate_user_name, MAX_TOKEN_TTL_MS, TOKEN_ROLES};
 use super::Command;
@@ -170,6 +170,33 @@ pub fn validate_gres(field: &str, resources: &xce_client::types::Resources) -> R
     Ok(())
 }
 
+/// The most runs a command's task list (`ID_[1,3,5-7]`) holds.
+pub const MAX_TASK_RUNS: usize = 1_000;
+
+/// The most tasks one stepped run of a task list names: such a run is taken index by index.
+pub const MAX_STEPPED_TASKS: u64 = 1_000_000;
+
+/// A task list a command names is bounded in runs and, where stepped, in tasks.
+fn validate_tasks(tasks: &xce_client::array::TaskSet) -> Result<(), String> {
+    let runs = tasks.runs().count();
+    if runs > MAX_TASK_RUNS {
+        return Err(format!("tasks: {runs} ranges, at most {MAX_TASK_RUNS}"));
+    }
+    if tasks.is_empty() {
+        return Err("tasks: none named".to_string());
+    }
+    match tasks
+        .runs()
+        .find(|r| r.step > 1 && r.len() > MAX_STEPPED_TASKS)
+    {
+        Some(run) => Err(format!(
+            "tasks: {run} names {} tasks, at most {MAX_STEPPED_TASKS} in a stepped range",
+            run.len()
+        )),
+        None => Ok(()),
+    }
+}
+
 pub(super) use xce_client::types::name_chars_ok;
 pub use xce_client::types::validate_host_name;
 
@@ -199,6 +226,36 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             )
         }
         Command::SignalJob { by, .. } => by.as_deref().map_or(Ok(()), validate_user_name),
+        Command::ControlTasks {
+            tasks,
+            by,
+            actor,
+            op,
+            ..
+        } => {
+            by.as_deref().map_or(Ok(()), validate_user_name)?;
+            check_size(
+                "actor",
+                actor.as_ref().map_or(0, String::len),
+                MAX_NAME_BYTES,
+            )?;
+            if let Some(tasks) = tasks {
+                validate_tasks(tasks)?;
+            }
+            if let TaskOp::Update { changes, .. } = op {
+                check_size(
+                    "name",
+                    changes.name.as_ref().map_or(0, String::len),
+                    MAX_NAME_BYTES,
+                )?;
+                check_size(
+                    "queue",
+                    changes.queue.as_ref().map_or(0, String::len),
+                    MAX_NAME_BYTES,
+                )?;
+            }
+            Ok(())
+        }
         Command::ControlQueue { name, .. } => check_size("queue", name.len(), MAX_NAME_BYTES),
         Command::ControlHost { name, .. }
         | Command::SetHostAvailable { name, .. }

@@ -133,6 +133,27 @@ impl State {
         self.jobs.get(&id).map(|j| &**j)
     }
 
+    /// Task `index` of array `array` (`42_7`): its own record once split off, else the
+    /// array's, in which it still waits; or why there is none.
+    pub fn task(&self, array: JobId, index: u32) -> Result<Job, String> {
+        let Some(job) = self.job(array) else {
+            return Err(format!("job {array}: no such job"));
+        };
+        let Some(spec) = &job.spec.array else {
+            return Err(format!("job {array} is no array: it has no task {index}"));
+        };
+        if !spec.tasks.contains(index) {
+            return Err(format!(
+                "job {array}_{index}: array {array} has no task {index}"
+            ));
+        }
+        let own = self.index.tasks_of(array).into_iter().find_map(|id| {
+            self.job(id)
+                .filter(|t| t.array_task.is_some_and(|t| t.index == index))
+        });
+        Ok(own.unwrap_or(job).clone())
+    }
+
     /// How many jobs are in `state` (from the index: no scan).
     pub fn count_in_state(&self, state: JobState) -> usize {
         self.index.in_state(state).len()

@@ -311,6 +311,62 @@ impl Op for SignalJob {
     }
 }
 
+/// An action on tasks of an array, or on a whole array (`xce kill 42_7`, `xce hold
+/// 42_[1-5]`, `xce update 42 --throttle 4`): each task takes it as a job of its own would.
+#[derive(Debug, Clone)]
+pub struct ControlTasks {
+    pub token: RequestToken,
+    pub array: JobId,
+    /// `None`: every task of the array.
+    pub tasks: Option<crate::array::TaskSet>,
+    pub op: crate::types::TaskOp,
+}
+
+impl Op for ControlTasks {
+    type Output = ();
+    const KIND: OpKind = OpKind::Write;
+    const NAME: &'static str = "controlTasks";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<()>, capnp::Error>> {
+        async move {
+            let mut req = client.control_tasks_request();
+            wire::write_token(req.get().init_token(), self.token);
+            req.get().set_job_id(self.array);
+            if let Some(tasks) = &self.tasks {
+                req.get().set_tasks(tasks.to_string());
+            }
+            wire::write_task_op(req.get().init_op(), &self.op);
+            let resp = req.send().promise.await?;
+            header_only(resp.get()?.get_header()?)
+        }
+        .boxed_local()
+    }
+}
+
+/// Task `index` of an array (`xce job 42_7`): its own record once it was split off, else
+/// the array's, in which it still waits.
+#[derive(Debug, Clone)]
+pub struct GetTask {
+    pub array: JobId,
+    pub index: u32,
+}
+
+impl Op for GetTask {
+    type Output = Job;
+    const KIND: OpKind = OpKind::Read;
+    const NAME: &'static str = "getTask";
+    fn send(self, client: controller::Client) -> LocalFuture<Result<Reply<Job>, capnp::Error>> {
+        async move {
+            let mut req = client.get_task_request();
+            req.get().set_job_id(self.array);
+            req.get().set_index(self.index);
+            let resp = req.send().promise.await?;
+            let r = resp.get()?;
+            reply(r.get_header()?, || wire::read_job(r.get_job()?))
+        }
+        .boxed_local()
+    }
+}
+
 /// The bytes of a job's script (`xce job ID --script`).
 #[derive(Debug, Clone)]
 pub struct GetScript {

@@ -25,8 +25,8 @@ pub use cluster::{AddController, GetCluster, RemoveController};
 pub use events::Subscribe;
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{
-    all_jobs, list_jobs, ControlJob, Dispatch, GetJob, GetScript, ListJobs, SignalJob, Submit,
-    SubmitJob, Submitted, UpdateJob,
+    all_jobs, list_jobs, ControlJob, ControlTasks, Dispatch, GetJob, GetScript, GetTask, ListJobs,
+    SignalJob, Submit, SubmitJob, Submitted, UpdateJob,
 };
 pub use queues::{ControlQueue, ListQueues};
 pub use schedulers::{AcquireScheduler, DispatchBatch, SetPendReasons};

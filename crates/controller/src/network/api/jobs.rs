@@ -7,6 +7,7 @@ use xce_proto::Status;
 use super::{header_of, ControllerService};
 use crate::node::{now_ms, outcome_reply};
 use crate::state::{time_limit, validate_spec, Command};
+use xce_client::types::TaskOp;
 
 pub(super) async fn submit(
     this: &ControllerService,
@@ -196,15 +197,30 @@ pub(super) async fn control(
     mut results: controller::JobControlResults,
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
-    let cmd = Command::ControlJob {
-        token: wire::read_token(p.get_token()?),
-        id: p.get_job_id(),
-        action: p.get_action()?.into(),
-        by: this.own_jobs_only(),
-        actor: this.session.borrow().user.clone(),
+    let (token, id) = (wire::read_token(p.get_token()?), p.get_job_id());
+    let action: xce_client::types::JobAction = p.get_action()?.into();
+    let by = this.own_jobs_only();
+    let actor = this.session.borrow().user.clone();
+    // A kill of a whole array is the array's own (every cluster version takes it); the
+    // rest reach its tasks as an action on them (version 10 on).
+    let header = match action != xce_client::types::JobAction::Kill && is_array(this, id).await {
+        true => {
+            let op = TaskOp::Control { action };
+            this.write_for_header(tasks_cmd(token, id, None, by, actor, op))
+                .await
+        }
+        // The signal to the worker, if any, follows from the applied entry's events.
+        false => {
+            let cmd = Command::ControlJob {
+                token,
+                id,
+                action,
+                by,
+                actor,
+            };
+            this.write_for_header(cmd).await
+        }
     };
-    // The signal to the worker, if any, follows from the applied entry's events.
-    let header = this.write_for_header(cmd).await;
     wire::write_header(results.get().init_header(), &header);
     Ok(())
 }
@@ -243,6 +259,16 @@ pub(super) async fn update(
         Err(h) => Err(h),
     };
     let header = match checked {
+        // A whole array's change reaches its waiting tasks and every task of its own.
+        Ok(()) if is_array(this, id).await => {
+            let actor = this.session.borrow().user.clone();
+            let op = TaskOp::Update {
+                changes,
+                throttle: None,
+            };
+            this.write_for_header(tasks_cmd(token, id, None, by, actor, op))
+                .await
+        }
         Ok(()) => {
             this.write_for_header(Command::UpdateJob {
                 token,
@@ -300,15 +326,32 @@ pub(super) async fn signal(
     mut results: controller::SignalJobResults,
 ) -> Result<(), capnp::Error> {
     let p = params.get()?;
-    let cmd = Command::SignalJob {
-        token: wire::read_token(p.get_token()?),
-        id: p.get_job_id(),
-        by: this.own_jobs_only(),
-        signal: p.get_signal(),
-        leader_only: p.get_leader_only(),
-    };
+    let (token, id) = (wire::read_token(p.get_token()?), p.get_job_id());
+    let (signal, leader_only) = (p.get_signal(), p.get_leader_only());
+    let by = this.own_jobs_only();
     // The push to the worker follows from the applied entry, once.
-    let header = this.write_for_header(cmd).await;
+    let header = match is_array(this, id).await {
+        // A whole array's signal reaches each of its running tasks.
+        true => {
+            let actor = this.session.borrow().user.clone();
+            let op = TaskOp::Signal {
+                signal,
+                leader_only,
+            };
+            this.write_for_header(tasks_cmd(token, id, None, by, actor, op))
+                .await
+        }
+        false => {
+            let cmd = Command::SignalJob {
+                token,
+                id,
+                by,
+                signal,
+                leader_only,
+            };
+            this.write_for_header(cmd).await
+        }
+    };
     wire::write_header(results.get().init_header(), &header);
     Ok(())
 }
@@ -351,6 +394,104 @@ pub(super) async fn script(
     wire::write_header(r.reborrow().init_header(), &header_of(&body));
     if let Ok(body) = body {
         r.set_script(&body);
+    }
+    Ok(())
+}
+
+/// Whether job `id` is an array's own record, as the state applied here holds it (an id's
+/// being an array never changes; a job not applied here yet is taken for a plain one, whose
+/// command the apply then judges). A cluster below version 10 cannot store an action on an
+/// array's tasks: its arrays are then judged as they always were.
+async fn is_array(this: &ControllerService, id: xce_client::types::JobId) -> bool {
+    this.node.active_version() >= 10
+        && this
+            .node
+            .read(|s| s.job(id).is_some_and(|j| j.array.is_some()))
+            .await
+            .unwrap_or(false)
+}
+
+fn tasks_cmd(
+    token: xce_client::types::RequestToken,
+    array: xce_client::types::JobId,
+    tasks: Option<xce_client::array::TaskSet>,
+    by: Option<String>,
+    actor: Option<String>,
+    op: TaskOp,
+) -> Command {
+    Command::ControlTasks {
+        token,
+        array,
+        tasks,
+        by,
+        actor,
+        op,
+    }
+}
+
+pub(super) async fn control_tasks(
+    this: &ControllerService,
+    params: controller::ControlTasksParams,
+    mut results: controller::ControlTasksResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let token = wire::read_token(p.get_token()?);
+    let array = p.get_job_id();
+    let op = wire::read_task_op(p.get_op()?)?;
+    let text = p.get_tasks()?.to_str()?;
+    let tasks = match text.is_empty() {
+        true => Ok(None),
+        false => text
+            .parse::<xce_client::array::TaskSet>()
+            .map(Some)
+            .map_err(|e| ReplyHeader::status(Status::Invalid, format!("tasks: {e}"))),
+    };
+    let by = this.own_jobs_only();
+    let actor = this.session.borrow().user.clone();
+    let header = match tasks {
+        Err(h) => h,
+        Ok(tasks) => {
+            let checked = match &op {
+                TaskOp::Update { changes, .. } => match this.node.admit().await {
+                    Ok(()) => check_update(this, array, changes, by.is_some()).await,
+                    Err(h) => Err(h),
+                },
+                _ => Ok(()),
+            };
+            match checked {
+                Ok(()) => {
+                    this.write_for_header(tasks_cmd(token, array, tasks, by, actor, op))
+                        .await
+                }
+                Err(h) => h,
+            }
+        }
+    };
+    wire::write_header(results.get().init_header(), &header);
+    Ok(())
+}
+
+pub(super) async fn get_task(
+    this: &ControllerService,
+    params: controller::GetTaskParams,
+    mut results: controller::GetTaskResults,
+) -> Result<(), capnp::Error> {
+    let p = params.get()?;
+    let (array, index) = (p.get_job_id(), p.get_index());
+    let now = now_ms();
+    let job = match this
+        .node
+        .read(|s| s.task(array, index).map(|j| this.as_seen(s.shown(j, now))))
+        .await
+    {
+        Ok(Ok(job)) => Ok(job),
+        Ok(Err(message)) => Err(ReplyHeader::status(Status::NoEnt, message)),
+        Err(h) => Err(h),
+    };
+    let mut r = results.get();
+    wire::write_header(r.reborrow().init_header(), &header_of(&job));
+    if let Ok(job) = job {
+        wire::write_job(r.init_job(), &job);
     }
     Ok(())
 }

@@ -212,4 +212,6 @@ methods! {
     update_job(UpdateJobParams, UpdateJobResults) => UpdateJob: jobs::update;
     signal_job(SignalJobParams, SignalJobResults) => SignalJob: jobs::signal;
     job_script(JobScriptParams, JobScriptResults) => JobScript: jobs::script;
+    control_tasks(ControlTasksParams, ControlTasksResults) => ControlTasks: jobs::control_tasks;
+    get_task(GetTaskParams, GetTaskResults) => GetTask: jobs::get_task;
 }

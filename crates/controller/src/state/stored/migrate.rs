@@ -1,11 +1,12 @@
-//! Between the current records (format 9) and every older format this build reads, one step
+//! Between the current records (format 10) and every older format this build reads, one step
 //! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
-//! `super::step8`. `upgrade_*` reads old data as current records; `downgrade_*` writes what a
+//! `super::step8`, 9 ↔ 10 (commands only: formats 9 and 10 store jobs and states alike) is
+//! `super::step9`. `upgrade_*` reads old data as current records; `downgrade_*` writes what a
 //! cluster whose active version is older replicates, refusing by [`NotInFormat`] what that
 //! format cannot hold.
 
-use super::{step6, step7, step8};
-use super::{v6, v7, v8, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
+use super::{step6, step7, step8, step9};
+use super::{v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
 use crate::state::BackupPart;
 
 pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
@@ -16,11 +17,12 @@ pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
 /// entry) applies. `RaiseVersion` is never converted: it is proposed only once every member
 /// reads the format it raises to.
 pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
-    if format >= 9 || matches!(cmd, Command::RaiseVersion { .. }) {
+    if format >= 10 || matches!(cmd, Command::RaiseVersion { .. }) {
         return Ok(cmd);
     }
     let record = CommandRecord::from(cmd);
     let up = match format {
+        9 => upgrade_command_9(downgrade_command_9(record)?),
         8 => upgrade_command_8(downgrade_command_8(record)?),
         7 => upgrade_command_7(downgrade_command_7(record)?),
         // A record just made from a current one always reads back.
@@ -42,7 +44,12 @@ pub fn upgrade_command_7(c: v7::CommandRecord) -> CommandRecord {
 
 /// A format-8 command as a current record.
 pub fn upgrade_command_8(c: v8::CommandRecord) -> CommandRecord {
-    step8::upgrade_command(c)
+    upgrade_command_9(step8::upgrade_command(c))
+}
+
+/// A format-9 command as a current record.
+pub fn upgrade_command_9(c: v9::CommandRecord) -> CommandRecord {
+    step9::upgrade_command(c)
 }
 
 /// A current command as format 6 holds it, or what that format cannot hold.
@@ -57,7 +64,12 @@ pub fn downgrade_command_7(c: CommandRecord) -> Result<v7::CommandRecord, NotInF
 
 /// A current command as format 8 holds it, or what that format cannot hold.
 pub fn downgrade_command_8(c: CommandRecord) -> Result<v8::CommandRecord, NotInFormat> {
-    step8::downgrade_command(c)
+    step8::downgrade_command(downgrade_command_9(c)?)
+}
+
+/// A current command as format 9 holds it, or what that format cannot hold.
+pub fn downgrade_command_9(c: CommandRecord) -> Result<v9::CommandRecord, NotInFormat> {
+    step9::downgrade_command(c)
 }
 
 /// A format-6 job as a current record.
@@ -112,7 +124,7 @@ pub fn downgrade_state_8(s: StateRecord) -> Result<v8::StateRecord, NotInFormat>
     step8::downgrade_state(s)
 }
 
-/// A current host as format 6 holds it (formats 7 to 9 store hosts as the current one does).
+/// A current host as format 6 holds it (formats 7 to 10 store hosts as the current one does).
 pub fn downgrade_host_6(h: HostStoredRecord) -> Result<v6::HostStoredRecord, NotInFormat> {
     step6::downgrade_host(h)
 }

@@ -15,9 +15,11 @@ mod mirror;
 mod step6;
 mod step7;
 mod step8;
+mod step9;
 pub mod v6;
 pub mod v7;
 pub mod v8;
+pub mod v9;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,7 +46,7 @@ use super::{
 };
 use xce_client::array::{ArraySpec, JobRef, Run, TaskSet};
 use xce_client::dependency::{Expr as DepExpr, Kind as DepKind, Term};
-use xce_client::types::{ArrayProgress, DependencyState, ScriptId};
+use xce_client::types::{ArrayProgress, DependencyState, ScriptId, TaskOp};
 
 /// `From` both ways between a domain enum and its record, variant for variant.
 macro_rules! record_enum {
@@ -537,6 +539,15 @@ pub enum CommandRecord {
         signal: i32,
         leader_only: bool,
     },
+    /// An action on tasks of an array, or on the whole array (format 10 on).
+    ControlTasks {
+        token: u128,
+        array: u64,
+        tasks: Option<RunsRecord>,
+        by: Option<String>,
+        actor: Option<String>,
+        op: TaskOpRecord,
+    },
 }
 
 impl From<JobEnd> for EndRecord {
@@ -586,6 +597,45 @@ mirror_variants! {
         RaiseVersion { to },
         UpdateJob { token, id, by, changes },
         SignalJob { token, id, by, signal, leader_only },
+        ControlTasks { token, array, tasks, by, actor, op },
+    }
+}
+
+/// What a `ControlTasks` does to each task, as stored (format 10 on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TaskOpRecord {
+    Control {
+        action: JobActionRecord,
+    },
+    Update {
+        changes: JobChangesRecord,
+        throttle: Option<u32>,
+    },
+    Signal {
+        signal: i32,
+        leader_only: bool,
+    },
+}
+
+mirror_variants! {
+    TaskOpRecord <=> TaskOp {
+        Control { action },
+        Update { changes, throttle },
+        Signal { signal, leader_only },
+    }
+}
+
+mirror_via_from!(TaskOpRecord => TaskOp);
+
+impl mirror::Mirror<RunsRecord> for TaskSet {
+    fn mirror(self) -> RunsRecord {
+        runs_of(&self)
+    }
+}
+
+impl mirror::Mirror<TaskSet> for RunsRecord {
+    fn mirror(self) -> TaskSet {
+        set_of(self)
     }
 }
 

@@ -3,11 +3,14 @@
 //! (`downgrade_*`, while the cluster's active version is still 8). Format 9 adds a job's
 //! dependency (`--dependency`, `--kill-on-invalid-dep`) and where it stands; each is refused
 //! on the way down by [`NotInFormat`] naming it. Lossless for everything format 8 holds:
-//! `downgrade(upgrade(x)) == x` (property-tested in `stored::tests`).
+//! `downgrade(upgrade(x)) == x` (property-tested in `stored::tests`). Format 10 stores
+//! jobs, specs and states as format 9 does, so those are the current records here; its
+//! commands are `super::v9`'s.
 
 use super::step6::NotInFormat;
 use super::v8;
-use super::{CommandRecord, JobRecord, SpecRecord, StateRecord};
+use super::v9::CommandRecord;
+use super::{JobRecord, SpecRecord, StateRecord};
 use crate::state::BackupPart;
 
 /// What format 8 cannot hold, by the name a user knows it by.
