@@ -321,3 +321,47 @@ async fn a_signal_names_one_task_and_wait_exits_with_the_highest_code() {
     ]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
+
+/// `jobs.max_submitted_per_user` counts an array as one submit, plus each of its tasks while
+/// it runs, not as its thousand tasks (Slurm counts each task against `MaxSubmitJobs`).
+#[tokio::test]
+async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .config("jobs:\n  max_submitted_per_user: 3\n")
+        .workers(1, &["--heartbeat-ms", "200", "--cpus", "1"])
+        .schedulers(1, &[])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    let submit = |args: &[&str]| {
+        let mut all = vec!["-o", "json", "submit"];
+        all.extend_from_slice(args);
+        cluster.xce(&all)
+    };
+    // A thousand held tasks: one submit.
+    let held = id_of(&submit(&["--hold", "--array", "1-1000", "--wrap", "true"]));
+    // One running task (one cpu): the array and the task, two.
+    let running = id_of(&submit(&["--array", "1-5", "--wrap", "sleep 300"]));
+    cluster
+        .wait_job(running, "a task runs", |j| {
+            j.array.as_ref().is_some_and(|p| p.running == 1)
+        })
+        .await;
+    let out = submit(&["--wrap", "true"]);
+    let refused = json_of(&out);
+    assert_eq!(refused["error"]["code"], "conflict", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("3 jobs submitted") && message.contains("max_submitted_per_user"),
+        "{message}"
+    );
+    // Once the held array is gone, there is room for one.
+    cluster.xce_ok(&["kill", &held.to_string()]);
+    cluster
+        .wait_job(held, "ended", |j| j.state.is_final())
+        .await;
+    id_of(&submit(&["--hold", "--wrap", "true"]));
+    cluster.xce_ok(&["kill", &running.to_string()]);
+}

@@ -96,6 +96,10 @@ pub struct JobsFile {
     pub kill_on_invalid_dep: bool,
     /// The most tasks one array may hold (`--array`).
     pub max_array_tasks: u64,
+    /// The most jobs one user may have submitted and not yet ended (Slurm's
+    /// `MaxSubmitJobs`): an array counts once, plus each of its tasks while placed. None:
+    /// no limit.
+    pub max_submitted_per_user: Option<u64>,
 }
 
 impl Default for JobsFile {
@@ -107,6 +111,7 @@ impl Default for JobsFile {
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
             kill_on_invalid_dep: false,
             max_array_tasks: xce_client::array::DEFAULT_MAX_TASKS,
+            max_submitted_per_user: None,
         }
     }
 }
@@ -124,6 +129,8 @@ pub struct JobRules {
     pub kill_on_invalid_dep: bool,
     /// The most tasks one array may hold.
     pub max_array_tasks: u64,
+    /// The most jobs one user may have submitted and not yet ended (`State::submits_of`).
+    pub max_submitted_per_user: Option<u64>,
 }
 
 impl Default for JobRules {
@@ -134,6 +141,7 @@ impl Default for JobRules {
             max_script_bytes: xce_client::script::DEFAULT_MAX_SCRIPT_BYTES,
             kill_on_invalid_dep: false,
             max_array_tasks: xce_client::array::DEFAULT_MAX_TASKS,
+            max_submitted_per_user: None,
         }
     }
 }
@@ -223,6 +231,12 @@ impl JobsFile {
                 self.max_array_tasks
             )));
         }
+        if self.max_submitted_per_user == Some(0) {
+            return Err(ConfigError::Invalid(
+                "jobs.max_submitted_per_user: 0 would take no job (leave it out for no limit)"
+                    .into(),
+            ));
+        }
         let hard = crate::state::MAX_SCRIPT_BYTES;
         if self.max_script_bytes == 0 || self.max_script_bytes > hard {
             return Err(ConfigError::Invalid(format!(
@@ -236,6 +250,7 @@ impl JobsFile {
             max_script_bytes: self.max_script_bytes,
             kill_on_invalid_dep: self.kill_on_invalid_dep,
             max_array_tasks: self.max_array_tasks,
+            max_submitted_per_user: self.max_submitted_per_user,
         })
     }
 }

@@ -219,6 +219,11 @@ impl Node {
         self.state.read().state.script(id)
     }
 
+    /// How many jobs `user` has submitted and not yet ended, as applied here.
+    pub fn applied_submits(&self, user: &str) -> u64 {
+        self.state.read().state.submits_of(user)
+    }
+
     /// How many jobs are in each state (`JobState::ALL` order), as applied here.
     pub fn jobs_by_state(&self) -> Vec<usize> {
         let applied = self.state.read();

@@ -24,6 +24,9 @@ pub(super) struct Slot {
     singleton: Option<(String, String)>,
     /// The array it is a task of.
     array_of: Option<JobId>,
+    /// Its user while it counts as one of their submits (`jobs.max_submitted_per_user`):
+    /// until it ends; a task of an array only while placed (its array counts once).
+    submit_of: Option<String>,
 }
 
 impl Slot {
@@ -54,6 +57,9 @@ impl Slot {
                 .filter(|d| pending && d.terms().contains(&&Term::Singleton))
                 .map(|_| name()),
             array_of: job.array_task.map(|t| t.array_id),
+            submit_of: (!job.state.is_final()
+                && (job.array_task.is_none() || is_placed(job.state)))
+            .then(|| job.spec.user.clone()),
         }
     }
 }
@@ -95,6 +101,8 @@ pub(super) struct Index {
     singletons: HashMap<(String, String), BTreeSet<JobId>>,
     /// Each array's tasks split off into jobs of their own.
     tasks: HashMap<JobId, BTreeSet<JobId>>,
+    /// Jobs submitted and not ended, by user (`Slot::submit_of`).
+    submits: HashMap<String, u64>,
 }
 
 fn slot_of_state(state: JobState) -> usize {
@@ -138,6 +146,9 @@ impl Index {
         }
         if let Some(array) = slot.array_of {
             self.tasks.entry(array).or_default().insert(id);
+        }
+        if let Some(user) = &slot.submit_of {
+            *self.submits.entry(user.clone()).or_default() += 1;
         }
     }
 
@@ -194,6 +205,20 @@ impl Index {
                 }
             }
         }
+        if let Some(user) = &slot.submit_of {
+            if let Some(n) = self.submits.get_mut(user) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.submits.remove(user);
+                }
+            }
+        }
+    }
+
+    /// How many jobs `user` has submitted and not yet ended (an array once, with its tasks
+    /// while placed).
+    pub(super) fn submits_of(&self, user: &str) -> u64 {
+        self.submits.get(user).copied().unwrap_or(0)
     }
 
     /// The tasks of array `id` split off into jobs of their own.

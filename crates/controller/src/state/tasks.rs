@@ -479,6 +479,22 @@ mod tests {
         );
     }
 
+    /// A user's submits count an array once, and each of its tasks while placed.
+    #[test]
+    fn an_array_counts_once_as_a_submit_plus_its_placed_tasks() {
+        let mut s = cluster_with("0-999");
+        let user = s.job(1).unwrap().spec.user.clone();
+        assert_eq!(s.submits_of(&user), 1);
+        s.apply(1, dispatch_cmd(3, 1, "w1")); // task 0: job 2
+        assert_eq!(s.submits_of(&user), 2);
+        s.apply(1, on(4, Some("5"), hold(true))); // task 5 split off, pending: not counted
+        assert_eq!(s.submits_of(&user), 2);
+        finish(&mut s, 5, 2, 1, JobEnd::Exit(0));
+        assert_eq!(s.submits_of(&user), 1);
+        s.apply(1, on(6, None, kill()));
+        assert_eq!(s.submits_of(&user), 0);
+    }
+
     /// An array whose tasks have all been split off runs on no host of its own, and a
     /// snapshot of it is taken back (it was refused as "running without a host").
     #[test]

@@ -154,6 +154,12 @@ impl State {
         Ok(own.unwrap_or(job).clone())
     }
 
+    /// How many jobs `user` has submitted and not yet ended, as `jobs.max_submitted_per_user`
+    /// counts them: an array once, plus each of its tasks while placed (from the index).
+    pub fn submits_of(&self, user: &str) -> u64 {
+        self.index.submits_of(user)
+    }
+
     /// How many jobs are in `state` (from the index: no scan).
     pub fn count_in_state(&self, state: JobState) -> usize {
         self.index.in_state(state).len()

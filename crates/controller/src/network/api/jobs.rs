@@ -44,6 +44,22 @@ pub(super) async fn submit(
         if spec.dependency.is_some() && spec.kill_on_invalid_dep.is_none() {
             spec.kill_on_invalid_dep = Some(rules.kill_on_invalid_dep);
         }
+        // As the primary has applied them: submits still in flight are not counted, so a
+        // user submitting in parallel may pass the limit by as many.
+        if let Some(max) = rules.max_submitted_per_user {
+            let submitted = this.node.applied_submits(&spec.user);
+            if submitted >= max {
+                return Err(ReplyHeader::status(
+                    Status::Conflict,
+                    format!(
+                        "user {}: {submitted} jobs submitted and not ended, the most one user \
+                         may have (jobs.max_submitted_per_user; an array counts once, and its \
+                         tasks while they run): submit again once some end",
+                        spec.user
+                    ),
+                ));
+            }
+        }
         if let Some(Err(why)) = spec.array.as_ref().map(|a| a.within(rules.max_array_tasks)) {
             return Err(ReplyHeader::status(
                 Status::Invalid,
