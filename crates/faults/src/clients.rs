@@ -117,13 +117,21 @@ pub async fn cli_submitter(
             let kind = if timed { "afterany" } else { "afterok" };
             format!("{kind}:{id}")
         });
+        // Every fifth (a command, not timed) an array of three tasks, each recording as the
+        // job of its own it becomes.
+        let array = (!as_script && limit.is_none() && n.is_multiple_of(5)).then_some("0-2");
         let started = target.t0.elapsed();
         let outcome = if as_script {
             let body = job_script(&target.records, ticks, &name, limit, dependency.as_deref());
             cli_submit_script(&target, &body).await
         } else {
             let script = script(&target.records, ticks);
-            cli_submit(&target, &name, &script, limit, dependency.as_deref()).await
+            let options = Options {
+                limit_s: limit,
+                dependency: dependency.as_deref(),
+                array,
+            };
+            cli_submit(&target, &name, &script, options).await
         };
         if let Ok(id) = outcome {
             last = Some((id, limit.is_some()));
@@ -147,21 +155,30 @@ pub async fn cli_submitter(
     }
 }
 
+/// A CLI submit's options beyond its name and command.
+struct Options<'a> {
+    limit_s: Option<u32>,
+    dependency: Option<&'a str>,
+    array: Option<&'a str>,
+}
+
 async fn cli_submit(
     target: &Target,
     name: &str,
     script: &str,
-    limit_s: Option<u32>,
-    dependency: Option<&str>,
+    options: Options<'_>,
 ) -> Result<u64, ClientFailure> {
     let records = target.records.display().to_string();
     let mut cmd = cli(target);
     cmd.args(["-o", "json", "submit", "--name", name, "--cwd", &records]);
-    if let Some(limit) = limit_s {
+    if let Some(limit) = options.limit_s {
         cmd.args(["--time", &format!("0:{limit:02}")]);
     }
-    if let Some(d) = dependency {
+    if let Some(d) = options.dependency {
         cmd.args(["-d", d]);
+    }
+    if let Some(a) = options.array {
+        cmd.args(["--array", a]);
     }
     cmd.args(["--", "sh", "-c"])
         .arg(script)

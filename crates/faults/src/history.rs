@@ -15,6 +15,9 @@
 //! - **Dependents waited**: a job submitted to wait for another (`afterok`, or `afterany`
 //!   after one that times out) started no run before that job's last run ended, by both
 //!   jobs' own records; and, as every job, ran once per attempt and ended.
+//! - **Array tasks once**: an acknowledged array submit's tasks each became one job of its
+//!   own (no index twice, none missing), and each ran; as jobs they are held to every check
+//!   above (their name is their array's, so the exactly-once check counts the array alone).
 //! - **Client errors**: a failed call is allowed only as `clusterNotReady` (HTTP 503), and
 //!   only while a majority of controllers was down (a window the nemesis recorded).
 
@@ -65,6 +68,10 @@ pub struct FinalJob {
     /// Its time limit in seconds, if it was given one.
     pub time_limit_s: Option<u32>,
     pub attempt: u32,
+    /// The array it is a task of, and its index.
+    pub task_of: Option<(u64, u32)>,
+    /// An array's own record: how many tasks it has.
+    pub tasks: Option<u64>,
 }
 
 /// How far a job's own records may stray from its time limit: its shell notes a line every
@@ -158,6 +165,8 @@ pub struct Verdict {
     pub scripts_ran_their_own: bool,
     /// No job that waited for another started before that one's last run ended.
     pub dependents_waited: bool,
+    /// Every task of every acknowledged array became one job, and ran.
+    pub array_tasks_once: bool,
     pub violations: Vec<String>,
 }
 
@@ -172,6 +181,7 @@ impl Verdict {
             && self.only_allowed_client_errors
             && self.scripts_ran_their_own
             && self.dependents_waited
+            && self.array_tasks_once
     }
 }
 
@@ -206,9 +216,10 @@ pub fn check(h: &History) -> Verdict {
     let errors = client_errors(h);
     let scripts = own_scripts(h);
     let waited = dependents_waited(h);
+    let tasks = array_tasks_once(h);
     let mut violations = Vec::new();
     for list in [
-        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors, &scripts, &waited,
+        &once, &overlaps, &twice, &not_final, &failed, &limits, &errors, &scripts, &waited, &tasks,
     ] {
         violations.extend(list.iter().take(LISTED).cloned());
     }
@@ -222,6 +233,7 @@ pub fn check(h: &History) -> Verdict {
         only_allowed_client_errors: errors.is_empty(),
         scripts_ran_their_own: scripts.is_empty(),
         dependents_waited: waited.is_empty(),
+        array_tasks_once: tasks.is_empty(),
         violations,
     }
 }
@@ -243,7 +255,10 @@ fn dependents_waited(h: &History) -> Vec<String> {
                 .filter(|r| r.starts > 0)
                 .collect()
         };
-        let parent_end = runs(&parent).iter().map(|r| r.last_ns).max();
+        // An array ran as its tasks: it ended when the last of them did.
+        let mut ran = vec![parent];
+        ran.extend(tasks_of(h, parent).map(|t| t.id));
+        let parent_end = ran.iter().flat_map(runs).map(|r| r.last_ns).max();
         let child_start = runs(child).iter().map(|r| r.first_ns).min();
         if let (Some(end), Some(start)) = (parent_end, child_start) {
             if start < end {
@@ -287,9 +302,54 @@ fn own_scripts(h: &History) -> Vec<String> {
     out
 }
 
+/// The tasks of array `id` that became jobs of their own.
+fn tasks_of(h: &History, id: u64) -> impl Iterator<Item = &FinalJob> {
+    h.jobs
+        .iter()
+        .filter(move |j| j.task_of.is_some_and(|(array, _)| array == id))
+}
+
+/// Each acknowledged array's tasks became one job each, every index once, and each ran.
+fn array_tasks_once(h: &History) -> Vec<String> {
+    let mut out = Vec::new();
+    for array in h.jobs.iter().filter(|j| j.tasks.is_some()) {
+        let mut seen = BTreeMap::new();
+        for task in tasks_of(h, array.id) {
+            let index = task.task_of.map_or(0, |(_, i)| i);
+            if let Some(other) = seen.insert(index, task.id) {
+                out.push(format!(
+                    "array {} task {index} is jobs {other} and {}",
+                    array.id, task.id
+                ));
+            }
+            let ran = h
+                .records
+                .get(&task.id)
+                .is_some_and(|runs| runs.iter().any(|r| r.starts > 0));
+            if !ran {
+                out.push(format!(
+                    "array {} task {index} (job {}) never ran",
+                    array.id, task.id
+                ));
+            }
+        }
+        let want = array.tasks.unwrap_or(0);
+        if seen.len() as u64 != want {
+            out.push(format!(
+                "array {} ({}) has {} of its {want} tasks as jobs",
+                array.id,
+                array.name,
+                seen.len()
+            ));
+        }
+    }
+    out
+}
+
 fn exactly_once(h: &History) -> Vec<String> {
     let mut by_name: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
-    for j in &h.jobs {
+    // A task carries its array's name: the array is the submit.
+    for j in h.jobs.iter().filter(|j| j.task_of.is_none()) {
         by_name.entry(j.name.as_str()).or_default().push(j.id);
     }
     let mut out = Vec::new();
@@ -460,6 +520,8 @@ mod tests {
             result: None,
             time_limit_s: None,
             attempt: 1,
+            task_of: None,
+            tasks: None,
         }
     }
 
@@ -536,6 +598,51 @@ end 1 500 9
         let v = check(&h);
         assert!(!v.dependents_waited && !v.ok());
         assert!(v.violations[0].contains("job 2 (c) started"), "{v:?}");
+    }
+
+    /// An array's tasks each became one job and ran; one missing, one twice or one that
+    /// never ran is caught, and the array's submit is judged by the array alone.
+    #[test]
+    fn an_array_whose_task_is_missing_doubled_or_unrun_is_caught() {
+        let mut h = clean();
+        h.submits.push(submit("arr", Ok(2), 2));
+        h.jobs.push(FinalJob {
+            tasks: Some(2),
+            ..job(2, "arr", "done")
+        });
+        for (id, index) in [(3, 0), (4, 1)] {
+            h.jobs.push(FinalJob {
+                task_of: Some((2, index)),
+                ..job(id, "arr", "done")
+            });
+            h.records
+                .insert(id, parse_records("start 1 100 7\nend 1 300 7\n"));
+        }
+        assert!(check(&h).ok(), "{:?}", check(&h));
+        let mut unrun = h.clone();
+        unrun.records.remove(&4);
+        let v = check(&unrun);
+        assert!(!v.array_tasks_once, "{v:?}");
+        assert!(
+            v.violations.iter().any(|m| m.contains("never ran")),
+            "{v:?}"
+        );
+        let mut doubled = h.clone();
+        doubled.jobs[3].task_of = Some((2, 0));
+        let v = check(&doubled);
+        assert!(!v.array_tasks_once, "{v:?}");
+        assert!(
+            v.violations.iter().any(|m| m.contains("task 0 is jobs")),
+            "{v:?}"
+        );
+        let mut missing = h;
+        missing.jobs.pop();
+        missing.records.remove(&4);
+        let v = check(&missing);
+        assert!(
+            v.violations.iter().any(|m| m.contains("1 of its 2 tasks")),
+            "{v:?}"
+        );
     }
 
     #[test]

@@ -99,6 +99,9 @@ pub struct JobCounts {
     pub exited: usize,
     /// Jobs that ran more than one attempt (requeued after a lost host).
     pub retried: usize,
+    /// Arrays' own records, and the tasks split off from them (jobs of their own).
+    pub arrays: usize,
+    pub array_tasks: usize,
 }
 
 /// Runs the suite; `progress` gets one line per fault.
@@ -266,6 +269,8 @@ async fn drain(client: &Client) -> Result<Vec<FinalJob>, (Vec<FinalJob>, String)
                         result: j.result.map(|r| r.name().to_string()),
                         time_limit_s: j.spec.limits.time_limit_s,
                         attempt: j.attempt,
+                        task_of: j.array_task.map(|t| (t.array_id, t.index)),
+                        tasks: j.spec.array.as_ref().map(|a| a.tasks.len()),
                     })
                     .collect()
             })
@@ -332,5 +337,7 @@ fn counts_of(h: &History) -> JobCounts {
         done: h.jobs.iter().filter(|j| j.state == "done").count(),
         exited: h.jobs.iter().filter(|j| j.state == "exited").count(),
         retried: h.jobs.iter().filter(|j| j.attempt > 1).count(),
+        arrays: h.jobs.iter().filter(|j| j.tasks.is_some()).count(),
+        array_tasks: h.jobs.iter().filter(|j| j.task_of.is_some()).count(),
     }
 }

@@ -74,6 +74,13 @@ fn a_short_fixed_seed_fault_run_passes_every_check() {
         "{summary:#}"
     );
     assert_eq!(summary["checks"]["dependents_waited"], true, "{summary:#}");
+    // Arrays were among them, each task a job of its own that ran once.
+    assert!(
+        summary["jobs"]["arrays"].as_u64().unwrap() > 2
+            && summary["jobs"]["array_tasks"].as_u64().unwrap() >= 9,
+        "{summary:#}"
+    );
+    assert_eq!(summary["checks"]["array_tasks_once"], true, "{summary:#}");
     // As root (CI), partitions drop packets in a network namespace of the run's own.
     let expected = if nix::unistd::geteuid().is_root() {
         "kernel"

@@ -161,6 +161,22 @@ impl State {
         Ok(task_id)
     }
 
+    /// Why task `job`, a pending job of its own (split off to be held, changed or requeued),
+    /// may not be placed now: its array runs as many tasks as its throttle allows. Judged
+    /// from version 10 on, where a task can be split off without being placed (before, a
+    /// requeued task was placed without it, as every member of such a cluster does alike).
+    pub(super) fn over_throttle(&self, job: &Job) -> Option<String> {
+        if self.active_version < 10 {
+            return None;
+        }
+        let array_id = job.array_task?.array_id;
+        let array = self.jobs.get(&array_id)?;
+        let throttle = array.spec.array.as_ref()?.throttle?;
+        let running = array.array.as_ref()?.running;
+        (running >= u64::from(throttle))
+            .then(|| format!("array {array_id} runs {throttle} tasks, its throttle (%{throttle})"))
+    }
+
     /// Moves a task of array `array_id` from one class to another on its array's counts
     /// (`None`: it did not exist, or no longer does), and the array's state with them. The
     /// jobs that wait for the array are judged again.

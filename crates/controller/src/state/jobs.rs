@@ -304,6 +304,9 @@ impl State {
         if let Some(why) = self.dependency_blocks(job) {
             return conflict(format!("job {id} is {why}"));
         }
+        if let Some(why) = self.over_throttle(job) {
+            return conflict(why);
+        }
         if let Err(why) = may_run(&record.job_users, &job.spec.user) {
             return conflict(format!(
                 "host {host:?} may not run job {id} of user {:?}: {why}",

@@ -479,6 +479,24 @@ mod tests {
         );
     }
 
+    /// A task split off to be held, then released, is placed within its array's throttle
+    /// like the tasks still waiting in it.
+    #[test]
+    fn a_task_split_off_is_placed_within_the_throttle() {
+        let mut s = cluster_with("0-9%1");
+        s.active_version = crate::store::STORE_FORMAT;
+        assert_eq!(s.apply(1, on(3, Some("5"), hold(true))), Outcome::Done); // job 2
+        assert_eq!(s.apply(1, on(4, Some("5"), hold(false))), Outcome::Done);
+        assert_eq!(s.apply(1, dispatch_cmd(5, 1, "w1")), Outcome::Done); // task 0: job 3
+        rejected_with(
+            &s.apply(1, dispatch_cmd(6, 2, "w1")),
+            Status::Conflict,
+            "throttle (%1)",
+        );
+        finish(&mut s, 7, 3, 1, JobEnd::Exit(0));
+        assert_eq!(s.apply(1, dispatch_cmd(8, 2, "w1")), Outcome::Done);
+    }
+
     /// A user's submits count an array once, and each of its tasks while placed.
     #[test]
     fn an_array_counts_once_as_a_submit_plus_its_placed_tasks() {
