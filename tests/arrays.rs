@@ -8,8 +8,9 @@
 use std::process::Output;
 use std::time::Duration;
 
+use xce_client::events::{EventStream, StreamItem};
 use xce_client::ops::GetTask;
-use xce_client::types::{HostState, JobResult, JobState};
+use xce_client::types::{ClusterEvent, EventFilter, HostState, JobResult, JobState};
 use xce_tests::{json_of, wait_for, Cluster};
 
 async fn cluster() -> Cluster {
@@ -272,6 +273,9 @@ async fn tasks_are_named_id_idx_in_every_command() {
 #[tokio::test]
 async fn a_signal_names_one_task_and_wait_exits_with_the_highest_code() {
     let cluster = cluster().await;
+    let mut events = EventStream::open(cluster.client(), EventFilter::default())
+        .await
+        .unwrap();
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -296,6 +300,19 @@ async fn a_signal_names_one_task_and_wait_exits_with_the_highest_code() {
         task(0).await.filter(|t| t.state == JobState::Running)
     })
     .await;
+    // Events name a task by its array and index.
+    let named = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(item) = events.next().await {
+            if let StreamItem::Event(ClusterEvent::Job { task, .. }) = item {
+                if task == Some((a, 0)) {
+                    return true;
+                }
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(named, Ok(true), "no event named task {a}_0");
     cluster.xce_ok(&["signal", &format!("{a}_0"), "KILL"]);
     let t0 = wait_for("task 0 ends", Duration::from_secs(30), || async {
         task(0).await.filter(|t| t.state.is_final())

@@ -325,11 +325,16 @@ pub fn stream_item(format: Format, item: &xce_client::events::StreamItem) {
                 queue,
                 pend_reason,
                 reason,
+                task,
                 ..
             }),
         ) => writeln!(
             out,
-            "job     <{id}> {} queue={queue} host={} attempt={attempt}{}",
+            "job     <{}> {} queue={queue} host={} attempt={attempt}{}",
+            task.map_or_else(
+                || id.to_string(),
+                |(array, index)| format!("{array}_{index}")
+            ),
             state.name(),
             or_dash(host.as_deref()),
             pend_reason

@@ -71,6 +71,7 @@ pub fn all() -> Vec<(&'static str, String, Vec<u8>)> {
                 pend_code: None,
                 reason: None,
                 result: None,
+                task: Some((2, 7)),
             };
             wire::write_event(m.init_root::<w::event::Builder<'_>>(), &event)
         }),

@@ -774,6 +774,7 @@ mod tests {
             pend_code: None,
             reason: None,
             result: None,
+            task: None,
         }
     }
 

@@ -471,6 +471,11 @@ pub enum EventJson {
         pend_code: Option<String>,
         reason: Option<String>,
         result: Option<String>,
+        /// A task's array and index (`ID_IDX`); null for a job that is no task.
+        #[serde(default)]
+        array_job_id: Option<u64>,
+        #[serde(default)]
+        array_task_id: Option<u32>,
     },
     /// A host registered, or its state changed.
     Host {
@@ -511,6 +516,7 @@ impl From<&crate::events::StreamItem> for EventJson {
                 pend_code,
                 reason,
                 result,
+                task,
             }) => EventJson::Job {
                 index: *index,
                 id: *id,
@@ -523,6 +529,8 @@ impl From<&crate::events::StreamItem> for EventJson {
                 pend_code: pend_code.map(|c| c.name().to_string()),
                 reason: reason.clone(),
                 result: result.map(|r| r.name().to_string()),
+                array_job_id: task.map(|(array, _)| array),
+                array_task_id: task.map(|(_, index)| index),
             },
             StreamItem::Event(ClusterEvent::Host { index, name, state }) => EventJson::Host {
                 index: *index,

@@ -442,6 +442,7 @@ pub fn event() -> impl Strategy<Value = ClusterEvent> {
             any::<u64>(),
             any::<u64>(),
             prop::sample::select(JobState::ALL),
+            option::of((any::<u64>(), any::<u32>())),
         ),
         (opt_text(), any::<u32>(), text(), text()),
         (
@@ -453,7 +454,7 @@ pub fn event() -> impl Strategy<Value = ClusterEvent> {
     )
         .prop_map(
             |(
-                (index, id, state),
+                (index, id, state, task),
                 (host, attempt, queue, user),
                 (pend_reason, pend_code, reason, result),
             )| ClusterEvent::Job {
@@ -468,6 +469,7 @@ pub fn event() -> impl Strategy<Value = ClusterEvent> {
                 pend_code,
                 reason,
                 result,
+                task,
             },
         );
     let host = (any::<u64>(), text(), prop::sample::select(HostState::ALL))

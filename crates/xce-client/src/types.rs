@@ -747,6 +747,8 @@ pub enum ClusterEvent {
         pend_code: Option<PendCode>,
         reason: Option<String>,
         result: Option<JobResult>,
+        /// A task of an array: the array's id and the task's index (`ID_IDX`).
+        task: Option<(JobId, u32)>,
     },
     /// A host registered, or its state changed.
     Host {

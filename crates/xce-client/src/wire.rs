@@ -932,9 +932,15 @@ pub fn write_event(mut b: w::event::Builder<'_>, e: &ClusterEvent) {
             pend_code,
             reason,
             result,
+            task,
         } => {
             b.set_index(*index);
             let mut j = b.init_job();
+            if let Some((array, task)) = task {
+                j.set_has_task(true);
+                j.set_array_job_id(*array);
+                j.set_array_task_id(*task);
+            }
             j.set_id(*id);
             j.set_state((*state).into());
             j.set_host(host.as_deref().unwrap_or(""));
@@ -987,6 +993,9 @@ pub fn read_event(r: w::event::Reader<'_>) -> Result<ClusterEvent, Error> {
                 pend_code: opt_enum(j.get_pend_code()),
                 reason: opt_text(text(j.get_reason()?)?),
                 result: opt_enum(j.get_result()),
+                task: j
+                    .get_has_task()
+                    .then(|| (j.get_array_job_id(), j.get_array_task_id())),
             }
         }
         w::event::Host(h) => {

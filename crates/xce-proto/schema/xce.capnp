@@ -521,6 +521,10 @@ struct JobEvent {
   user @7 :Text;         # Whose job it is (what an event filter by user needs).
   pendCode @8 :PendCode;
   result @9 :JobResult;
+  # A task of an array (`hasTask`): the array's id and the task's index (`ID_IDX`).
+  hasTask @10 :Bool;
+  arrayJobId @11 :UInt64;
+  arrayTaskId @12 :UInt32;
 }
 
 # A host registered, or its state changed.

@@ -225,6 +225,8 @@ mod tests {
             pend_code: None,
             reason: None,
             result: None,
+            array_job_id: None,
+            array_task_id: None,
         }
     }
 

@@ -344,6 +344,7 @@ mod tests {
             pend_code: None,
             reason: None,
             result: None,
+            task: None,
         }
     }
 

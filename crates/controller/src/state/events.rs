@@ -20,6 +20,8 @@ pub enum Event {
         pend_code: Option<PendCode>,
         reason: Option<String>,
         result: Option<JobResult>,
+        /// A task of an array: the array's id and the task's index (`ID_IDX`).
+        task: Option<(JobId, u32)>,
     },
     /// A host registered, or its reported state changed.
     Host { name: String, state: HostState },

@@ -467,6 +467,7 @@ fn job_event(job: &Job) -> Event {
         pend_code: job.pend_code,
         reason: job.reason.clone(),
         result: job.result,
+        task: job.array_task.map(|t| (t.array_id, t.index)),
     }
 }
 

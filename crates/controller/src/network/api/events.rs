@@ -66,6 +66,7 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             pend_code,
             reason,
             result,
+            task,
         } => ClusterEvent::Job {
             index,
             id: *id,
@@ -78,6 +79,7 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             pend_code: *pend_code,
             reason: reason.clone(),
             result: *result,
+            task: *task,
         },
         Event::Host { name, state } => ClusterEvent::Host {
             index,
