@@ -82,14 +82,29 @@ impl State {
             if *kind == dependency::Kind::AfterCorr {
                 return invalid(
                     term,
-                    "aftercorr pairs the tasks of two arrays, and this job is no array".into(),
+                    "aftercorr (each task after the same task of another array) is not \
+                     supported yet"
+                        .into(),
                 );
             }
-            if !self.jobs.contains_key(&job.id) {
+            let Some(parent) = self.jobs.get(&job.id) else {
                 return invalid(term, format!("job {} does not exist", job.id));
-            }
-            if job.tasks.is_some() {
-                return invalid(term, format!("job {} is no array: it has no tasks", job.id));
+            };
+            match (&job.tasks, parent.array.is_some()) {
+                (Some(_), false) => {
+                    return invalid(term, format!("job {} is no array: it has no tasks", job.id))
+                }
+                (Some(_), true) => {
+                    return invalid(
+                        term,
+                        format!(
+                            "a dependency on some tasks of an array is not supported yet: \
+                             depend on the whole array ({})",
+                            job.id
+                        ),
+                    )
+                }
+                (None, _) => {}
             }
         }
         Ok(())
@@ -370,6 +385,18 @@ mod tests {
             &submit(&mut s, 13, after("afterok:2", false)),
             Status::Invalid,
             "job 2 does not exist",
+        );
+        let array = JobSpec {
+            array: Some("0-3".parse().unwrap()),
+            ..crate::state::testing::spec(&["true"])
+        };
+        let Outcome::Submitted(a) = submit(&mut s, 94, array) else {
+            panic!("the array was refused");
+        };
+        rejected_with(
+            &submit(&mut s, 95, after(&format!("afterok:{a}_2"), false)),
+            Status::Invalid,
+            &format!("depend on the whole array ({a})"),
         );
     }
 
