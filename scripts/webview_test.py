@@ -175,6 +175,25 @@ def main(xce):
         print(f"webview: held script job {held} shown with its script, released, done; "
               f"job {follower}, waiting for it, done after it")
 
+        # An array: one row, named with its tasks, each task started on a row of its own
+        # as ARRAY_INDEX.
+        array = submit(api, token, ["true"], name="webview-array", array="0-2%1", hold=True)
+        shown = wait(f"array {array} on the page", 30,
+                     lambda: (lambda t: t if t and "[array" in t else None)(cell(driver, array, "id")))
+        assert shown == f"{array} [array 0-2%1: 3 waiting]", shown
+        req = urllib.request.Request(
+            f"{api}/v1/jobs/{array}/release",
+            data=b"{}",
+            headers={"Content-Type": "application/json", "Authorization": "Bearer " + token},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 200, r.status
+        ids = "return [...document.querySelectorAll('#jobs td.id')].map((c) => c.textContent.trim());"
+        wait(f"task {array}_0 on a row of its own", 60,
+             lambda: f"{array}_0" in driver.execute_script(ids))
+        print(f"webview: array {array} shown as {shown!r}, released, task {array}_0 on its own row")
+
         for name in ("c1", "c2"):
             os.kill(pids[name], signal.SIGKILL)
         banner = wait(
