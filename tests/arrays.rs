@@ -382,3 +382,59 @@ async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
     id_of(&submit(&["--hold", "--wrap", "true"]));
     cluster.xce_ok(&["kill", &running.to_string()]);
 }
+
+/// The scale: 10,000 tasks, `%4`, on two workers with eight cpus between them: never
+/// more than four at once by the tasks' own clocks, and each task's `%A_%a` output written by
+/// one run (appended to, so a second run would show).
+#[tokio::test]
+async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
+    const TASKS: u32 = 10_000;
+    let cluster = cluster().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--array",
+        &format!("0-{}%4", TASKS - 1),
+        "--stdout",
+        "%A_%a.out",
+        "--open-mode",
+        "append",
+        "--wrap",
+        "echo start $(date +%s%N); echo end $(date +%s%N)",
+    ]);
+    let array = id_of(&out);
+    let client = cluster.client();
+    let done = wait_for("every task ended", Duration::from_secs(600), || async {
+        let job = client.call(xce_client::ops::GetJob { id: array }).await.ok()?;
+        job.state.is_final().then_some(job)
+    })
+    .await;
+    assert_eq!(done.result, Some(JobResult::Completed), "{done:?}");
+    // Each task's run, as (start, end) on its own clock; then the most at once, by a sweep.
+    let mut edges = Vec::with_capacity(2 * TASKS as usize);
+    for index in 0..TASKS {
+        let path = work.join(format!("{array}_{index}.out"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let ns: Vec<u64> = text
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(ns.len(), 2, "task {index} ran once: {text:?}");
+        edges.push((ns[0], 1i32));
+        edges.push((ns[1], -1i32));
+    }
+    // At one instant an end comes before a start: touching runs are not at once.
+    edges.sort_unstable();
+    let (mut now, mut most) = (0, 0);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    assert!(most <= 4, "{most} tasks ran at once, over the throttle of 4");
+}
