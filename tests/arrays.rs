@@ -411,7 +411,10 @@ async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
     let array = id_of(&out);
     let client = cluster.client();
     let done = wait_for("every task ended", Duration::from_secs(600), || async {
-        let job = client.call(xce_client::ops::GetJob { id: array }).await.ok()?;
+        let job = client
+            .call(xce_client::ops::GetJob { id: array })
+            .await
+            .ok()?;
         job.state.is_final().then_some(job)
     })
     .await;
@@ -436,5 +439,72 @@ async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
         now += step;
         most = most.max(now);
     }
-    assert!(most <= 4, "{most} tasks ran at once, over the throttle of 4");
+    assert!(
+        most <= 4,
+        "{most} tasks ran at once, over the throttle of 4"
+    );
+}
+
+/// The primary killed while an array drains: every task ran once (its `%A_%a` output,
+/// appended to, holds one run) and the array's counts are its tasks'.
+#[tokio::test]
+async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
+    const TASKS: u32 = 300;
+    let mut cluster = Cluster::builder()
+        .controllers(3)
+        .workers(2, &["--heartbeat-ms", "200", "--cpus", "4"])
+        .schedulers(1, &[])
+        .start();
+    let (primary, _) = cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    let out = cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--array",
+        &format!("0-{}%6", TASKS - 1),
+        "--stdout",
+        "%A_%a.out",
+        "--open-mode",
+        "append",
+        "--wrap",
+        "echo ran; sleep 0.05",
+    ]);
+    let array = id_of(&out);
+    // Kill the primary once a few dozen tasks have run, while most still wait.
+    let before = cluster
+        .wait_job(array, "some tasks ran", |j| {
+            j.array.as_ref().is_some_and(|p| p.completed >= 30)
+        })
+        .await;
+    assert!(before.array.unwrap().pending.len() > 100);
+    cluster.kill9(primary);
+    let client = cluster.client();
+    let done = wait_for("every task ended", Duration::from_secs(300), || async {
+        let job = client
+            .call(xce_client::ops::GetJob { id: array })
+            .await
+            .ok()?;
+        job.state.is_final().then_some(job)
+    })
+    .await;
+    assert_eq!(done.result, Some(JobResult::Completed), "{done:?}");
+    let p = done.array.unwrap();
+    assert_eq!(
+        (p.completed, p.failed, p.unrun),
+        (u64::from(TASKS), 0, 0),
+        "{p:?}"
+    );
+    for index in 0..TASKS {
+        let text = std::fs::read_to_string(work.join(format!("{array}_{index}.out"))).unwrap();
+        assert_eq!(text, "ran\n", "task {index} ran once");
+    }
 }
