@@ -36,12 +36,32 @@ fn id_of(out: &Output) -> u64 {
     json_of(out)["id"].as_u64().unwrap()
 }
 
-#[tokio::test]
-async fn an_array_runs_each_task_once_within_its_throttle() {
-    let cluster = cluster().await;
+/// A directory for the jobs' files, and its path as `--cwd` takes it.
+fn work_dir(cluster: &Cluster) -> (std::path::PathBuf, String) {
     let work = cluster.dir.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
     let cwd = work.to_string_lossy().into_owned();
+    (work, cwd)
+}
+
+/// Waits up to `secs` for job `id` to end (`Cluster::wait_job` allows 30 s).
+async fn ended_within(cluster: &Cluster, id: u64, secs: u64) -> xce_client::types::Job {
+    let client = cluster.client();
+    wait_for(
+        &format!("job {id} ended"),
+        Duration::from_secs(secs),
+        || async {
+            let job = client.call(xce_client::ops::GetJob { id }).await.ok()?;
+            job.state.is_final().then_some(job)
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn an_array_runs_each_task_once_within_its_throttle() {
+    let cluster = cluster().await;
+    let (work, cwd) = work_dir(&cluster);
     // Each task notes its start and end (wall clock, ns) and says who it is.
     let body = "echo start $(date +%s%N) >> times.$XCE_ARRAY_TASK_ID; sleep 0.1; \
                 echo \"$XCE_ARRAY_JOB_ID $XCE_ARRAY_TASK_ID $XCE_ARRAY_TASK_COUNT \
@@ -176,9 +196,7 @@ fn refused(out: &Output) -> String {
 #[tokio::test]
 async fn tasks_are_named_id_idx_in_every_command() {
     let cluster = cluster().await;
-    let work = cluster.dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = work.to_string_lossy().into_owned();
+    let (work, cwd) = work_dir(&cluster);
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -390,9 +408,7 @@ async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
 async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
     const TASKS: u32 = 10_000;
     let cluster = cluster().await;
-    let work = cluster.dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = work.to_string_lossy().into_owned();
+    let (work, cwd) = work_dir(&cluster);
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -409,15 +425,7 @@ async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
         "echo start $(date +%s%N); echo end $(date +%s%N)",
     ]);
     let array = id_of(&out);
-    let client = cluster.client();
-    let done = wait_for("every task ended", Duration::from_secs(600), || async {
-        let job = client
-            .call(xce_client::ops::GetJob { id: array })
-            .await
-            .ok()?;
-        job.state.is_final().then_some(job)
-    })
-    .await;
+    let done = ended_within(&cluster, array, 600).await;
     assert_eq!(done.result, Some(JobResult::Completed), "{done:?}");
     // Each task's run, as (start, end) on its own clock; then the most at once, by a sweep.
     let mut edges = Vec::with_capacity(2 * TASKS as usize);
@@ -460,9 +468,7 @@ async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;
     cluster.wait_active_scheduler().await;
-    let work = cluster.dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = work.to_string_lossy().into_owned();
+    let (work, cwd) = work_dir(&cluster);
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -487,15 +493,7 @@ async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
         .await;
     assert!(before.array.unwrap().pending.len() > 100);
     cluster.kill9(primary);
-    let client = cluster.client();
-    let done = wait_for("every task ended", Duration::from_secs(300), || async {
-        let job = client
-            .call(xce_client::ops::GetJob { id: array })
-            .await
-            .ok()?;
-        job.state.is_final().then_some(job)
-    })
-    .await;
+    let done = ended_within(&cluster, array, 300).await;
     assert_eq!(done.result, Some(JobResult::Completed), "{done:?}");
     let p = done.array.unwrap();
     assert_eq!(

@@ -219,6 +219,15 @@ impl Node {
         self.state.read().state.script(id)
     }
 
+    /// Whether job `id` is an array's own record, as applied here (what it is never changes).
+    pub fn applied_is_array(&self, id: JobId) -> bool {
+        self.state
+            .read()
+            .state
+            .job(id)
+            .is_some_and(|j| j.array.is_some())
+    }
+
     /// How many jobs `user` has submitted and not yet ended, as applied here.
     pub fn applied_submits(&self, user: &str) -> u64 {
         self.state.read().state.submits_of(user)

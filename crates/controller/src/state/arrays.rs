@@ -70,6 +70,18 @@ pub(super) fn settle(job: &mut Job, at_ms: Option<u64>) {
     }
 }
 
+/// Why array `array` may place no more tasks now: it runs as many as its throttle allows.
+fn throttle_reached(array: &Job) -> Option<String> {
+    let throttle = array.spec.array.as_ref()?.throttle?;
+    let running = array.array.as_ref()?.running;
+    (running >= u64::from(throttle)).then(|| {
+        format!(
+            "array {} runs {throttle} tasks, its throttle (%{throttle})",
+            array.id
+        )
+    })
+}
+
 impl State {
     /// Splits the next task off array `id` into a job of its own (pending; the caller places
     /// it at once), or says why none may go now.
@@ -78,18 +90,14 @@ impl State {
         let Some(array) = self.jobs.get(&id) else {
             return Err(super::jobs::no_such_job(id));
         };
-        let (Some(spec), Some(progress)) = (&array.spec.array, &array.array) else {
+        let (Some(_), Some(progress)) = (&array.spec.array, &array.array) else {
             return conflict(format!("job {id} is no array"));
         };
         let Some(index) = progress.pending.first() else {
             return conflict(format!("array {id} has no task left to start"));
         };
-        if let Some(throttle) = spec.throttle {
-            if progress.running >= u64::from(throttle) {
-                return conflict(format!(
-                    "array {id} runs {throttle} tasks, its throttle (%{throttle})"
-                ));
-            }
+        if let Some(why) = throttle_reached(array) {
+            return conflict(why);
         }
         self.split_off(at_ms, id, index)
     }
@@ -169,12 +177,7 @@ impl State {
         if self.active_version < 10 {
             return None;
         }
-        let array_id = job.array_task?.array_id;
-        let array = self.jobs.get(&array_id)?;
-        let throttle = array.spec.array.as_ref()?.throttle?;
-        let running = array.array.as_ref()?.running;
-        (running >= u64::from(throttle))
-            .then(|| format!("array {array_id} runs {throttle} tasks, its throttle (%{throttle})"))
+        throttle_reached(self.jobs.get(&job.array_task?.array_id)?)
     }
 
     /// Moves a task of array `array_id` from one class to another on its array's counts

@@ -219,7 +219,7 @@ pub(super) async fn control(
     let actor = this.session.borrow().user.clone();
     // A kill of a whole array is the array's own (every cluster version takes it); the
     // rest reach its tasks as an action on them (version 10 on).
-    let header = match action != xce_client::types::JobAction::Kill && is_array(this, id).await {
+    let header = match action != xce_client::types::JobAction::Kill && is_array(this, id) {
         true => {
             let op = TaskOp::Control { action };
             this.write_for_header(tasks_cmd(token, id, None, by, actor, op))
@@ -276,7 +276,7 @@ pub(super) async fn update(
     };
     let header = match checked {
         // A whole array's change reaches its waiting tasks and every task of its own.
-        Ok(()) if is_array(this, id).await => {
+        Ok(()) if is_array(this, id) => {
             let actor = this.session.borrow().user.clone();
             let op = TaskOp::Update {
                 changes,
@@ -346,7 +346,7 @@ pub(super) async fn signal(
     let (signal, leader_only) = (p.get_signal(), p.get_leader_only());
     let by = this.own_jobs_only();
     // The push to the worker follows from the applied entry, once.
-    let header = match is_array(this, id).await {
+    let header = match is_array(this, id) {
         // A whole array's signal reaches each of its running tasks.
         true => {
             let actor = this.session.borrow().user.clone();
@@ -414,17 +414,13 @@ pub(super) async fn script(
     Ok(())
 }
 
-/// Whether job `id` is an array's own record, as the state applied here holds it (an id's
-/// being an array never changes; a job not applied here yet is taken for a plain one, whose
-/// command the apply then judges). A cluster below version 10 cannot store an action on an
-/// array's tasks: its arrays are then judged as they always were.
-async fn is_array(this: &ControllerService, id: xce_client::types::JobId) -> bool {
-    this.node.active_version() >= 10
-        && this
-            .node
-            .read(|s| s.job(id).is_some_and(|j| j.array.is_some()))
-            .await
-            .unwrap_or(false)
+/// Whether job `id` is an array's own record, as the state applied here holds it, without a
+/// linearizability round: an id's being an array never changes, and a job not applied here
+/// yet is taken for a plain one, whose command the apply then judges. A cluster below version
+/// 10 cannot store an action on an array's tasks: its arrays are then judged as they always
+/// were.
+fn is_array(this: &ControllerService, id: xce_client::types::JobId) -> bool {
+    this.node.active_version() >= 10 && this.node.applied_is_array(id)
 }
 
 fn tasks_cmd(

@@ -10,6 +10,17 @@
 //! active version is older, written) through `migrate`, which chains one step per format. Which format a batch
 //! or snapshot was written in travels with its bytes (`crate::store::format`).
 
+/// Converts the variants that two adjacent formats hold alike, field for field (`step7`
+/// to `step9`); the arms after the list handle the rest.
+macro_rules! same_variants {
+    ($value:expr, $from:ident => $to:ident { $($variant:ident { $($field:ident),* }),+ $(,)? } $($arm:tt)*) => {
+        match $value {
+            $($from::$variant { $($field),* } => $to::$variant { $($field),* },)+
+            $($arm)*
+        }
+    };
+}
+
 pub mod migrate;
 mod mirror;
 mod step6;

@@ -278,17 +278,6 @@ pub fn downgrade_backup_part(p: BackupPart) -> Result<v7::BackupPart, NotInForma
     })
 }
 
-/// Converts the variants that formats 7 and 8 hold alike, field for field; the arms after
-/// the list handle the rest.
-macro_rules! same_variants {
-    ($value:expr, $from:ident => $to:ident { $($variant:ident { $($field:ident),* }),+ $(,)? } $($arm:tt)*) => {
-        match $value {
-            $($from::$variant { $($field),* } => $to::$variant { $($field),* },)+
-            $($arm)*
-        }
-    };
-}
-
 /// A format-7 command as a format-8 one.
 pub fn upgrade_command(c: v7::CommandRecord) -> CommandRecord {
     use v7::CommandRecord as Old;

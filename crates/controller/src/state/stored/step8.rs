@@ -303,17 +303,6 @@ pub fn downgrade_backup_part(p: BackupPart) -> Result<v8::BackupPart, NotInForma
     })
 }
 
-/// Converts the variants that formats 8 and 9 hold alike, field for field; the arms after
-/// the list handle the rest.
-macro_rules! same_variants {
-    ($value:expr, $from:ident => $to:ident { $($variant:ident { $($field:ident),* }),+ $(,)? } $($arm:tt)*) => {
-        match $value {
-            $($from::$variant { $($field),* } => $to::$variant { $($field),* },)+
-            $($arm)*
-        }
-    };
-}
-
 /// A format-8 command as a format-9 one.
 pub fn upgrade_command(c: v8::CommandRecord) -> CommandRecord {
     use v8::CommandRecord as Old;

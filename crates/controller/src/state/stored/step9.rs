@@ -11,17 +11,6 @@ use super::step6::NotInFormat;
 use super::v9;
 use super::CommandRecord;
 
-/// Converts the variants that formats 9 and 10 hold alike, field for field; the arms after
-/// the list handle the rest.
-macro_rules! same_variants {
-    ($value:expr, $from:ident => $to:ident { $($variant:ident { $($field:ident),* }),+ $(,)? } $($arm:tt)*) => {
-        match $value {
-            $($from::$variant { $($field),* } => $to::$variant { $($field),* },)+
-            $($arm)*
-        }
-    };
-}
-
 /// Lists every variant both formats hold, for [`same_variants!`].
 macro_rules! both_ways {
     ($value:expr, $from:ident => $to:ident $($arm:tt)*) => {
