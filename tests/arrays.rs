@@ -506,3 +506,85 @@ async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
         assert_eq!(text, "ran\n", "task {index} ran once");
     }
 }
+
+/// The nanosecond stamps a job wrote to `file` (one per line: `WORD NS`), none if absent.
+fn stamps(file: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn aftercorr_pairs_tasks_and_a_dependency_names_one_task() {
+    let cluster = cluster().await;
+    let (work, cwd) = work_dir(&cluster);
+    // Array A: task 0 takes 3 s, the rest end at once; task 3 fails.
+    let a = id_of(&cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--array",
+        "0-5",
+        "--wrap",
+        "if [ $XCE_ARRAY_TASK_ID = 0 ]; then sleep 3; fi; echo end $(date +%s%N) > a.$XCE_ARRAY_TASK_ID; \
+         [ $XCE_ARRAY_TASK_ID != 3 ]",
+    ]));
+    // Array B: task i after task i of A completed; C after A_1 alone.
+    let b = id_of(&cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--array",
+        "0-5",
+        "--dependency",
+        &format!("aftercorr:{a}"),
+        "--kill-on-invalid-dep",
+        "yes",
+        "--wrap",
+        "echo start $(date +%s%N) > b.$XCE_ARRAY_TASK_ID",
+    ]));
+    let c = id_of(&cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--cwd",
+        &cwd,
+        "--dependency",
+        &format!("afterok:{a}_1"),
+        "--wrap",
+        "echo start $(date +%s%N) > c",
+    ]));
+    let b_done = ended_within(&cluster, b, 60).await;
+    let c_done = ended_within(&cluster, c, 60).await;
+    assert_eq!(c_done.result, Some(JobResult::Completed), "{c_done:?}");
+    // B ends cancelled: its task 3 could never start (its pair failed).
+    assert_eq!(b_done.result, Some(JobResult::Cancelled), "{b_done:?}");
+    let never = json_of(&cluster.xce_ok(&["-o", "json", "job", &format!("{b}_3")]));
+    assert_eq!(
+        never["reason"],
+        format!("never satisfied: job {a}_3 ended failed"),
+        "{never}"
+    );
+    assert!(stamps(&work.join("b.3")).is_empty(), "B_3 ran");
+    let a_end = |i: usize| stamps(&work.join(format!("a.{i}")))[0];
+    for i in [0, 1, 2, 4, 5] {
+        let started = stamps(&work.join(format!("b.{i}")));
+        assert_eq!(started.len(), 1, "B_{i} ran once");
+        assert!(started[0] >= a_end(i), "B_{i} started before A_{i} ended");
+    }
+    // Paired, not after the whole array: B_1 started while A_0 still ran.
+    assert!(
+        stamps(&work.join("b.1"))[0] < a_end(0),
+        "B_1 waited for A_0"
+    );
+    assert!(stamps(&work.join("c"))[0] >= a_end(1));
+    // `xce job` judges each condition from the task it names.
+    let shown = String::from_utf8(cluster.xce_ok(&["job", &c.to_string()]).stdout).unwrap();
+    assert!(shown.contains(&format!("afterok:{a}_1: met")), "{shown}");
+}

@@ -942,61 +942,146 @@ fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
     });
 }
 
-/// Prints each condition of a job's dependency and where it stands, from the jobs it names
-/// as they are now (`xce_client::dependency`, as the controller judges them).
+/// Most tasks of one condition read one by one for `xce job`; a condition naming more is
+/// shown as the controller judged the whole dependency.
+const TASKS_SHOWN: u64 = 100;
+
+/// Prints each condition of a job's dependency and where it stands, from the jobs (and
+/// tasks) it names as they are now (`xce_client::dependency`, as the controller judges them).
 async fn conditions(
     c: &xce_client::Client,
     job: &xce_client::types::Job,
     expr: &xce_client::dependency::Expr,
 ) {
-    use xce_client::dependency::{term_verdict, Parents, Progress, Term, Verdict};
-    struct Fetched(std::collections::HashMap<u64, xce_client::types::Job>);
+    use xce_client::array::JobRef;
+    use xce_client::dependency::{term_verdict, Kind, Parents, Progress, Term, Verdict};
+    use xce_client::types::{DependencyState, Job};
+    /// The jobs and tasks read, by (id, index): index `None` for a job itself.
+    struct Fetched(
+        std::collections::HashMap<(u64, Option<u32>), Job>,
+        Option<u32>,
+    );
     impl Parents for Fetched {
-        fn progress(&self, of: &xce_client::array::JobRef) -> Option<Progress> {
-            self.0.get(&of.id).map(Progress::of_job)
+        fn progress(&self, of: &JobRef) -> Option<Progress> {
+            let Some(named) = &of.tasks else {
+                return self.0.get(&(of.id, None)).map(Progress::of_job);
+            };
+            let mut p = Progress::default();
+            for i in named.iter() {
+                let record = self.0.get(&(of.id, Some(i)))?;
+                let one = match &record.array {
+                    // The array's own record: the task waits in it, or was killed there.
+                    Some(a) if a.pending.contains(i) => Progress {
+                        not_started: 1,
+                        ..Progress::default()
+                    },
+                    Some(_) => Progress {
+                        unrun: 1,
+                        first_unrun: Some(xce_client::dependency::Ended {
+                            who: String::new(),
+                            result: xce_client::types::JobResult::Cancelled,
+                        }),
+                        ..Progress::default()
+                    },
+                    None => Progress::of_job(record),
+                };
+                p.not_started += one.not_started;
+                p.running += one.running;
+                p.completed += one.completed;
+                p.failed += one.failed;
+                p.unrun += one.unrun;
+                let named = |e: Option<xce_client::dependency::Ended>| {
+                    e.map(|e| xce_client::dependency::Ended {
+                        who: format!("{}_{i}", of.id),
+                        result: e.result,
+                    })
+                };
+                p.first_completed = p.first_completed.or(named(one.first_completed));
+                p.first_failed = p.first_failed.or(named(one.first_failed));
+                p.first_unrun = p.first_unrun.or(named(one.first_unrun));
+            }
+            Some(p)
         }
         // The controller judges `singleton` from what is placed: shown as it said.
         fn singleton_busy(&self) -> bool {
             false
         }
         fn own_task(&self) -> Option<u32> {
-            None
+            self.1
         }
     }
-    let mut parents = std::collections::HashMap::new();
+    let own_task = job.array_task.map(|t| t.index);
+    let mut read = std::collections::HashMap::new();
     // A parent that could not be read for another reason than being gone is said so.
     let mut unread = std::collections::HashMap::new();
-    for id in expr.job_ids() {
-        match c.call(GetJob { id }).await {
-            Ok(parent) => {
-                parents.insert(id, parent);
-            }
-            Err(xce_client::ClientError::Status {
-                status: xce_client::Status::NoEnt,
-                ..
-            }) => {}
-            Err(e) => {
-                unread.insert(id, e.to_string());
+    for term in expr.terms() {
+        let Term::On(kind, of) = term else { continue };
+        let indices: Vec<Option<u32>> = match (kind, &of.tasks) {
+            (Kind::AfterCorr, _) => own_task.map(Some).into_iter().collect(),
+            (_, Some(named)) if named.len() <= TASKS_SHOWN => named.iter().map(Some).collect(),
+            (_, Some(_)) => Vec::new(),
+            (_, None) => vec![None],
+        };
+        for index in indices {
+            let got = match index {
+                Some(index) => {
+                    c.call(GetTask {
+                        array: of.id,
+                        index,
+                    })
+                    .await
+                }
+                None => c.call(GetJob { id: of.id }).await,
+            };
+            match got {
+                Ok(parent) => {
+                    read.insert((of.id, index), parent);
+                }
+                Err(xce_client::ClientError::Status {
+                    status: xce_client::Status::NoEnt,
+                    ..
+                }) => {}
+                Err(e) => {
+                    unread.insert(of.id, e.to_string());
+                }
             }
         }
     }
-    let fetched = Fetched(parents);
+    let fetched = Fetched(read, own_task);
+    // What the controller said of the whole dependency, for what is not read here.
+    let as_judged = || match job.dependency_state {
+        Some(DependencyState::Waiting) => Verdict::Waiting,
+        Some(DependencyState::Never) => Verdict::Never(
+            job.pend_reason
+                .clone()
+                .unwrap_or_else(|| "never satisfied".into()),
+        ),
+        _ => Verdict::Met,
+    };
     for term in expr.terms() {
         let (text, verdict) = match term {
-            Term::Singleton => (
-                "singleton".to_string(),
-                match job.dependency_state {
-                    Some(xce_client::types::DependencyState::Waiting) => Verdict::Waiting,
-                    _ => Verdict::Met,
-                },
-            ),
+            Term::Singleton => ("singleton".to_string(), as_judged()),
             Term::On(kind, of) => {
                 let text = format!("{}:{of}", kind.name());
                 if let Some(e) = unread.get(&of.id) {
                     println!("{:<12} {text}: unknown ({e})", "condition");
                     continue;
                 }
-                (text, term_verdict(term, &fetched))
+                let judged_here = match (kind, &of.tasks) {
+                    (Kind::AfterCorr, _) => own_task.is_some(),
+                    (_, Some(named)) => named.len() <= TASKS_SHOWN,
+                    (_, None) => true,
+                };
+                if !judged_here {
+                    // An array judged task by task, or more tasks than are read here.
+                    let text = match kind {
+                        Kind::AfterCorr => format!("{text} (each task after its pair)"),
+                        _ => text,
+                    };
+                    (text, as_judged())
+                } else {
+                    (text, term_verdict(term, &fetched))
+                }
             }
         };
         let shown = match verdict {

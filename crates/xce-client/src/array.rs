@@ -164,6 +164,26 @@ impl TaskSet {
         self.span_of(i).is_some_and(|r| r.contains(i))
     }
 
+    /// The run that holds `i`, when it is in it: a scan over an array's tasks skips the rest
+    /// of a run at once.
+    pub fn run_holding(&self, i: u32) -> Option<Run> {
+        self.span_of(i).filter(|r| r.contains(i))
+    }
+
+    /// Its lowest index from `i` on.
+    pub fn first_from(&self, i: u32) -> Option<u32> {
+        if let Some(run) = self.span_of(i) {
+            let next = run.start + (i - run.start).div_ceil(run.step) * run.step;
+            if next <= run.end {
+                return Some(next);
+            }
+        }
+        self.runs
+            .range(i.checked_add(1)?..)
+            .next()
+            .map(|(start, _)| *start)
+    }
+
     fn put(&mut self, run: Run) {
         self.len += run.len();
         self.runs.insert(run.start, run);
@@ -774,6 +794,14 @@ mod tests {
                 prop_assert_eq!(s.len(), model.len() as u64);
                 prop_assert_eq!(s.first(), model.first().copied());
                 prop_assert_eq!(s.last(), model.last().copied());
+                for probe in [0u32, 3, 17, 60, 99, 150, 260] {
+                    prop_assert_eq!(s.first_from(probe), model.range(probe..).next().copied());
+                    let held = s.run_holding(probe);
+                    prop_assert_eq!(held.is_some(), model.contains(&probe));
+                    if let Some(run) = held {
+                        prop_assert!(run.iter().all(|i| model.contains(&i)), "{:?}", run);
+                    }
+                }
                 let runs: Vec<Run> = s.runs().collect();
                 for pair in runs.windows(2) {
                     prop_assert!(pair[0].end < pair[1].start, "{:?}", runs);

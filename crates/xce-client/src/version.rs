@@ -19,6 +19,9 @@ pub const BATCH_JOBS: u32 = 8;
 /// The first cluster version with job dependencies (`--dependency`, `--kill-on-invalid-dep`)
 /// and job arrays (`--array`).
 pub const DEPENDENCIES: u32 = 9;
+/// The first cluster version that judges a dependency on some tasks of an array
+/// (`afterok:12_3`) and `aftercorr` (each task after the same task of another array).
+pub const TASK_DEPENDENCIES: u32 = 11;
 
 /// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up
 /// to the script limit, with which it shares the budget) and older ones refuse.
@@ -27,6 +30,12 @@ pub const BIG_ENV: &str = "env over 64 KiB";
 /// The cluster version `spec` needs, and the field that needs it (the newest version's
 /// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
+    if spec.dependency.as_ref().is_some_and(names_tasks) {
+        return Some((
+            TASK_DEPENDENCIES,
+            "a dependency on tasks (ID_IDX, aftercorr)",
+        ));
+    }
     let dependencies = [
         ("array", spec.array.is_some()),
         ("dependency", spec.dependency.is_some()),
@@ -59,6 +68,15 @@ pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
     } else {
         None
     }
+}
+
+/// Whether a dependency names some tasks of an array, or pairs tasks (`aftercorr`).
+fn names_tasks(expr: &crate::dependency::Expr) -> bool {
+    use crate::dependency::{Kind, Term};
+    expr.terms().iter().any(|t| match t {
+        Term::On(kind, job) => *kind == Kind::AfterCorr || job.tasks.is_some(),
+        Term::Singleton => false,
+    })
 }
 
 /// Refuses (`invalid`, naming the members on older builds) a spec that needs a newer cluster
@@ -117,5 +135,9 @@ mod tests {
         assert_eq!(needed_by(&spec), Some((9, "kill_on_invalid_dep")));
         spec.dependency = Some("afterok:1".parse().unwrap());
         assert_eq!(needed_by(&spec), Some((9, "dependency")));
+        for tasks in ["afterok:1_3", "afterany:1?aftercorr:2"] {
+            spec.dependency = Some(tasks.parse().unwrap());
+            assert_eq!(needed_by(&spec).map(|n| n.0), Some(11), "{tasks}");
+        }
     }
 }

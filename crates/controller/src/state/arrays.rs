@@ -93,13 +93,21 @@ impl State {
         let (Some(_), Some(progress)) = (&array.spec.array, &array.array) else {
             return conflict(format!("job {id} is no array"));
         };
-        let Some(index) = progress.pending.first() else {
+        if progress.pending.is_empty() {
             return conflict(format!("array {id} has no task left to start"));
-        };
+        }
         if let Some(why) = throttle_reached(array) {
             return conflict(why);
         }
-        self.split_off(at_ms, id, index)
+        let Some(index) = self.next_task(array) else {
+            return conflict(format!(
+                "array {id}: no task of it may start yet (its tasks wait for the tasks they \
+                 follow)"
+            ));
+        };
+        let task = self.split_off(at_ms, id, index)?;
+        self.judge_paired(id, at_ms);
+        Ok(task)
     }
 
     /// Splits task `index`, waiting in array `id`, off into a pending job of its own: to be

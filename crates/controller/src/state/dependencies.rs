@@ -10,9 +10,9 @@
 //! (`dependency`'s property tests), except a `singleton` term's, which waits again while
 //! another job of its name and user is placed.
 
-use xce_client::array::JobRef;
-use xce_client::dependency::{self, Expr, Parents, Progress, Term, Verdict};
-use xce_client::types::{DependencyState, Job, JobId, JobSpec, JobState, PendCode};
+use xce_client::array::{JobRef, TaskSet};
+use xce_client::dependency::{self, Ended, Expr, Parents, Progress, Term, Verdict};
+use xce_client::types::{DependencyState, Job, JobId, JobResult, JobSpec, JobState, PendCode};
 use xce_proto::Status;
 
 use super::{Outcome, State};
@@ -22,28 +22,43 @@ fn waiting_reason(expr: &Expr) -> String {
     format!("waiting for its dependency {expr}")
 }
 
-/// The state as one job's dependency sees it.
+/// The state as one job's dependency sees it; `task` is the index an `aftercorr` term pairs
+/// (a task's own, or one waiting in the array being judged task by task).
 struct Lookup<'a> {
     state: &'a State,
     job: &'a Job,
+    task: Option<u32>,
+}
+
+impl<'a> Lookup<'a> {
+    fn of(state: &'a State, job: &'a Job) -> Lookup<'a> {
+        Lookup {
+            state,
+            job,
+            task: job.array_task.map(|t| t.index),
+        }
+    }
 }
 
 impl Parents for Lookup<'_> {
     fn progress(&self, of: &JobRef) -> Option<Progress> {
-        // Arrays are not in the state yet: a name of tasks names none (refused at submit).
         let parent = self.state.jobs.get(&of.id)?;
-        // An array: every one of its tasks.
-        if let Some(p) = &parent.array {
-            return Some(Progress {
+        match (&of.tasks, &parent.array) {
+            // Some tasks of an array: each where it stands.
+            (Some(named), Some(_)) => Some(self.state.tasks_progress(parent, named)),
+            // Tasks of a job that is no array (refused at submit).
+            (Some(_), None) => None,
+            // A whole array: every one of its tasks, from its counts.
+            (None, Some(p)) => Some(Progress {
                 not_started: p.not_started(),
                 running: p.running,
                 completed: p.completed,
                 failed: p.failed,
                 unrun: p.unrun,
                 ..Progress::default()
-            });
+            }),
+            (None, None) => Some(Progress::of_job(parent)),
         }
-        Some(Progress::of_job(parent))
     }
 
     fn singleton_busy(&self) -> bool {
@@ -54,14 +69,33 @@ impl Parents for Lookup<'_> {
     }
 
     fn own_task(&self) -> Option<u32> {
-        None
+        self.task
     }
+}
+
+/// Whether a dependency pairs tasks (`aftercorr`): its array is judged task by task.
+fn pairs_tasks(expr: &Expr) -> bool {
+    expr.terms()
+        .iter()
+        .any(|t| matches!(t, Term::On(dependency::Kind::AfterCorr, _)))
+}
+
+/// Where an array judged task by task stands: its first task that may start, and the tasks
+/// (in index order) whose condition can never be met, with why.
+#[derive(Default)]
+struct PairedTasks {
+    ready: Option<u32>,
+    waiting: bool,
+    never: Vec<(u32, String)>,
 }
 
 impl State {
     /// Refuses a dependency that names what does not exist: a job never submitted (which
     /// also makes a cycle impossible: a job may only wait for older ones), tasks of a job
-    /// that is no array, or `aftercorr` from a job that is no array.
+    /// that is no array or that its array does not have, and `aftercorr` but between two
+    /// arrays whose every task of this one has a task of that one to follow. Tasks named and
+    /// `aftercorr` are judged from version 11 on; before, refused by name (as every member of
+    /// such a cluster does alike).
     pub(super) fn check_dependency(&self, spec: &JobSpec) -> Result<(), Outcome> {
         let Some(expr) = &spec.dependency else {
             return Ok(());
@@ -77,47 +111,101 @@ impl State {
                 format!("dependency {term}: {why}"),
             ))
         };
-        for term in expr.terms() {
-            let Term::On(kind, job) = term else { continue };
-            if *kind == dependency::Kind::AfterCorr {
+        let tasks_judged = self.active_version >= 11;
+        if pairs_tasks(expr) && matches!(expr, Expr::Any(_)) {
+            let term = expr
+                .terms()
+                .into_iter()
+                .find(|t| matches!(t, Term::On(dependency::Kind::AfterCorr, _)));
+            if let Some(term) = term {
                 return invalid(
                     term,
-                    "aftercorr (each task after the same task of another array) is not \
-                     supported yet"
-                        .into(),
+                    "aftercorr cannot be one of several choices (?): join it with , (all)".into(),
                 );
             }
+        }
+        for term in expr.terms() {
+            let Term::On(kind, job) = term else { continue };
             let Some(parent) = self.jobs.get(&job.id) else {
                 return invalid(term, format!("job {} does not exist", job.id));
             };
-            match (&job.tasks, parent.array.is_some()) {
-                (Some(_), false) => {
-                    return invalid(term, format!("job {} is no array: it has no tasks", job.id))
+            let parent_tasks = parent.spec.array.as_ref().map(|a| &a.tasks);
+            if *kind == dependency::Kind::AfterCorr {
+                if !tasks_judged {
+                    return invalid(
+                        term,
+                        "aftercorr (each task after the same task of another array) needs \
+                         cluster version 11"
+                            .into(),
+                    );
                 }
-                (Some(_), true) => {
+                let Some(parent_tasks) = parent_tasks else {
+                    return invalid(term, format!("job {} is no array: it has no tasks", job.id));
+                };
+                let Some(own) = spec.array.as_ref() else {
+                    return invalid(
+                        term,
+                        "aftercorr pairs the tasks of two arrays, and this job is no array \
+                         (give --array)"
+                            .into(),
+                    );
+                };
+                if let Some(i) = super::tasks::first_missing(&own.tasks, parent_tasks) {
                     return invalid(
                         term,
                         format!(
-                            "a dependency on some tasks of an array is not supported yet: \
-                             depend on the whole array ({})",
+                            "task {i} of this array has no task {}_{i} to follow",
                             job.id
                         ),
-                    )
+                    );
                 }
-                (None, _) => {}
+                continue;
+            }
+            let Some(named) = &job.tasks else { continue };
+            let Some(parent_tasks) = parent_tasks else {
+                return invalid(term, format!("job {} is no array: it has no tasks", job.id));
+            };
+            if !tasks_judged {
+                return invalid(
+                    term,
+                    format!(
+                        "a dependency on some tasks of an array needs cluster version 11: \
+                         depend on the whole array ({})",
+                        job.id
+                    ),
+                );
+            }
+            if let Some(i) = super::tasks::first_missing(named, parent_tasks) {
+                return invalid(term, format!("array {} has no task {i}", job.id));
             }
         }
         Ok(())
     }
 
     /// A new job's first verdict, set before it is inserted: a job whose dependency is met
-    /// already is placed like any other.
+    /// already is placed like any other. An array that pairs its tasks waits until
+    /// [`State::judge_paired`] has looked at them.
     pub(super) fn judge_new(&self, job: &mut Job, at_ms: u64) {
         let Some(expr) = job.spec.dependency.clone() else {
             return;
         };
-        let verdict = dependency::verdict(&expr, &Lookup { state: self, job });
+        let verdict = match dependency::verdict(&expr, &Lookup::of(self, job)) {
+            Verdict::Met if job.array.is_some() && pairs_tasks(&expr) => Verdict::Waiting,
+            verdict => verdict,
+        };
         apply_verdict(job, &expr, verdict, at_ms);
+    }
+
+    /// Judges an array that pairs its tasks (`aftercorr`) again: once it is in the state (the
+    /// tasks it follows may have ended long ago), and after each of its tasks was split off
+    /// (the next may not be ready).
+    pub(super) fn judge_paired(&mut self, id: JobId, at_ms: u64) {
+        let paired = self.jobs.get(&id).is_some_and(|j| {
+            j.array.is_some() && j.spec.dependency.as_ref().is_some_and(pairs_tasks)
+        });
+        if paired {
+            self.judge(id, at_ms);
+        }
     }
 
     /// Judges again the jobs that wait for a job that moved in this apply, until nothing more
@@ -137,6 +225,8 @@ impl State {
     }
 
     /// Judges one pending job's dependency again, changing it only when its verdict changed.
+    /// An array that pairs its tasks is judged task by task once the rest of its dependency
+    /// is met: satisfied while one of its tasks may start.
     pub(super) fn judge(&mut self, id: JobId, at_ms: u64) {
         let Some(job) = self.jobs.get(&id) else {
             return;
@@ -147,12 +237,166 @@ impl State {
         if job.state != JobState::Pending || job.dependency_state == Some(DependencyState::Never) {
             return;
         }
-        let verdict = dependency::verdict(&expr, &Lookup { state: self, job });
+        let mut verdict = dependency::verdict(&expr, &Lookup::of(self, job));
+        let paired = job.array.is_some() && pairs_tasks(&expr);
+        if paired && verdict == Verdict::Met {
+            verdict = self.judge_tasks(id, at_ms);
+            if !self
+                .jobs
+                .get(&id)
+                .is_some_and(|j| j.state == JobState::Pending)
+            {
+                // Its last waiting tasks were set apart: nothing waits in it to judge.
+                return;
+            }
+        }
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
         let now = state_of(&verdict);
         if job.dependency_state == Some(now) {
             return;
         }
-        self.update_job(id, |job| apply_verdict(job, &expr, verdict, at_ms));
+        self.update_job(id, |job| match verdict {
+            // Its tasks end one by one, never the array at once.
+            Verdict::Never(why) if paired => {
+                job.dependency_state = Some(DependencyState::Never);
+                job.pend_code = Some(PendCode::Dependency);
+                job.pend_reason = Some(dependency::never_reason(&why));
+            }
+            verdict => apply_verdict(job, &expr, verdict, at_ms),
+        });
+    }
+
+    /// The verdict of an array that pairs its tasks, from its waiting tasks: met when one may
+    /// start. A task whose condition can never be met is split off into a job of its own
+    /// (cancelled with `--kill-on-invalid-dep`, else pending with the reason, as Slurm keeps
+    /// such a task), so no later judgement looks at it again.
+    fn judge_tasks(&mut self, id: JobId, at_ms: u64) -> Verdict {
+        let Some(array) = self.jobs.get(&id) else {
+            return Verdict::Waiting;
+        };
+        let kill = array.spec.kill_on_invalid_dep == Some(true);
+        let paired = self.paired_tasks(array);
+        let first_never = paired.never.first().map(|(_, why)| why.clone());
+        for (index, why) in paired.never {
+            let Ok(task) = self.split_off(at_ms, id, index) else {
+                continue;
+            };
+            let reason = dependency::never_reason(&why);
+            self.update_job(task, |t| {
+                t.dependency_state = Some(DependencyState::Never);
+                if kill {
+                    super::jobs::end_cancelled(t, at_ms, &reason);
+                } else {
+                    t.pend_code = Some(PendCode::Dependency);
+                    t.pend_reason = Some(reason);
+                }
+            });
+        }
+        match (paired.ready, paired.waiting, first_never) {
+            (Some(_), _, _) => Verdict::Met,
+            (None, true, _) => Verdict::Waiting,
+            (None, false, Some(why)) => Verdict::Never(why),
+            (None, false, None) => Verdict::Met,
+        }
+    }
+
+    /// The tasks waiting in `array` (which pairs its tasks) in index order, up to the first
+    /// that may start: a run of tasks whose pair in the first array followed still waits in
+    /// that array is passed over at once, so a look costs about the tasks that array has
+    /// started, not the tasks this one holds.
+    fn paired_tasks(&self, array: &Job) -> PairedTasks {
+        let mut out = PairedTasks::default();
+        let (Some(expr), Some(progress)) = (&array.spec.dependency, &array.array) else {
+            return out;
+        };
+        let followed = expr.terms().into_iter().find_map(|t| match t {
+            Term::On(dependency::Kind::AfterCorr, of) => self.jobs.get(&of.id),
+            _ => None,
+        });
+        let followed_waiting = followed.and_then(|f| f.array.as_ref()).map(|a| &a.pending);
+        let mut next = progress.pending.first();
+        while let Some(index) = next {
+            let after = match followed_waiting.and_then(|w| w.run_holding(index)) {
+                Some(run) => {
+                    out.waiting = true;
+                    if run.step == 1 {
+                        run.end
+                    } else {
+                        index
+                    }
+                }
+                None => {
+                    let lookup = Lookup {
+                        state: self,
+                        job: array,
+                        task: Some(index),
+                    };
+                    match dependency::verdict(expr, &lookup) {
+                        Verdict::Met => {
+                            out.ready = Some(index);
+                            return out;
+                        }
+                        Verdict::Waiting => out.waiting = true,
+                        Verdict::Never(why) => out.never.push((index, why)),
+                    }
+                    index
+                }
+            };
+            next = after
+                .checked_add(1)
+                .and_then(|from| progress.pending.first_from(from));
+        }
+        out
+    }
+
+    /// The task of array `array` to start next: its lowest waiting one, or for an array that
+    /// pairs its tasks the lowest whose pair has completed.
+    pub(super) fn next_task(&self, array: &Job) -> Option<u32> {
+        let pending = &array.array.as_ref()?.pending;
+        match &array.spec.dependency {
+            Some(expr) if pairs_tasks(expr) => self.paired_tasks(array).ready,
+            _ => pending.first(),
+        }
+    }
+
+    /// What some tasks of `array` have done, each where it stands: waiting in its set, a job
+    /// of its own, or taken out of the set unrun by a kill.
+    fn tasks_progress(&self, array: &Job, named: &TaskSet) -> Progress {
+        let mut p = Progress::default();
+        let Some(progress) = &array.array else {
+            return p;
+        };
+        p.not_started = progress.pending.clone().take_set(named).len();
+        let mut own = 0;
+        for run in named.runs() {
+            for (index, id) in self.index.tasks_between(array.id, run.start, run.end) {
+                let Some(task) = self.jobs.get(&id).filter(|_| run.contains(index)) else {
+                    continue;
+                };
+                own += 1;
+                add_task(
+                    &mut p,
+                    Progress::of_job(task),
+                    &format!("{}_{index}", array.id),
+                );
+            }
+        }
+        let killed_waiting = named.len().saturating_sub(p.not_started + own);
+        if killed_waiting > 0 {
+            p.unrun += killed_waiting;
+            if p.first_unrun.is_none() {
+                let index = named.iter().find(|i| {
+                    !progress.pending.contains(*i) && self.index.task_job(array.id, *i).is_none()
+                });
+                p.first_unrun = index.map(|i| Ended {
+                    who: format!("{}_{i}", array.id),
+                    result: JobResult::Cancelled,
+                });
+            }
+        }
+        p
     }
 
     /// Whether `job` may be dispatched now as far as its dependency goes; the reason if not.
@@ -168,13 +412,37 @@ impl State {
                     .unwrap_or_else(|| waiting_reason(expr)),
             );
         }
-        match dependency::verdict(expr, &Lookup { state: self, job }) {
+        match dependency::verdict(expr, &Lookup::of(self, job)) {
             Verdict::Met => None,
             _ => Some(format!(
                 "waiting: a job of {}'s called {:?} runs (singleton)",
                 job.spec.user, job.spec.name
             )),
         }
+    }
+}
+
+/// Adds one task's progress to `p`, naming it `who` in a reason.
+fn add_task(p: &mut Progress, one: Progress, who: &str) {
+    let named = |e: Option<Ended>| {
+        e.map(|e| Ended {
+            who: who.to_string(),
+            result: e.result,
+        })
+    };
+    p.not_started += one.not_started;
+    p.running += one.running;
+    p.completed += one.completed;
+    p.failed += one.failed;
+    p.unrun += one.unrun;
+    if p.first_completed.is_none() {
+        p.first_completed = named(one.first_completed);
+    }
+    if p.first_failed.is_none() {
+        p.first_failed = named(one.first_failed);
+    }
+    if p.first_unrun.is_none() {
+        p.first_unrun = named(one.first_unrun);
     }
 }
 
@@ -212,7 +480,7 @@ fn apply_verdict(job: &mut Job, expr: &Expr, verdict: Verdict, at_ms: u64) {
 
 #[cfg(test)]
 mod tests {
-    use xce_client::types::{JobAction, JobEnd, JobResult};
+    use xce_client::types::{JobAction, JobEnd, JobResult, RequestToken};
 
     use super::super::testing::{control, dispatch_cmd, finish, rejected_with, spec, submit};
     use super::super::{Command, Outcome};
@@ -397,6 +665,223 @@ mod tests {
             &submit(&mut s, 95, after(&format!("afterok:{a}_2"), false)),
             Status::Invalid,
             &format!("depend on the whole array ({a})"),
+        );
+    }
+
+    /// A cluster of version 11 on host w1 (64 cpus) with array 1 of `tasks`.
+    fn with_array(tasks: &str) -> State {
+        let mut s = State {
+            active_version: crate::store::STORE_FORMAT,
+            ..State::default()
+        };
+        s.apply(
+            0,
+            super::super::testing::join_with(1, "w1", 64, 1 << 20, vec![]),
+        );
+        let array = JobSpec {
+            array: Some(tasks.parse().unwrap()),
+            ..spec(&["true"])
+        };
+        assert_eq!(submit(&mut s, 2, array), Outcome::Submitted(1));
+        s
+    }
+
+    fn task_of(s: &State, array: JobId, index: u32) -> Job {
+        let id = s.index.task_job(array, index).unwrap();
+        s.job(id).unwrap().clone()
+    }
+
+    fn array_after(tasks: &str, dependency: &str, kill: bool) -> JobSpec {
+        JobSpec {
+            array: Some(tasks.parse().unwrap()),
+            ..after(dependency, kill)
+        }
+    }
+
+    /// The task `index` of `array`, split off and placed by a dispatch of the array.
+    fn place_next(s: &mut State, t: u128, array: JobId) -> (JobId, u32) {
+        let from = s.next_job_id;
+        assert_eq!(s.apply(3, dispatch_cmd(t, array, "w1")), Outcome::Done);
+        // Tasks that can never start may be split off beside it.
+        let id = (from..s.next_job_id)
+            .find(|id| s.job(*id).unwrap().state == JobState::Dispatched)
+            .unwrap();
+        (id, s.job(id).unwrap().array_task.unwrap().index)
+    }
+
+    #[test]
+    fn a_dependency_on_some_tasks_waits_for_those_alone() {
+        let mut s = with_array("0-3");
+        assert_eq!(
+            submit(&mut s, 10, after("afterok:1_1", false)),
+            Outcome::Submitted(2)
+        );
+        submit(&mut s, 11, after("afterany:1_[0-1]", false)); // 3
+        let (t0, _) = place_next(&mut s, 12, 1);
+        let (t1, i1) = place_next(&mut s, 13, 1);
+        assert_eq!(i1, 1);
+        finish(&mut s, 14, t1, 1, JobEnd::Exit(0));
+        // 1_1 completed while 1_2 and 1_3 still wait: 2 goes; 3 waits for 1_0.
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Satisfied));
+        assert_eq!(dep(&s, 3).0, Some(DependencyState::Waiting));
+        finish(&mut s, 15, t0, 1, JobEnd::Exit(4));
+        assert_eq!(dep(&s, 3).0, Some(DependencyState::Satisfied));
+        // afterok on a task that failed: never, naming the task.
+        submit(&mut s, 16, after("afterok:1_[0-1]", false)); // 6
+        assert_eq!(
+            dep(&s, 6),
+            (
+                Some(DependencyState::Never),
+                JobState::Pending,
+                Some("never satisfied: job 1_0 ended failed".into())
+            )
+        );
+        // A task killed while it waits in its array ended unrun.
+        control(&mut s, 17, 1, JobAction::Kill);
+        submit(&mut s, 18, after("afternotok:1_3", false)); // 7
+        assert_eq!(
+            dep(&s, 7).2.as_deref(),
+            Some("never satisfied: job 1_3 ended cancelled before it ran")
+        );
+        rejected_with(
+            &submit(&mut s, 19, after("afterok:1_[2-4]", false)),
+            Status::Invalid,
+            "dependency afterok:1_[2-4]: array 1 has no task 4",
+        );
+    }
+
+    #[test]
+    fn aftercorr_starts_each_task_after_its_pair_completed() {
+        let mut s = with_array("0-3");
+        assert_eq!(
+            submit(&mut s, 10, array_after("0-3", "aftercorr:1", false)),
+            Outcome::Submitted(2)
+        );
+        let waiting = dep(&s, 2);
+        assert_eq!(waiting.0, Some(DependencyState::Waiting));
+        rejected_with(
+            &s.apply(3, dispatch_cmd(11, 2, "w1")),
+            Status::Conflict,
+            "waiting for its dependency",
+        );
+        let a: Vec<(JobId, u32)> = (0..3).map(|k| place_next(&mut s, 20 + k, 1)).collect();
+        // 1_1 completes first: 2_1 may start, though 1_0 still runs.
+        finish(&mut s, 30, a[1].0, 1, JobEnd::Exit(0));
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Satisfied));
+        let (b1, i) = place_next(&mut s, 31, 2);
+        assert_eq!(i, 1);
+        // Nothing else of 2 may start now.
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Waiting));
+        finish(&mut s, 32, b1, 1, JobEnd::Exit(0));
+        // 1_0 completes, 1_2 fails: 2_0 goes, 2_2 never will (kept pending, as Slurm keeps it).
+        finish(&mut s, 33, a[0].0, 1, JobEnd::Exit(0));
+        finish(&mut s, 34, a[2].0, 1, JobEnd::Exit(1));
+        let (_, i) = place_next(&mut s, 35, 2);
+        assert_eq!(i, 0);
+        let never = task_of(&s, 2, 2);
+        assert_eq!(
+            (
+                never.state,
+                never.dependency_state,
+                never.pend_reason.as_deref()
+            ),
+            (
+                JobState::Pending,
+                Some(DependencyState::Never),
+                Some("never satisfied: job 1_2 ended failed")
+            )
+        );
+        rejected_with(
+            &s.apply(3, dispatch_cmd(36, never.id, "w1")),
+            Status::Conflict,
+            "never satisfied",
+        );
+        // 2_3 waits for 1_3.
+        assert_eq!(dep(&s, 2).0, Some(DependencyState::Waiting));
+        let (a3, _) = place_next(&mut s, 37, 1);
+        finish(&mut s, 38, a3, 1, JobEnd::Exit(0));
+        let (_, i) = place_next(&mut s, 39, 2);
+        assert_eq!(i, 3);
+        assert!(s.job(2).unwrap().array.as_ref().unwrap().pending.is_empty());
+    }
+
+    #[test]
+    fn aftercorr_with_kill_on_invalid_dep_cancels_the_tasks_that_never_can_start() {
+        let mut s = with_array("0-2");
+        let (a0, _) = place_next(&mut s, 5, 1);
+        finish(&mut s, 6, a0, 1, JobEnd::Exit(3));
+        // The pair ended before this array came: its task 0 ends cancelled at once.
+        submit(&mut s, 10, array_after("0-2", "aftercorr:1", true)); // 3
+        let cancelled = task_of(&s, 3, 0);
+        assert_eq!(
+            (cancelled.result, cancelled.reason.as_deref()),
+            (
+                Some(JobResult::Cancelled),
+                Some("never satisfied: job 1_0 ended failed")
+            )
+        );
+        // Its pair killed while waiting: 3_2 cancelled too; 3_1 follows 1_1.
+        s.apply(
+            3,
+            Command::ControlTasks {
+                token: RequestToken(11),
+                array: 1,
+                tasks: Some("2".parse().unwrap()),
+                by: None,
+                actor: None,
+                op: xce_client::types::TaskOp::Control {
+                    action: JobAction::Kill,
+                },
+            },
+        );
+        let p = s.job(3).unwrap().array.clone().unwrap();
+        assert_eq!((p.pending.len(), p.unrun), (1, 2));
+        let (a1, _) = place_next(&mut s, 12, 1);
+        finish(&mut s, 13, a1, 1, JobEnd::Exit(0));
+        let (b1, i) = place_next(&mut s, 14, 3);
+        assert_eq!(i, 1);
+        finish(&mut s, 15, b1, 1, JobEnd::Exit(0));
+        let b = s.job(3).unwrap();
+        assert_eq!(
+            (b.state, b.result),
+            (JobState::Exited, Some(JobResult::Cancelled))
+        );
+    }
+
+    #[test]
+    fn aftercorr_pairs_two_arrays_whose_tasks_match() {
+        let mut s = with_array("0-3");
+        for (t, spec, why) in [
+            (10, after("aftercorr:1", false), "this job is no array"),
+            (
+                11,
+                array_after("0-4", "aftercorr:1", false),
+                "task 4 of this array has no task 1_4",
+            ),
+            (
+                12,
+                array_after("0-3", "aftercorr:1?afterok:1", false),
+                "join it with ,",
+            ),
+        ] {
+            rejected_with(&submit(&mut s, t, spec), Status::Invalid, why);
+        }
+        submit(&mut s, 13, spec(&["true"])); // 2
+        rejected_with(
+            &submit(&mut s, 14, array_after("0", "aftercorr:2", false)),
+            Status::Invalid,
+            "job 2 is no array",
+        );
+        s.active_version = 10;
+        rejected_with(
+            &submit(&mut s, 15, array_after("0-3", "aftercorr:1", false)),
+            Status::Invalid,
+            "needs cluster version 11",
+        );
+        rejected_with(
+            &submit(&mut s, 16, after("afterok:1_2", false)),
+            Status::Invalid,
+            "needs cluster version 11",
         );
     }
 

@@ -3,7 +3,7 @@
 //! paths (a dispatch, a host or queue listing, a page of jobs in one state) from scanning
 //! every job ever submitted.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use xce_client::dependency::Term;
 use xce_client::fit::Resources;
@@ -22,8 +22,8 @@ pub(super) struct Slot {
     waits_on: Vec<JobId>,
     /// Its user and name while it is pending with a `singleton` term.
     singleton: Option<(String, String)>,
-    /// The array it is a task of.
-    array_of: Option<JobId>,
+    /// The array it is a task of, and its index there.
+    array_of: Option<(JobId, u32)>,
     /// Its user while it counts as one of their submits (`jobs.max_submitted_per_user`):
     /// until it ends; a task of an array only while placed (its array counts once).
     submit_of: Option<String>,
@@ -56,7 +56,7 @@ impl Slot {
             singleton: dependency
                 .filter(|d| pending && d.terms().contains(&&Term::Singleton))
                 .map(|_| name()),
-            array_of: job.array_task.map(|t| t.array_id),
+            array_of: job.array_task.map(|t| (t.array_id, t.index)),
             submit_of: (!job.state.is_final()
                 && (job.array_task.is_none() || is_placed(job.state)))
             .then(|| job.spec.user.clone()),
@@ -99,8 +99,9 @@ pub(super) struct Index {
     dependents: HashMap<JobId, BTreeSet<JobId>>,
     /// Pending jobs with a `singleton` term, by user and name.
     singletons: HashMap<(String, String), BTreeSet<JobId>>,
-    /// Each array's tasks split off into jobs of their own.
-    tasks: HashMap<JobId, BTreeSet<JobId>>,
+    /// Each array's tasks split off into jobs of their own, by index (one record per index:
+    /// a task never returns to its array's set).
+    tasks: HashMap<JobId, BTreeMap<u32, JobId>>,
     /// Jobs submitted and not ended, by user (`Slot::submit_of`).
     submits: HashMap<String, u64>,
 }
@@ -144,8 +145,8 @@ impl Index {
         if let Some(name) = &slot.singleton {
             self.singletons.entry(name.clone()).or_default().insert(id);
         }
-        if let Some(array) = slot.array_of {
-            self.tasks.entry(array).or_default().insert(id);
+        if let Some((array, index)) = slot.array_of {
+            self.tasks.entry(array).or_default().insert(index, id);
         }
         if let Some(user) = &slot.submit_of {
             *self.submits.entry(user.clone()).or_default() += 1;
@@ -197,9 +198,9 @@ impl Index {
                 }
             }
         }
-        if let Some(array) = slot.array_of {
+        if let Some((array, index)) = slot.array_of {
             if let Some(set) = self.tasks.get_mut(&array) {
-                set.remove(&id);
+                set.remove(&index);
                 if set.is_empty() {
                     self.tasks.remove(&array);
                 }
@@ -221,12 +222,31 @@ impl Index {
         self.submits.get(user).copied().unwrap_or(0)
     }
 
-    /// The tasks of array `id` split off into jobs of their own.
+    /// The tasks of array `id` split off into jobs of their own, in index order.
     pub(super) fn tasks_of(&self, id: JobId) -> Vec<JobId> {
         self.tasks
             .get(&id)
-            .map(|s| s.iter().copied().collect())
+            .map(|s| s.values().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// The tasks of array `id` split off into jobs of their own with an index from `lo` to
+    /// `hi`, as (index, job id) in index order.
+    pub(super) fn tasks_between(
+        &self,
+        id: JobId,
+        lo: u32,
+        hi: u32,
+    ) -> impl Iterator<Item = (u32, JobId)> + '_ {
+        self.tasks
+            .get(&id)
+            .into_iter()
+            .flat_map(move |s| s.range(lo..=hi).map(|(i, id)| (*i, *id)))
+    }
+
+    /// The job of task `index` of array `id`, once split off.
+    pub(super) fn task_job(&self, id: JobId, index: u32) -> Option<JobId> {
+        self.tasks.get(&id)?.get(&index).copied()
     }
 
     /// How many jobs of `user` called `name` are placed.

@@ -142,6 +142,7 @@ impl State {
         super::arrays::start(&mut job);
         self.judge_new(&mut job, at_ms);
         self.insert_job(job);
+        self.judge_paired(id, at_ms);
         Outcome::Submitted(id)
     }
 

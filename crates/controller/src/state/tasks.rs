@@ -147,23 +147,16 @@ impl State {
         }
     }
 
-    /// The tasks of `array` with records of their own that `named` names, by id.
+    /// The tasks of `array` with records of their own that `named` names, in index order.
     fn tasks_named(&self, array: JobId, named: Option<&TaskSet>) -> Vec<JobId> {
-        self.index
-            .tasks_of(array)
-            .into_iter()
-            .filter(|id| {
-                let index = self
-                    .jobs
-                    .get(id)
-                    .and_then(|j| j.array_task)
-                    .map(|t| t.index);
-                match (named, index) {
-                    (None, _) => true,
-                    (Some(named), Some(index)) => named.contains(index),
-                    (Some(_), None) => false,
-                }
-            })
+        let Some(named) = named else {
+            return self.index.tasks_of(array);
+        };
+        named
+            .runs()
+            .flat_map(|run| self.index.tasks_between(array, run.start, run.end))
+            .filter(|(index, _)| named.contains(*index))
+            .map(|(_, id)| id)
             .collect()
     }
 
@@ -296,7 +289,7 @@ impl State {
 }
 
 /// The first index of `named` that `all` does not hold.
-fn first_missing(named: &TaskSet, all: &TaskSet) -> Option<u32> {
+pub(super) fn first_missing(named: &TaskSet, all: &TaskSet) -> Option<u32> {
     let held = all.clone().take_set(named);
     if held.len() == named.len() {
         return None;

@@ -147,10 +147,10 @@ impl State {
                 "job {array}_{index}: array {array} has no task {index}"
             ));
         }
-        let own = self.index.tasks_of(array).into_iter().find_map(|id| {
-            self.job(id)
-                .filter(|t| t.array_task.is_some_and(|t| t.index == index))
-        });
+        let own = self
+            .index
+            .task_job(array, index)
+            .and_then(|id| self.job(id));
         Ok(own.unwrap_or(job).clone())
     }
 

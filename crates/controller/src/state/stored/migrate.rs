@@ -1,9 +1,10 @@
-//! Between the current records (format 10) and every older format this build reads, one step
+//! Between the current records (format 11) and every older format this build reads, one step
 //! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
 //! `super::step8`, 9 ↔ 10 (commands only: formats 9 and 10 store jobs and states alike) is
-//! `super::step9`. `upgrade_*` reads old data as current records; `downgrade_*` writes what a
-//! cluster whose active version is older replicates, refusing by [`NotInFormat`] what that
-//! format cannot hold.
+//! `super::step9`; format 11 stores every record as format 10 does (it changed what the apply
+//! judges: dependencies on tasks, `aftercorr`), so 10 ↔ 11 needs no step. `upgrade_*` reads old
+//! data as current records; `downgrade_*` writes what a cluster whose active version is older
+//! replicates, refusing by [`NotInFormat`] what that format cannot hold.
 
 use super::{step6, step7, step8, step9};
 use super::{v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
@@ -17,7 +18,17 @@ pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
 /// entry) applies. `RaiseVersion` is never converted: it is proposed only once every member
 /// reads the format it raises to.
 pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
-    if format >= 10 || matches!(cmd, Command::RaiseVersion { .. }) {
+    use xce_client::version::{needed_by, TASK_DEPENDENCIES};
+    if format >= TASK_DEPENDENCIES || matches!(cmd, Command::RaiseVersion { .. }) {
+        return Ok(cmd);
+    }
+    // Stored alike, but judged only from version 11 on (refused by the apply before).
+    if let Command::Submit { spec, .. } = &cmd {
+        if let Some((needs @ TASK_DEPENDENCIES, what)) = needed_by(spec) {
+            return Err(NotInFormat { what, needs });
+        }
+    }
+    if format >= 10 {
         return Ok(cmd);
     }
     let record = CommandRecord::from(cmd);
@@ -124,7 +135,7 @@ pub fn downgrade_state_8(s: StateRecord) -> Result<v8::StateRecord, NotInFormat>
     step8::downgrade_state(s)
 }
 
-/// A current host as format 6 holds it (formats 7 to 10 store hosts as the current one does).
+/// A current host as format 6 holds it (formats 7 to 11 store hosts as the current one does).
 pub fn downgrade_host_6(h: HostStoredRecord) -> Result<v6::HostStoredRecord, NotInFormat> {
     step6::downgrade_host(h)
 }
