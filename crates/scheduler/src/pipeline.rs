@@ -246,8 +246,13 @@ const RECENT_EVENTS: usize = 65_536;
 #[derive(Default)]
 struct Picker {
     view: View,
-    /// Decided and not yet answered: the host and what the job reserves there.
-    in_flight: HashMap<JobId, (String, Resources)>,
+    /// Decided and not yet answered: the host and what the job reserves there (an array's
+    /// several tasks of one round, one each).
+    in_flight: HashMap<JobId, Vec<(String, Resources)>>,
+    /// Tasks of an array the publisher confirmed placed, until the array's next event (its
+    /// tasks' own events come with it, and count them on their hosts from then on) or a view
+    /// read after the confirmation: what they take on each host, and when confirmed.
+    tasks_unseen: HashMap<JobId, (Vec<(String, Resources)>, std::time::Instant)>,
     /// Reasons sent and not yet seen back in an event, so they are not sent twice.
     reasons_sent: HashMap<JobId, PendReason>,
     /// When the last round's earliest begin time comes (ms since the epoch): a round is due
@@ -273,7 +278,8 @@ impl Picker {
     /// What the in-flight placements will use on each host.
     fn reserved(&self) -> HashMap<String, Resources> {
         let mut reserved: HashMap<String, Resources> = HashMap::new();
-        for (host, need) in self.in_flight.values() {
+        let unseen = self.tasks_unseen.values().flat_map(|(tasks, _)| tasks);
+        for (host, need) in self.in_flight.values().flatten().chain(unseen) {
             let r = reserved.entry(host.clone()).or_default();
             *r = r.plus(need);
         }
@@ -286,6 +292,8 @@ impl Picker {
     fn install(&mut self, loaded: view::Loaded) -> bool {
         self.view = loaded.view;
         self.confirmed_unseen
+            .retain(|_, (_, confirmed)| *confirmed > loaded.began);
+        self.tasks_unseen
             .retain(|_, (_, confirmed)| *confirmed > loaded.began);
         for (id, (host, _)) in &self.confirmed_unseen {
             self.view.placed_now(*id, host.clone());
@@ -321,6 +329,7 @@ impl Picker {
             ClusterEvent::Job { id, .. } => {
                 self.reasons_sent.remove(id);
                 self.confirmed_unseen.remove(id);
+                self.tasks_unseen.remove(id);
                 Touched::Job(*id)
             }
             ClusterEvent::Host { .. } => Touched::Host,
@@ -331,7 +340,14 @@ impl Picker {
             self.recent.pop_front();
         }
         match self.view.apply(event) {
-            Followup::Nothing => {}
+            // A task read for its pending event is placed by now, as this one says.
+            Followup::Nothing => {
+                if let ClusterEvent::Job { id, .. } = event {
+                    if self.view.placed.contains_key(id) {
+                        self.unknown.remove(id);
+                    }
+                }
+            }
             Followup::FetchJob(id) => {
                 self.unknown.insert(id);
             }
@@ -351,14 +367,26 @@ impl Picker {
         }
         let refused: HashSet<JobId> = published.refused.iter().map(|r| r.id).collect();
         for id in &published.jobs {
-            let decided = self.in_flight.remove(id).map(|(host, _)| host);
+            let Some(decided) = self.in_flight.remove(id) else {
+                continue;
+            };
+            if refused.contains(id) {
+                continue;
+            }
+            crate::metrics::PLACEMENTS.fetch_add(decided.len() as u64, Ordering::Relaxed);
+            let now = std::time::Instant::now();
+            if self.view.arrays.contains_key(id) {
+                // Tasks split off the array: counted on their hosts until the array's event.
+                let (tasks, confirmed) = self.tasks_unseen.entry(*id).or_insert((Vec::new(), now));
+                tasks.extend(decided);
+                *confirmed = now;
+                continue;
+            }
             // Placed: count it on its host now. Its event may come after this answer, and
             // until then the job would look pending and free to place again.
-            if let (false, Some(host)) = (refused.contains(id), decided) {
+            if let Some((host, _)) = decided.into_iter().next() {
                 self.view.placed_now(*id, host.clone());
-                self.confirmed_unseen
-                    .insert(*id, (host, std::time::Instant::now()));
-                crate::metrics::PLACEMENTS.fetch_add(1, Ordering::Relaxed);
+                self.confirmed_unseen.insert(*id, (host, now));
             }
         }
         crate::metrics::REFUSED.fetch_add(published.refused.len() as u64, Ordering::Relaxed);
@@ -442,7 +470,10 @@ impl Picker {
                 .pending
                 .get(&p.id)
                 .map_or_else(Resources::default, |j| j.need.clone());
-            self.in_flight.insert(p.id, (p.host.clone(), need));
+            self.in_flight
+                .entry(p.id)
+                .or_default()
+                .push((p.host.clone(), need));
         }
         if planned.placements.is_empty() && planned.reasons.is_empty() {
             return None;
@@ -678,6 +709,7 @@ mod tests {
             begin_time_ms: None,
             waits_for_dependency: false,
             array_room: None,
+            array_of: None,
         }
     }
 
@@ -759,6 +791,102 @@ mod tests {
         });
         assert!(me.view.pending.contains_key(&8));
         assert!(me.unknown.contains(&8), "a refused job is read again");
+    }
+
+    /// An array's tasks placed in one round stay counted on their hosts from the answer
+    /// until the array's event, and a task's placed event needs no read: it takes what its
+    /// array's tasks take.
+    #[test]
+    fn an_array_s_tasks_are_counted_from_the_answer_and_read_from_their_events() {
+        let mut me = Picker::default();
+        me.view.hosts.insert(
+            "w1".into(),
+            view::HostView {
+                capacity: Resources::new(3, 0),
+                state: xce_client::types::HostState::Ok,
+                job_users: xce_client::types::JobUsers::Any,
+            },
+        );
+        me.view.queues.insert(
+            "normal".into(),
+            view::QueueView {
+                priority: 30,
+                active: true,
+            },
+        );
+        me.view.pending.insert(
+            5,
+            view::PendingJob {
+                array_room: Some(10),
+                ..one_cpu_job()
+            },
+        );
+        me.view.arrays.insert(
+            5,
+            view::ArrayView {
+                need: Resources::new(1, 0),
+                room: None,
+            },
+        );
+        me.dirty = true;
+        let round = me.decide(1).unwrap();
+        assert_eq!(round.placements.len(), 3);
+        me.answered(Published {
+            jobs: vec![5, 5, 5],
+            refused: Vec::new(),
+            unsent_reasons: Vec::new(),
+        });
+        // The tasks' events have not come: the host is full all the same.
+        assert_eq!(me.reserved().get("w1"), Some(&Resources::new(3, 0)));
+        let next = me.decide(1).unwrap();
+        assert!(next.placements.is_empty(), "{next:?}");
+        // Task 6's events: new (pending: read), then placed (no read needed any more).
+        me.apply(&task_event(6, JobState::Pending, None));
+        assert!(me.unknown.contains(&6));
+        me.apply(&task_event(6, JobState::Dispatched, Some("w1")));
+        assert!(!me.unknown.contains(&6));
+        assert_eq!(me.view.placed.get(&6).map(|p| p.host.as_str()), Some("w1"));
+        // The array's own event: its tasks count through their own events from now on (and
+        // its room is read again).
+        me.apply(&job_event(5, JobState::Pending));
+        assert!(!me.tasks_unseen.contains_key(&5));
+        assert!(me.unknown.contains(&5));
+    }
+
+    /// An event of task 0 of array 5.
+    fn task_event(
+        id: JobId,
+        state: JobState,
+        host: Option<&str>,
+    ) -> xce_client::types::ClusterEvent {
+        let xce_client::types::ClusterEvent::Job {
+            index,
+            attempt,
+            queue,
+            user,
+            pend_reason,
+            pend_code,
+            reason,
+            result,
+            ..
+        } = job_event(id, state)
+        else {
+            unreachable!("a job event")
+        };
+        xce_client::types::ClusterEvent::Job {
+            index,
+            id,
+            state,
+            host: host.map(String::from),
+            attempt,
+            queue,
+            user,
+            pend_reason,
+            pend_code,
+            reason,
+            result,
+            task: Some((5, 0)),
+        }
     }
 
     fn job_event(id: JobId, state: JobState) -> xce_client::types::ClusterEvent {

@@ -75,13 +75,20 @@ pub fn plan_at(
     order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
     let mut out = Plan::default();
     let mut blocked = false;
+    // Tasks placed this round, by array: counted against its throttle.
+    let mut placed_of: HashMap<JobId, u64> = HashMap::new();
     for (_, _, id) in order {
         let Some(job) = view.pending.get(&id) else {
             continue;
         };
-        // A job that waits for its dependency, or an array with no task it may start now:
-        // nothing to place, nothing held back.
-        if job.waits_for_dependency || job.array_room == Some(0) {
+        // A job that waits for its dependency, an array with no task it may start now, or a
+        // task of its own whose array runs as many as its throttle allows: nothing to place,
+        // nothing held back.
+        let throttled = job.array_of.is_some_and(|array| {
+            let room = view.arrays.get(&array).and_then(|a| a.room);
+            room.is_some_and(|room| placed_of.get(&array).copied().unwrap_or(0) >= room)
+        });
+        if job.waits_for_dependency || job.array_room == Some(0) || throttled {
             continue;
         }
         // Borrowed where the text is fixed: thousands of jobs behind a blocked one cost no
@@ -104,16 +111,40 @@ pub fn plan_at(
                 Some((code, never)) => Some((code, never.into())),
                 None if blocked => Some((PendCode::Priority, BEHIND.into())),
                 None if out.placements.len() >= max => None,
-                None => match free.take(&job.need, &job.user) {
-                    Ok(host) => {
-                        out.placements.push(Placement { id, host });
-                        None
+                None => {
+                    // An array places as many of its tasks as it may and hosts hold, each
+                    // placement splitting its next task off.
+                    let tasks = job.array_room.unwrap_or(1);
+                    let mut short = None;
+                    for _ in 0..tasks {
+                        if out.placements.len() >= max {
+                            break;
+                        }
+                        match free.take(&job.need, &job.user) {
+                            Ok(host) => out.placements.push(Placement { id, host }),
+                            Err(why) => {
+                                short = Some(why);
+                                break;
+                            }
+                        }
                     }
-                    Err(short) => {
-                        blocked = true;
-                        Some((PendCode::Resources, short.into()))
+                    if let Some(array) = job.array_of {
+                        *placed_of.entry(array).or_default() += 1;
                     }
-                },
+                    let placed_any = out.placements.last().is_some_and(|p| p.id == id);
+                    match short {
+                        // The rest of an array waits for room, holding back what comes after.
+                        Some(_) if placed_any => {
+                            blocked = true;
+                            None
+                        }
+                        Some(why) => {
+                            blocked = true;
+                            Some((PendCode::Resources, why.into()))
+                        }
+                        None => None,
+                    }
+                }
             },
         };
         if let Some((code, text)) = reason {
@@ -348,6 +379,7 @@ mod tests {
                 begin_time_ms: None,
                 waits_for_dependency: false,
                 array_room: None,
+                array_of: None,
             },
         );
     }
@@ -382,6 +414,41 @@ mod tests {
             answers[55].as_deref(),
             Some("no host with 9 cpus (largest has 4)")
         );
+    }
+
+    /// An array places as many tasks in one round as it has room for and hosts hold, and
+    /// what comes after it waits behind; a task of its own counts against its array's
+    /// throttle.
+    #[test]
+    fn an_array_places_several_tasks_a_round_within_its_throttle() {
+        let mut v = view(&[("w1", 2, 0), ("w2", 2, 0)], &[("q", 0, true)]);
+        pend(&mut v, 1, "q", 0, r(1, 0));
+        v.pending.get_mut(&1).unwrap().array_room = Some(5);
+        pend(&mut v, 2, "q", 0, r(1, 0));
+        let (f, res) = none();
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![1, 1, 1, 1]);
+        assert_eq!(p.reasons, vec![(2, why(PendCode::Priority, BEHIND))]);
+        // Room for two: two placements, and job 2 goes beside them.
+        v.pending.get_mut(&1).unwrap().array_room = Some(2);
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![1, 1, 2]);
+        // Tasks 3 and 4 of array 9 (throttle room 1 left): only one goes.
+        let mut v = view(&[("w1", 4, 0)], &[("q", 0, true)]);
+        for id in [3, 4] {
+            pend(&mut v, id, "q", 0, r(1, 0));
+            v.pending.get_mut(&id).unwrap().array_of = Some(9);
+        }
+        v.arrays.insert(
+            9,
+            crate::view::ArrayView {
+                need: r(1, 0),
+                room: Some(1),
+            },
+        );
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), vec![3]);
+        assert!(p.reasons.is_empty(), "{:?}", p.reasons);
     }
 
     #[test]

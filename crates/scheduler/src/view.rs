@@ -29,8 +29,20 @@ pub struct PendingJob {
     /// placed nowhere, given no reason of the scheduler's, blocking nothing.
     pub waits_for_dependency: bool,
     /// For an array's own record, how many of its tasks may be placed now (those waiting in
-    /// it, within its throttle): each placement splits one off. `None`: a plain job.
+    /// it, within its throttle): each placement splits one off, and a round may make several.
+    /// `None`: a plain job.
     pub array_room: Option<u64>,
+    /// For a task split off into a job of its own (requeued, released): its array, whose
+    /// throttle it counts against.
+    pub array_of: Option<JobId>,
+}
+
+/// An array's own record, as placing its split-off tasks needs it: what each task takes, and
+/// how many more may run at once (its throttle less its running tasks; `None`: no throttle).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArrayView {
+    pub need: Resources,
+    pub room: Option<u64>,
 }
 
 /// A placed job (dispatched, running or suspended): what it holds on its host.
@@ -73,6 +85,8 @@ pub struct View {
     pub placed: HashMap<JobId, PlacedJob>,
     pub hosts: BTreeMap<String, HostView>,
     pub queues: HashMap<String, QueueView>,
+    /// Every live array's record, pending or running only through its tasks.
+    pub arrays: HashMap<JobId, ArrayView>,
 }
 
 impl View {
@@ -81,6 +95,17 @@ impl View {
         let need = job.spec.resources.clone();
         self.pending.remove(&job.id);
         self.placed.remove(&job.id);
+        self.arrays.remove(&job.id);
+        if let (Some(progress), false) = (&job.array, job.state.is_final()) {
+            let throttle = job.spec.array.as_ref().and_then(|a| a.throttle);
+            self.arrays.insert(
+                job.id,
+                ArrayView {
+                    need: need.clone(),
+                    room: throttle.map(|t| u64::from(t).saturating_sub(progress.running)),
+                },
+            );
+        }
         match (job.state, &job.host) {
             (JobState::Pending, _) => {
                 self.pending.insert(
@@ -106,6 +131,7 @@ impl View {
                                 .map_or(u64::MAX, u64::from);
                             p.pending.len().min(throttle.saturating_sub(p.running))
                         }),
+                        array_of: job.array_task.map(|t| t.array_id),
                     },
                 );
             }
@@ -155,8 +181,17 @@ impl View {
                 pend_reason,
                 pend_code,
                 queue,
+                task,
                 ..
-            } => self.apply_job(*id, *state, host.as_deref(), pend_reason, *pend_code, queue),
+            } => self.apply_job(
+                *id,
+                *state,
+                host.as_deref(),
+                pend_reason,
+                *pend_code,
+                queue,
+                task.map(|t| t.0),
+            ),
             ClusterEvent::Host { name, state, .. } => match self.hosts.get_mut(name) {
                 Some(h) => {
                     h.state = *state;
@@ -182,6 +217,7 @@ impl View {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn apply_job(
         &mut self,
         id: JobId,
@@ -190,12 +226,31 @@ impl View {
         pend_reason: &Option<String>,
         pend_code: Option<PendCode>,
         queue: &str,
+        array_of: Option<JobId>,
     ) -> Followup {
+        if self.arrays.contains_key(&id) {
+            // An array's own record: a task was split off, started or ended, which changes
+            // its room (not in the event), or it ended.
+            if !state.is_final() {
+                return Followup::FetchJob(id);
+            }
+            self.arrays.remove(&id);
+            self.pending.remove(&id);
+            return Followup::Nothing;
+        }
+        // A task placed takes what its array's tasks take: no read needed.
+        let task_need = || {
+            let array = array_of?;
+            self.arrays.get(&array).map(|a| a.need.clone())
+        };
         let need = match (self.pending.get(&id), self.placed.get(&id)) {
             (Some(p), _) => p.need.clone(),
             (None, Some(p)) => p.need.clone(),
             (None, None) if state.is_final() => return Followup::Nothing,
-            (None, None) => return Followup::FetchJob(id),
+            (None, None) => match (task_need(), is_placed(state) && host.is_some()) {
+                (Some(need), true) => need,
+                _ => return Followup::FetchJob(id),
+            },
         };
         match (state, host) {
             (JobState::Pending, _) => {
@@ -234,6 +289,14 @@ impl View {
         }
         Followup::Nothing
     }
+}
+
+/// Whether a job in this state holds a place on its host.
+pub fn is_placed(state: JobState) -> bool {
+    matches!(
+        state,
+        JobState::Dispatched | JobState::Running | JobState::Suspended
+    )
 }
 
 /// Reads the queues into `view`, replacing what it had.
