@@ -388,9 +388,14 @@ mod tests {
         );
         s.apply(3, dispatch_cmd(14, 1, "w1")); // task 4
         finish(&mut s, 15, 4, 1, JobEnd::Exit(2));
+        let waits = s.job(2).unwrap();
         assert_eq!(
-            s.job(2).unwrap().dependency_state,
-            Some(xce_client::types::DependencyState::Never)
+            (waits.dependency_state, waits.pend_reason.as_deref()),
+            (
+                Some(xce_client::types::DependencyState::Never),
+                // The task that failed, named.
+                Some("never satisfied: job 1_2 ended failed")
+            )
         );
     }
 

@@ -12,7 +12,9 @@
 
 use xce_client::array::{JobRef, TaskSet};
 use xce_client::dependency::{self, Ended, Expr, Parents, Progress, Term, Verdict};
-use xce_client::types::{DependencyState, Job, JobId, JobResult, JobSpec, JobState, PendCode};
+use xce_client::types::{
+    DependencyState, Job, JobId, JobResult, JobSpec, JobState, PendCode, Standing,
+};
 use xce_proto::Status;
 
 use super::{Outcome, State};
@@ -40,6 +42,21 @@ impl<'a> Lookup<'a> {
     }
 }
 
+impl Lookup<'_> {
+    /// Whether one task's end can decide this job's wait for array `parent` for good
+    /// (`afterok`, `afternotok`): only then is the task that did named, a look over the
+    /// array's tasks.
+    fn decided_by_an_end(&self, parent: JobId) -> bool {
+        use dependency::Kind;
+        let Some(expr) = &self.job.spec.dependency else {
+            return false;
+        };
+        expr.terms()
+            .iter()
+            .any(|t| matches!(t, Term::On(Kind::AfterOk | Kind::AfterNotOk, of) if of.id == parent))
+    }
+}
+
 impl Parents for Lookup<'_> {
     fn progress(&self, of: &JobRef) -> Option<Progress> {
         let parent = self.state.jobs.get(&of.id)?;
@@ -48,13 +65,20 @@ impl Parents for Lookup<'_> {
             (Some(named), Some(_)) => Some(self.state.tasks_progress(parent, named)),
             // Tasks of a job that is no array (refused at submit).
             (Some(_), None) => None,
-            // A whole array: every one of its tasks, from its counts.
+            // A whole array: every one of its tasks, from its counts; a reason names the
+            // first task that failed (or ended unrun with a record of its own).
             (None, Some(p)) => Some(Progress {
                 not_started: p.not_started(),
                 running: p.running,
                 completed: p.completed,
                 failed: p.failed,
                 unrun: p.unrun,
+                first_failed: (p.failed > 0 && self.decided_by_an_end(parent.id))
+                    .then(|| self.state.first_task_ended(parent.id, Standing::Failed))
+                    .flatten(),
+                first_unrun: (p.unrun > 0 && self.decided_by_an_end(parent.id))
+                    .then(|| self.state.first_task_ended(parent.id, Standing::Unrun))
+                    .flatten(),
                 ..Progress::default()
             }),
             (None, None) => Some(Progress::of_job(parent)),
@@ -359,6 +383,21 @@ impl State {
             Some(expr) if pairs_tasks(expr) => self.paired_tasks(array).ready,
             _ => pending.first(),
         }
+    }
+
+    /// The lowest task of array `id` with a record of its own that ended as `how`, named
+    /// for a reason (`job 12_3 ended failed`).
+    fn first_task_ended(&self, id: JobId, how: Standing) -> Option<Ended> {
+        self.index
+            .tasks_between(id, 0, u32::MAX)
+            .find_map(|(_, task)| {
+                let job = self.jobs.get(&task)?;
+                let index = job.array_task?.index;
+                (Standing::of(job) == how).then(|| Ended {
+                    who: format!("{id}_{index}"),
+                    result: job.result.unwrap_or(JobResult::Failed),
+                })
+            })
     }
 
     /// What some tasks of `array` have done, each where it stands: waiting in its set, a job
