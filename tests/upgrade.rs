@@ -3,8 +3,9 @@
 //! client error: while any member runs the older build the cluster stays at its version and
 //! what needs the newer one is refused naming who holds it back; once every member runs this
 //! build the primary raises the version by itself, after which the older build refuses the
-//! data dir. And this build starting on the data dirs and the backups that the builds of every
-//! older format wrote (the committed fixtures, `tests/fixtures/store-format-N`).
+//! data dir. And this build starting on the data dirs and the backups that the builds of older
+//! formats wrote (the committed fixtures, `tests/fixtures/store-format-N`: 6, 7, 8 and 10;
+//! format 10 stores jobs and states as 9 does).
 
 #![allow(clippy::unwrap_used)]
 
@@ -47,13 +48,14 @@ fn running(c: &xce_devcluster::Daemon) -> PathBuf {
     std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap()
 }
 
-/// A job with a dependency: what format 8 cannot hold (`singleton`, which names no job).
-fn dependent() -> Submit {
+/// A job that waits for task 1 of array `array`: what format 10 stores but does not judge (a
+/// dependency on some tasks of an array, judged from version 11 on).
+fn on_a_task_of(array: u64) -> Submit {
     Submit {
         token: RequestToken::random(),
         spec: JobSpec {
             command: vec!["true".into()],
-            dependency: Some("singleton".parse().unwrap()),
+            dependency: Some(format!("afterok:{array}_1").parse().unwrap()),
             ..JobSpec::default()
         },
         script: None,
@@ -73,6 +75,12 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     for c in cluster.controllers() {
         assert_eq!(running(c), old, "{} runs another build", c.name);
     }
+    // The older build raises a new cluster to its own version (10), which takes arrays: the
+    // array the dependencies on tasks below name (pending: no worker runs it).
+    assert_eq!(cluster.wait_version().await, 10);
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--array", "0-3", "--", "true"]);
+    let array = json_of(&out)["id"].as_u64().unwrap();
+    let aftercorr = format!("aftercorr:{array}");
 
     // Under load: a failover client, and one-shot CLI processes.
     let stop = Arc::new(AtomicBool::new(false));
@@ -116,22 +124,26 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         cluster.restart(i);
         cluster.wait_all_standbys().await;
     }
-    // The primary still runs the older build, which would drop a dependency it does not
-    // know: the client asks the cluster's version first and refuses.
-    let out = cluster.xce(&["-o", "json", "submit", "-d", "singleton", "--", "true"]);
+    // The primary still runs the older build, which does not judge a dependency on tasks
+    // (`aftercorr` pairs the tasks of two arrays): the client asks the cluster's version first
+    // and refuses, naming the member on the older build.
+    let out = cluster.xce(&[
+        "-o", "json", "submit", "--array", "0-3", "-d", &aftercorr, "--", "true",
+    ]);
     assert!(!out.status.success(), "{out:?}");
     let error = json_of(&out)["error"].clone();
     assert_eq!(error["code"], "invalid", "{error}");
     let old_primary = cluster.controllers()[primary].name.clone();
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("dependency needs cluster version 9") && message.contains(&old_primary),
+        message.contains("needs cluster version 11")
+            && message.contains(&format!("{old_primary} (version 10)")),
         "{message}"
     );
 
     // The older primary restarted on its older build: a primary of this build is elected,
-    // and while a member runs the older build the cluster's version stays 8: what needs 9 is
-    // refused, naming that member.
+    // and while a member runs the older build the cluster's version stays 10: what needs 11
+    // is refused, naming that member.
     assert!(cluster.stop(primary).await.success());
     // Kept down until a standby of this build leads (restarted at once, it would go on
     // leading its term).
@@ -149,30 +161,33 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
             async move {
                 let info = client.call(GetCluster).await.ok()?;
                 let member = info.members.iter().find(|m| m.name == name)?;
-                (member.version == Some(8)).then_some(info)
+                (member.version == Some(10)).then_some(info)
             }
         },
     )
     .await;
-    assert_eq!(info.active_version, 8);
-    match client.call(dependent()).await {
+    assert_eq!(info.active_version, 10);
+    // Sent as it is (this client does not ask first): the primary of this build refuses it.
+    match client.call(on_a_task_of(array)).await {
         Err(ClientError::Status {
             status: Status::Invalid,
             message,
         }) => assert!(
-            message.contains("needs cluster version 9")
-                && message.contains(&format!("{old_primary} (version 8)")),
+            message.contains("needs cluster version 11")
+                && message.contains(&format!("{old_primary} (version 10)")),
             "{message}"
         ),
-        other => panic!("a dependency taken while a member runs the older build: {other:?}"),
+        other => {
+            panic!("a dependency on a task taken while a member runs the older build: {other:?}")
+        }
     }
     // The JSON contract: the cluster's version, and each member's.
     let shown = json_of(&cluster.xce_ok(&["-o", "json", "cluster"]));
-    assert_eq!(shown["active_version"], 8, "{shown}");
+    assert_eq!(shown["active_version"], 10, "{shown}");
     for member in shown["members"].as_array().unwrap() {
-        // This build's members report its own version (11), the older build's 8.
+        // This build's members report its own version (11), the older build's 10.
         let expected = if member["name"] == old_primary.as_str() {
-            8
+            10
         } else {
             11
         };
@@ -199,11 +214,15 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
     assert_eq!(cluster.wait_version().await, 11);
-    let id = client.call(dependent()).await.unwrap();
+    let id = client.call(on_a_task_of(array)).await.unwrap();
     assert!(cluster.job(id).await.unwrap().spec.dependency.is_some());
-    let out = cluster.xce_ok(&["-o", "json", "submit", "-d", "singleton", "--", "true"]);
+    let out = cluster.xce_ok(&[
+        "-o", "json", "submit", "--array", "0-3", "-d", &aftercorr, "--", "true",
+    ]);
     let id = json_of(&out)["id"].as_u64().unwrap();
-    assert!(cluster.job(id).await.unwrap().dependency_state.is_some());
+    let job = cluster.job(id).await.unwrap();
+    assert_eq!(job.spec.dependency.unwrap().to_string(), aftercorr);
+    assert!(job.dependency_state.is_some());
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -223,13 +242,13 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     for c in cluster.controllers() {
         assert_eq!(running(c), new, "{} runs another build", c.name);
     }
-    // Every acknowledged job is there, once (beside the two dependent ones).
+    // Every acknowledged job is there, once (beside the array and the two dependent ones).
     let jobs = all_jobs(&cluster.client(), JobFilter::default())
         .await
         .unwrap();
     let mut ids: Vec<u64> = jobs
         .iter()
-        .filter(|j| j.spec.dependency.is_none())
+        .filter(|j| j.spec.dependency.is_none() && j.id != array)
         .map(|j| j.id)
         .collect();
     ids.sort_unstable();
@@ -275,7 +294,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     assert_eq!(error["code"], "invalid", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("c4 runs a build of cluster version 8")
+        message.contains("c4 runs a build of cluster version 10")
             && message.contains("runs version 11"),
         "{message}"
     );
@@ -283,9 +302,9 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     assert_eq!(members["members"].as_array().unwrap().len(), 3, "{members}");
 }
 
-/// The committed store fixture: three controllers' data dirs and a backup made by the last
-/// build of store format 6 (`scripts/make-store-fixture`), with a manifest of what they held.
-/// The committed fixture of store format `format` (`scripts/make-store-fixture`).
+/// The committed fixture of store format `format`: three controllers' data dirs and a backup
+/// made by the last build of that format (`scripts/make-store-fixture`), with a manifest of
+/// what they held.
 fn fixture(format: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/store-format-{format}"))
 }
@@ -364,6 +383,14 @@ async fn a_format_7_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
 #[tokio::test]
 async fn a_format_8_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     serves_the_fixture_of(8).await;
+}
+
+/// Format 10's fixture holds arrays (one done, one held with tasks released, killed and
+/// renamed by name, and its throttle changed) and dependencies (met, never met, cancelled for
+/// it, waiting).
+#[tokio::test]
+async fn a_format_10_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
+    serves_the_fixture_of(10).await;
 }
 
 /// The data dirs of a three-controller cluster written by the build of store format `format`
