@@ -63,24 +63,31 @@ pub fn plan_at(
         *load = load.plus(r);
     }
     let mut free = FreeHosts::new(view, &loads);
-    let mut order: Vec<(i32, i32, JobId)> = view
+    // Every round orders every pending job: the job is carried along (not looked up again),
+    // and a queue's priority is looked up once per run of jobs of one queue.
+    let mut last_queue: Option<(&str, i32)> = None;
+    let mut order: Vec<(i32, i32, JobId, &crate::view::PendingJob)> = view
         .pending
         .iter()
-        .filter(|(id, _)| !in_flight.contains(id))
+        .filter(|(id, _)| in_flight.is_empty() || !in_flight.contains(id))
         .map(|(id, j)| {
-            let qprio = view.queues.get(&j.queue).map_or(i32::MIN, |q| q.priority);
-            (qprio, j.priority, *id)
+            let qprio = match last_queue {
+                Some((name, prio)) if name == j.queue => prio,
+                _ => {
+                    let prio = view.queues.get(&j.queue).map_or(i32::MIN, |q| q.priority);
+                    last_queue = Some((&j.queue, prio));
+                    prio
+                }
+            };
+            (qprio, j.priority, *id, j)
         })
         .collect();
-    order.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
     let mut out = Plan::default();
     let mut blocked = false;
     // Tasks placed this round, by array: counted against its throttle.
     let mut placed_of: HashMap<JobId, u64> = HashMap::new();
-    for (_, _, id) in order {
-        let Some(job) = view.pending.get(&id) else {
-            continue;
-        };
+    for (_, _, id, job) in order {
         // A job that waits for its dependency, an array with no task it may start now, or a
         // task of its own whose array runs as many as its throttle allows: nothing to place,
         // nothing held back.
@@ -170,6 +177,8 @@ struct FreeHosts {
     never: HashMap<String, HashMap<Resources, Option<(PendCode, String)>>>,
     /// How many of those scans were made.
     scans: usize,
+    /// The last answer of [`FreeHosts::never_fits`], by user and need.
+    last_never: Option<(String, Resources, Option<(PendCode, String)>)>,
 }
 
 impl FreeHosts {
@@ -189,6 +198,7 @@ impl FreeHosts {
             users,
             never: HashMap::new(),
             scans: 0,
+            last_never: None,
         }
     }
 
@@ -203,8 +213,16 @@ impl FreeHosts {
     /// does not, and its code. Judged host by host: the most cpus and the most memory may be
     /// on different hosts.
     fn never_fits(&mut self, need: &Resources, user: &str) -> Option<(PendCode, String)> {
+        // Pending jobs come in runs of one user and need: the last answer, without a hash.
+        if let Some((u, n, answer)) = &self.last_never {
+            if u == user && n == need {
+                return answer.clone();
+            }
+        }
         if let Some(known) = self.never.get(user).and_then(|by_need| by_need.get(need)) {
-            return known.clone();
+            let known = known.clone();
+            self.last_never = Some((user.to_string(), need.clone(), known.clone()));
+            return known;
         }
         self.scans += 1;
         let answer = self.never_fits_scan(need, user);
@@ -212,6 +230,7 @@ impl FreeHosts {
             .entry(user.to_string())
             .or_default()
             .insert(need.clone(), answer.clone());
+        self.last_never = Some((user.to_string(), need.clone(), answer.clone()));
         answer
     }
 
