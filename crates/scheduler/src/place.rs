@@ -164,6 +164,9 @@ pub fn plan_at(
     out
 }
 
+/// Why a job fits no host even when it is empty, and its code; `None` when some host fits.
+type NeverFits = Option<(PendCode, String)>;
+
 /// The `ok` hosts ordered by free cpus, updated as jobs are placed.
 struct FreeHosts {
     /// (free cpus, name), so the last entry has the most.
@@ -178,7 +181,7 @@ struct FreeHosts {
     /// How many of those scans were made.
     scans: usize,
     /// The last answer of [`FreeHosts::never_fits`], by user and need.
-    last_never: Option<(String, Resources, Option<(PendCode, String)>)>,
+    last_never: Option<(String, Resources, NeverFits)>,
 }
 
 impl FreeHosts {
