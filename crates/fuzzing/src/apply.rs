@@ -195,13 +195,31 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
 /// A dependency on jobs of the small id pool (some not there), of every type, joined by all
 /// or any.
 fn dependency(u: &mut Unstructured<'_>) -> Result<xce_client::dependency::Expr> {
-    let kinds = ["after", "afterany", "afterok", "afternotok", "singleton"];
+    let kinds = [
+        "after",
+        "afterany",
+        "afterok",
+        "afternotok",
+        "aftercorr",
+        "singleton",
+    ];
     let mut terms = Vec::new();
     for _ in 0..u.int_in_range(1..=3)? {
         let kind = *u.choose(&kinds)?;
+        let id = u.int_in_range(0..=12u64)?;
+        // Some tasks of an array (version 11), by one index or a range.
+        let tasks = match u.int_in_range(0..=3u8)? {
+            0 => format!("_{}", u.int_in_range(0..=6u32)?),
+            1 => {
+                let from = u.int_in_range(0..=6u32)?;
+                format!("_[{from}-{}]", from + u.int_in_range(0..=3u32)?)
+            }
+            _ => String::new(),
+        };
         terms.push(match kind {
             "singleton" => kind.to_string(),
-            _ => format!("{kind}:{}", u.int_in_range(0..=12u64)?),
+            "aftercorr" => format!("{kind}:{id}"),
+            _ => format!("{kind}:{id}{tasks}"),
         });
     }
     let sep = if u.arbitrary()? { "," } else { "?" };
@@ -491,7 +509,7 @@ fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
     if u.ratio(1, 8)? {
         // The cluster's version raised (now and then to one no build knows).
         return Ok(Command::RaiseVersion {
-            to: u.int_in_range(5..=9)?,
+            to: u.int_in_range(5..=12)?,
         });
     }
     if u.ratio(1, 6)? {

@@ -125,10 +125,11 @@ impl Index {
 
     pub(super) fn add(&mut self, id: JobId, slot: &Slot) {
         self.by_state[slot_of_state(slot.state)].insert(id);
-        let counts = self.queues.entry(slot.queue.clone()).or_default();
+        // A queue is counted only while it has jobs pending or placed (an ended job leaves
+        // no empty entry, which a removal would not leave either).
         match slot.state {
-            JobState::Pending => counts.pending += 1,
-            s if is_placed(s) => counts.placed += 1,
+            JobState::Pending => self.queues.entry(slot.queue.clone()).or_default().pending += 1,
+            s if is_placed(s) => self.queues.entry(slot.queue.clone()).or_default().placed += 1,
             _ => {}
         }
         if let Some((host, need)) = &slot.placed {
