@@ -985,20 +985,7 @@ async fn conditions(
                     },
                     None => Progress::of_job(record),
                 };
-                p.not_started += one.not_started;
-                p.running += one.running;
-                p.completed += one.completed;
-                p.failed += one.failed;
-                p.unrun += one.unrun;
-                let named = |e: Option<xce_client::dependency::Ended>| {
-                    e.map(|e| xce_client::dependency::Ended {
-                        who: format!("{}_{i}", of.id),
-                        result: e.result,
-                    })
-                };
-                p.first_completed = p.first_completed.or(named(one.first_completed));
-                p.first_failed = p.first_failed.or(named(one.first_failed));
-                p.first_unrun = p.first_unrun.or(named(one.first_unrun));
+                p.add_task(one, &format!("{}_{i}", of.id));
             }
             Some(p)
         }

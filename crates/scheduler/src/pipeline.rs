@@ -854,39 +854,13 @@ mod tests {
     }
 
     /// An event of task 0 of array 5.
-    fn task_event(
-        id: JobId,
-        state: JobState,
-        host: Option<&str>,
-    ) -> xce_client::types::ClusterEvent {
-        let xce_client::types::ClusterEvent::Job {
-            index,
-            attempt,
-            queue,
-            user,
-            pend_reason,
-            pend_code,
-            reason,
-            result,
-            ..
-        } = job_event(id, state)
-        else {
-            unreachable!("a job event")
-        };
-        xce_client::types::ClusterEvent::Job {
-            index,
-            id,
-            state,
-            host: host.map(String::from),
-            attempt,
-            queue,
-            user,
-            pend_reason,
-            pend_code,
-            reason,
-            result,
-            task: Some((5, 0)),
+    fn task_event(id: JobId, state: JobState, on: Option<&str>) -> xce_client::types::ClusterEvent {
+        let mut event = job_event(id, state);
+        if let xce_client::types::ClusterEvent::Job { host, task, .. } = &mut event {
+            *host = on.map(String::from);
+            *task = Some((5, 0));
         }
+        event
     }
 
     fn job_event(id: JobId, state: JobState) -> xce_client::types::ClusterEvent {

@@ -319,6 +319,31 @@ impl Progress {
         p
     }
 
+    /// Adds one task's progress, naming it `who` (`12_3`) in a reason: what a condition on
+    /// some tasks of an array sees, the controller's verdicts and `xce job`'s list alike.
+    pub fn add_task(&mut self, one: Progress, who: &str) {
+        let named = |e: Option<Ended>| {
+            e.map(|e| Ended {
+                who: who.to_string(),
+                result: e.result,
+            })
+        };
+        self.not_started += one.not_started;
+        self.running += one.running;
+        self.completed += one.completed;
+        self.failed += one.failed;
+        self.unrun += one.unrun;
+        if self.first_completed.is_none() {
+            self.first_completed = named(one.first_completed);
+        }
+        if self.first_failed.is_none() {
+            self.first_failed = named(one.first_failed);
+        }
+        if self.first_unrun.is_none() {
+            self.first_unrun = named(one.first_unrun);
+        }
+    }
+
     /// Whether every one has ended.
     fn all_ended(&self) -> bool {
         self.not_started == 0 && self.running == 0

@@ -415,11 +415,7 @@ impl State {
                     continue;
                 };
                 own += 1;
-                add_task(
-                    &mut p,
-                    Progress::of_job(task),
-                    &format!("{}_{index}", array.id),
-                );
+                p.add_task(Progress::of_job(task), &format!("{}_{index}", array.id));
             }
         }
         let killed_waiting = named.len().saturating_sub(p.not_started + own);
@@ -458,30 +454,6 @@ impl State {
                 job.spec.user, job.spec.name
             )),
         }
-    }
-}
-
-/// Adds one task's progress to `p`, naming it `who` in a reason.
-fn add_task(p: &mut Progress, one: Progress, who: &str) {
-    let named = |e: Option<Ended>| {
-        e.map(|e| Ended {
-            who: who.to_string(),
-            result: e.result,
-        })
-    };
-    p.not_started += one.not_started;
-    p.running += one.running;
-    p.completed += one.completed;
-    p.failed += one.failed;
-    p.unrun += one.unrun;
-    if p.first_completed.is_none() {
-        p.first_completed = named(one.first_completed);
-    }
-    if p.first_failed.is_none() {
-        p.first_failed = named(one.first_failed);
-    }
-    if p.first_unrun.is_none() {
-        p.first_unrun = named(one.first_unrun);
     }
 }
 
