@@ -65,6 +65,7 @@ fn join(role: Role, host: &str) -> Join {
         },
         agent: None,
         held: Vec::new(),
+        queues_starts: false,
     }
 }
 

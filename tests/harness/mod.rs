@@ -393,6 +393,7 @@ impl Cluster {
                 host: host.clone(),
                 agent: None,
                 held: held.clone(),
+                queues_starts: false,
             };
             Box::pin(async move { c.call(join).await.map(|_| ()) })
         }));

@@ -111,6 +111,7 @@ async fn placement(args: &SchedArgs) -> anyhow::Result<()> {
             },
             agent: None,
             held: Vec::new(),
+            queues_starts: false,
         };
         client
             .call(join)

@@ -179,6 +179,7 @@ fn rejoin_action(
                 host: HostAttributes::default(),
                 agent: None,
                 held: Vec::new(),
+                queues_starts: false,
             };
             client.call(join).await?;
             let view = view::load(&client).await?;

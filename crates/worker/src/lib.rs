@@ -3,6 +3,7 @@
 //! heartbeats, and on every rejoin re-syncs the attempts it holds so the primary can fence
 //! stale copies and requeue lost ones.
 
+pub mod admission;
 pub mod cgroup;
 pub mod config;
 pub mod ended;
@@ -152,6 +153,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         job_users: config.job_users.clone(),
         own_home: config.own_home.clone(),
         log: config.log.clone(),
+        capacity: xce_client::types::Resources::new(config.cpus, config.mem_mb),
     };
     let jobs = Jobs::new(
         client.clone(),
@@ -365,6 +367,7 @@ fn rejoin_action(
             host: host.clone(),
             agent: Some(agent.clone()),
             held: jobs.join_begins(),
+            queues_starts: true,
         };
         let (jobs, lease, agent) = (jobs.clone(), lease.clone(), agent.clone());
         Box::pin(async move {

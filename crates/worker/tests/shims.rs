@@ -67,6 +67,25 @@ fn table_at(
     job_users: xce_client::types::JobUsers,
     shim_exe: PathBuf,
 ) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
+    table_sized(spool, own_home, cgroups, job_users, shim_exe, BIG_HOST)
+}
+
+/// A host with room for every job these tests start at once.
+const BIG_HOST: xce_client::types::Resources = xce_client::types::Resources {
+    cpus: 1024,
+    mem_mb: 1 << 40,
+    gres: std::collections::BTreeMap::new(),
+};
+
+/// The same, on a host offering `capacity`.
+fn table_sized(
+    spool: &Path,
+    own_home: &Path,
+    cgroups: Option<Cgroups>,
+    job_users: xce_client::types::JobUsers,
+    shim_exe: PathBuf,
+    capacity: xce_client::types::Resources,
+) -> (Arc<Jobs>, Arc<Lease>, watch::Sender<bool>) {
     let own_home = own_home.to_path_buf();
     let peers = xce_client::parse_candidates("c1=127.0.0.1:1").unwrap();
     let client = Client::new(peers, xce_client::ClientConfig::default());
@@ -84,6 +103,7 @@ fn table_at(
         job_users,
         own_home,
         log: None,
+        capacity,
     };
     let jobs = Jobs::new(
         client,
@@ -242,6 +262,64 @@ async fn a_start_that_crosses_a_join_runs_only_if_still_due_after_the_answer() {
         dir.path().join("ran24").exists()
     })
     .await;
+    stop.send_replace(true);
+}
+
+/// The primary may send more than the host runs at once (dispatch ahead): the worker admits by
+/// its own resources, in the order the starts came, and starts the next the moment one ends;
+/// a start that waits for room is held (its join lists it), keeps a suspend for when it
+/// starts, and a kill ends it as never run.
+#[tokio::test]
+async fn starts_beyond_the_host_wait_for_room_and_run_as_jobs_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim_exe = PathBuf::from(env!("CARGO_BIN_EXE_xce-worker"));
+    let capacity = xce_client::types::Resources::new(2, 0);
+    let (jobs, _lease, stop) = table_sized(
+        dir.path(),
+        dir.path(),
+        None,
+        xce_client::types::JobUsers::Any,
+        shim_exe,
+        capacity,
+    );
+    let one_cpu = |job: Job| with_limits(job, 1, 0);
+    for id in [1, 2, 3, 4] {
+        jobs.start(one_cpu(sleeper(id)), 1);
+    }
+    started(&jobs, 1).await;
+    started(&jobs, 2).await;
+    assert_eq!(jobs.pgid(3), None, "a third job started on two cpus");
+    let held: Vec<JobId> = jobs.held().iter().map(|h| h.id).collect();
+    assert_eq!(held, vec![1, 2, 3, 4], "waiting starts are held");
+    // A kill ends a waiting start as one that never ran.
+    assert!(jobs.signal(order(4, 1, JobSignal::Kill)));
+    assert_eq!(
+        wait_end(dir.path(), 4, 1).await,
+        JobEnd::Failed(xce_worker::shim::KILLED_BEFORE_START.into())
+    );
+    // A suspend holds until the job starts.
+    assert!(jobs.signal(order(3, 1, JobSignal::Suspend)));
+    jobs.start(one_cpu(job(5, &["touch", "ran5"])), 1);
+    assert!(jobs.signal(order(1, 1, JobSignal::Kill)));
+    let pgid = started(&jobs, 3).await;
+    wait_until("the job that waited to start stopped", || {
+        proc_state(pgid) == Some('T')
+    })
+    .await;
+    assert!(
+        !dir.path().join("ran5").exists(),
+        "a start overtook the one before it"
+    );
+    assert!(jobs.signal(order(2, 1, JobSignal::Kill)));
+    wait_until("the last start to run", || dir.path().join("ran5").exists()).await;
+    assert!(jobs.signal(order(3, 1, JobSignal::Kill)));
+    for id in [1, 2, 3] {
+        assert!(matches!(
+            wait_end(dir.path(), id, 1).await,
+            JobEnd::Signal(_)
+        ));
+    }
+    assert_eq!(wait_end(dir.path(), 5, 1).await, JobEnd::Exit(0));
     stop.send_replace(true);
 }
 

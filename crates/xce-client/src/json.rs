@@ -295,6 +295,8 @@ impl From<&Host> for HostJson {
             running,
             used,
             job_users: _,
+            // The scheduler's business (whether it may send the host jobs ahead of its slots).
+            queues_starts: _,
         } = host;
         HostJson {
             name: name.clone(),

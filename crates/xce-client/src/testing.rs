@@ -400,15 +400,19 @@ pub fn host() -> impl Strategy<Value = Host> {
         any::<u32>(),
         resources(),
         job_users(),
+        any::<bool>(),
     )
-        .prop_map(|(name, capacity, state, running, used, job_users)| Host {
-            name,
-            capacity,
-            state,
-            running,
-            used,
-            job_users,
-        })
+        .prop_map(
+            |(name, capacity, state, running, used, job_users, queues_starts)| Host {
+                name,
+                capacity,
+                state,
+                running,
+                used,
+                job_users,
+                queues_starts,
+            },
+        )
 }
 
 /// Any host attributes a worker reports.

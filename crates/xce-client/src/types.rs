@@ -569,6 +569,11 @@ pub struct Host {
     /// What its placed jobs use.
     pub used: Resources,
     pub job_users: JobUsers,
+    /// Its worker holds a start that does not fit until room frees, so jobs may be sent to it
+    /// ahead of its free slots (dispatch ahead); as the primary heard at the worker's last
+    /// join, not stored.
+    #[serde(default)]
+    pub queues_starts: bool,
 }
 
 /// Whose jobs a host runs, and as whom: what its worker reports at join, so that no job is

@@ -650,6 +650,7 @@ pub fn write_host(mut b: w::host::Builder<'_>, h: &Host) {
         b.reborrow().init_gres_used(h.used.gres.len() as u32),
         &h.used.gres,
     );
+    b.set_queues_starts(h.queues_starts);
     write_job_users(b.init_job_users(), &h.job_users);
 }
 
@@ -688,6 +689,7 @@ pub fn read_host(r: w::host::Reader<'_>) -> Result<Host, Error> {
             gres: read_counts(r.get_gres_used()?)?,
         },
         job_users: read_job_users(r.get_job_users()?)?,
+        queues_starts: r.get_queues_starts(),
     })
 }
 

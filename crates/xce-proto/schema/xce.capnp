@@ -289,8 +289,12 @@ interface Controller {
   # kill stale or unknown attempts (fencing), re-apply a suspend or resume it missed.
   # `lostAfterMs`: how long after its last heartbeat the primary declares a worker's jobs lost
   # (heartbeat TTL + lost grace); a worker cut off from the cluster kills its jobs before that.
-  join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent, held :List(HeldJob))
+  join @10 (token :Token, role :Role, host :HostAttributes, agent :Agent, held :List(HeldJob),
+            queuesStarts :Bool)
       -> (header :ReplyHeader, orders :List(JobOrder), lostAfterMs :UInt64);
+  # `queuesStarts`: the worker admits by its own resources, holding a start that does not fit
+  # until an attempt's end frees room, so jobs may be dispatched to it ahead of its free
+  # slots (cluster version 12). Not stored: the primary keeps it with the worker's agent.
   # Fire-and-forget liveness from a worker; `noEnt` (or `perm` on a connection that has not
   # joined as a worker) asks it to join again. The host is the session's: `name` is not read.
   heartbeat @11 (name :Text) -> (header :ReplyHeader);
@@ -615,6 +619,7 @@ struct Host {
   gres @7 :List(NamedCount);       # Generic resources offered, by name.
   memMbUsed @8 :UInt64;
   gresUsed @9 :List(NamedCount);
+  queuesStarts @10 :Bool;   # Its worker's join said it holds starts back (see `join`).
 }
 
 # Whose jobs a host runs, and as whom: what its worker reported at join.

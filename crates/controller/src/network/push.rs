@@ -10,7 +10,7 @@
 //! resync carries, is sent again at each join ([`Agents::resend_limits`]).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +34,8 @@ const AGENT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Clone, Default)]
 pub struct Agents {
     agents: Rc<RefCell<HashMap<String, agent::Client>>>,
+    /// The hosts whose worker's last join said it holds starts back (dispatch ahead).
+    queue_starts: Rc<RefCell<HashSet<String>>>,
     limits: Rc<RefCell<NewLimits>>,
 }
 
@@ -48,6 +50,22 @@ impl Agents {
     /// Keeps the agent a worker passed at join (replacing the one of an earlier join).
     pub fn set(&self, host: &str, agent: agent::Client) {
         self.agents.borrow_mut().insert(host.to_string(), agent);
+    }
+
+    /// Notes whether the worker of `host`, as it joined now, holds starts back until room
+    /// frees (so that the scheduler sends it jobs ahead of its slots only then).
+    pub fn set_queues_starts(&self, host: &str, queues: bool) {
+        let mut hosts = self.queue_starts.borrow_mut();
+        if queues {
+            hosts.insert(host.to_string());
+        } else {
+            hosts.remove(host);
+        }
+    }
+
+    /// Whether the worker of `host` said at its last join here that it holds starts back.
+    pub fn queues_starts(&self, host: &str) -> bool {
+        self.queue_starts.borrow().contains(host)
     }
 
     fn get(&self, host: &str) -> Option<agent::Client> {

@@ -400,6 +400,7 @@ async fn join_as_controller(conn: &Connection, timeout: Duration) -> Result<(), 
         host: Default::default(),
         agent: None,
         held: Vec::new(),
+        queues_starts: false,
     };
     let reply = conn.call(timeout, move |client| join.send(client)).await?;
     if reply.header.status == xce_proto::Status::Ok {

@@ -107,6 +107,8 @@ impl State {
                     running: load.map_or(0, |l| l.jobs.len() as u32),
                     used: load.map(|l| l.used.clone()).unwrap_or_default(),
                     job_users: h.job_users.clone(),
+                    // Not replicated: the primary's reader adds what the worker's join said.
+                    queues_starts: false,
                 }
             })
             .collect()

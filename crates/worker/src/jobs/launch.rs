@@ -31,7 +31,7 @@ impl Jobs {
         script: Option<Vec<u8>>,
     ) {
         let id = job.id;
-        let table = self.table();
+        let mut table = self.table();
         let mut fenced = None;
         if let Some(old) = table.get(&id).copied() {
             if old.attempt >= attempt {
@@ -42,8 +42,17 @@ impl Jobs {
                 return;
             }
             // A parked older attempt never ran: it is let go, and the copy it was to wait
-            // for is this one's to wait for.
+            // for is this one's to wait for. One that waited for room never ran either.
             fenced = self.window().forget(id);
+            let (withdrawn, admitted) = self.admission().withdraw(id);
+            if let Some(((_, older), _)) = withdrawn {
+                info!(
+                    job = id,
+                    attempt = older,
+                    "a newer attempt arrived; the older one never ran"
+                );
+            }
+            self.run_admitted(&mut table, admitted);
             if let Some(shim) = old.shim.filter(|_| old.phase != HeldPhase::Finished) {
                 warn!(
                     job = id,
@@ -78,7 +87,6 @@ impl Jobs {
             }
         };
         let Some(start) = parked else {
-            let mut table = table;
             table.insert(id, Held::new(attempt, HeldPhase::Running));
             let Some(doubt) = doubt else {
                 info!(
@@ -102,13 +110,53 @@ impl Jobs {
         self.launch(table, start);
     }
 
-    /// Launches the attempt's shim, with the job table held throughout (nothing can start or
-    /// fence the job meanwhile).
+    /// Launches the attempt's shim if the host has room for it now, else holds it until an
+    /// end frees enough ([`crate::admission`]); with the job table held throughout (nothing
+    /// can start or fence the job meanwhile).
     pub(super) fn launch(
         self: &Arc<Self>,
         mut table: MutexGuard<'_, HashMap<JobId, Held>>,
         start: Parked,
     ) {
+        let (id, attempt) = (start.job.id, start.attempt);
+        let need = start.job.spec.resources.clone();
+        let admitted = self.admission().admit((id, attempt), need, start);
+        let Some(start) = admitted else {
+            if table.get(&id).is_none_or(|h| h.attempt != attempt) {
+                table.insert(id, Held::new(attempt, HeldPhase::Running));
+            }
+            let waiting = self.admission().waiting();
+            info!(
+                job = id,
+                attempt, waiting, "start waits for room on this host; it runs when one ends"
+            );
+            return;
+        };
+        self.run_admitted(&mut table, vec![start]);
+    }
+
+    /// Launches starts admission let in, and those that the failure of one lets in after it.
+    pub(super) fn run_admitted(
+        self: &Arc<Self>,
+        table: &mut HashMap<JobId, Held>,
+        starts: Vec<Parked>,
+    ) {
+        let mut starts: std::collections::VecDeque<Parked> = starts.into();
+        while let Some(start) = starts.pop_front() {
+            let key = (start.job.id, start.attempt);
+            if let Err(why) = self.run_start(table, start) {
+                starts.extend(self.admission().ended(key));
+                self.not_launched(table, key.0, key.1, why);
+            }
+        }
+    }
+
+    /// Launches one admitted attempt's shim; why not, if it cannot.
+    fn run_start(
+        self: &Arc<Self>,
+        table: &mut HashMap<JobId, Held>,
+        start: Parked,
+    ) -> Result<(), String> {
         let Parked {
             job,
             attempt,
@@ -117,51 +165,59 @@ impl Jobs {
         } = start;
         let id = job.id;
         let span = tracing::info_span!("job", id, attempt);
-        let spec = match self.shim_spec(&job, attempt, script.as_deref()) {
-            Ok(spec) => ShimSpec {
-                after: fenced,
-                ..spec
-            },
-            Err(why) => return self.not_launched(table, id, attempt, why),
+        let spec = ShimSpec {
+            after: fenced,
+            ..self.shim_spec(&job, attempt, script.as_deref())?
         };
-        match self.launcher.launch(&spec) {
+        let launched = match self.launcher.launch(&spec) {
+            Ok(launched) => launched,
             Err(e) => {
                 self.return_spare(&spec);
                 if let Some(copy) = &spec.script {
                     let _ = std::fs::remove_file(copy);
                 }
-                let why = format!("cannot start the job's supervisor: {e}");
-                self.not_launched(table, id, attempt, why);
+                return Err(format!("cannot start the job's supervisor: {e}"));
             }
-            Ok(launched) => {
-                table.insert(
-                    id,
-                    Held {
-                        shim: Some(launched.shim),
-                        ..Held::new(attempt, HeldPhase::Running)
-                    },
-                );
-                drop(table);
-                let jobs = self.clone();
-                tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
-            }
-        }
+        };
+        // A suspend that came while the start waited holds: the job stops once it starts.
+        let phase = table
+            .get(&id)
+            .filter(|h| h.attempt == attempt)
+            .map_or(HeldPhase::Running, |h| h.phase);
+        table.insert(
+            id,
+            Held {
+                shim: Some(launched.shim),
+                ..Held::new(attempt, phase)
+            },
+        );
+        let jobs = self.clone();
+        tokio::spawn(async move { jobs.supervise(launched, spec).await }.instrument(span));
+        Ok(())
     }
 
     /// Ends an attempt that could not be launched: failed, with `why`.
     fn not_launched(
         self: &Arc<Self>,
-        mut table: MutexGuard<'_, HashMap<JobId, Held>>,
+        table: &mut HashMap<JobId, Held>,
         id: JobId,
         attempt: u32,
         why: String,
     ) {
         warn!(job = id, attempt, error = %why, "cannot start the job's shim");
         table.insert(id, Held::new(attempt, HeldPhase::Finished));
-        drop(table);
         let (jobs, end) = (self.clone(), JobEnd::Failed(why));
         let span = tracing::info_span!("job", id, attempt);
         tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
+    }
+
+    /// An admitted attempt's processes are gone: the starts that waited for its share run.
+    pub(super) fn free(self: &Arc<Self>, id: JobId, attempt: u32) {
+        let mut table = self.table();
+        let admitted = self.admission().ended((id, attempt));
+        if !admitted.is_empty() {
+            self.run_admitted(&mut table, admitted);
+        }
     }
 
     /// Puts the spare a shim was given back in the pool if it is still there: the launch

@@ -28,6 +28,7 @@ use xce_client::publish::publish_until_done;
 use xce_client::types::{HeldJob, HeldPhase, Job, JobEnd, JobId, JobOrder, JobSignal};
 use xce_client::{Client, ClientError, Status};
 
+use crate::admission::Admission;
 use crate::cgroup::{Cgroups, JobCgroup, Limits};
 use crate::ended::Ended;
 use crate::fence::Lease;
@@ -83,6 +84,9 @@ pub struct JobSettings {
     pub own_home: PathBuf,
     /// The log settings the shims take on (the shim's default without).
     pub log: Option<xce_daemon::logging::LogSettings>,
+    /// What the host offers, as its join says: never more than this runs at once, whatever
+    /// the primary sent ([`crate::admission`]).
+    pub capacity: xce_client::types::Resources,
 }
 
 /// Everything the worker's attempts share.
@@ -103,6 +107,8 @@ pub struct Jobs {
     /// Attempts let go of, so that a late start for one is not run (locked after `held`,
     /// never before).
     ended: Mutex<Ended>,
+    /// What runs and what waits for room (locked after `held`, never before).
+    admission: Mutex<Admission<Parked>>,
     /// Forks each attempt's shim.
     launcher: Launcher,
     /// This worker process, as its shims tell whether it is still there.
@@ -134,12 +140,13 @@ impl Jobs {
             spool,
             launcher,
             me: ProcRecord::of(std::process::id() as i32),
-            settings,
             lease,
             stop,
             held: Mutex::new(HashMap::new()),
             window: Mutex::new(JoinWindow::default()),
             ended: Mutex::new(Ended::default()),
+            admission: Mutex::new(Admission::new(settings.capacity.clone())),
+            settings,
         }))
     }
 
@@ -158,6 +165,10 @@ impl Jobs {
 
     fn ended(&self) -> MutexGuard<'_, Ended> {
         self.ended.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn admission(&self) -> MutexGuard<'_, Admission<Parked>> {
+        self.admission.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What this worker holds (parked starts included).

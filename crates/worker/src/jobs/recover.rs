@@ -48,6 +48,9 @@ impl Jobs {
                     ..Held::new(attempt, phase)
                 },
             );
+            // Counted as the whole host until its job is read: nothing sent ahead starts
+            // beside it before then.
+            self.admission().adopt((id, attempt), None);
             adopted.push((id, attempt));
         }
         if let Some(cgroups) = &self.settings.cgroups {
@@ -75,8 +78,11 @@ impl Jobs {
                 .cloned()
                 .unwrap_or_else(|| Report::started(id, attempt));
             tokio::spawn(
-                async move { jobs.watch_adopted(id, attempt, start).await }.instrument(span),
+                async move { jobs.watch_adopted(id, attempt, start).await }
+                    .instrument(span.clone()),
             );
+            let jobs = self.clone();
+            tokio::spawn(async move { jobs.learn_share(id, attempt).await }.instrument(span));
         }
         info!(
             adopted = adopted.len(),
@@ -167,6 +173,36 @@ impl Jobs {
                 files = removed,
                 "removed script copies and limit files of attempts no shim runs"
             );
+        }
+    }
+
+    /// Reads what an adopted attempt's job takes, so that admission counts its share instead
+    /// of the whole host; until the attempt ends or the read succeeds (retried each second).
+    async fn learn_share(self: Arc<Self>, id: JobId, attempt: u32) {
+        let mut stop = self.stop.clone();
+        while self.admission().unknown((id, attempt)) && !*stop.borrow() {
+            let share = match self.client.call(GetJob { id }).await {
+                Ok(job) => Some(job.spec.resources),
+                // Forgotten by the cluster: the resync kills it; it holds nothing to count.
+                Err(ClientError::Status {
+                    status: Status::NoEnt,
+                    ..
+                }) => Some(xce_client::types::Resources::default()),
+                Err(e) => {
+                    debug!(job = id, attempt, error = %e, "cannot read an adopted job's size yet");
+                    None
+                }
+            };
+            if let Some(share) = share {
+                let mut table = self.table();
+                let admitted = self.admission().learn((id, attempt), share);
+                self.run_admitted(&mut table, admitted);
+                return;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = stop.changed() => {}
+            }
         }
     }
 }

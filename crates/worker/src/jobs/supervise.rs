@@ -136,6 +136,9 @@ impl Jobs {
             Some(end) => {
                 info!(job = id, attempt, end = ?end.end, "job ended");
                 self.records.forget(id, attempt);
+                // The shim saw its job out: the next start waiting for room runs now, before
+                // this end is delivered.
+                self.free(id, attempt);
                 if let Some(start) = start_delivery {
                     let _ = start.await;
                 }
@@ -156,6 +159,7 @@ impl Jobs {
                     })
                     .await;
                 }
+                self.free(id, attempt);
                 if stopping {
                     debug!(job = id, attempt, "attempt stopped with the worker");
                 } else {
@@ -208,6 +212,19 @@ impl Jobs {
                 info!(
                     job = id,
                     attempt, "job killed while its start waited for a join; it never ran"
+                );
+                let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
+                let end = JobEnd::Failed(KILLED_BEFORE_START.into());
+                tokio::spawn(async move { jobs.finish(id, attempt, end).await }.instrument(span));
+            }
+            JobSignal::Kill if self.admission().waits((id, attempt)) => {
+                held.phase = HeldPhase::Finished;
+                let (_, admitted) = self.admission().withdraw(id);
+                self.run_admitted(&mut table, admitted);
+                drop(table);
+                info!(
+                    job = id,
+                    attempt, "job killed while its start waited for room; it never ran"
                 );
                 let (jobs, span) = (self.clone(), tracing::info_span!("job", id, attempt));
                 let end = JobEnd::Failed(KILLED_BEFORE_START.into());
@@ -281,6 +298,10 @@ impl Jobs {
             // Starts that wait for a join never ran: they go, unreported.
             let mut table = self.table();
             for (id, attempt) in self.window().clear() {
+                drop_attempt(&mut table, id, attempt);
+            }
+            // So do those that waited for room.
+            for (id, attempt) in self.admission().clear_waiting() {
                 drop_attempt(&mut table, id, attempt);
             }
         }

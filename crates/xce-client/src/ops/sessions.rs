@@ -18,6 +18,9 @@ pub struct Join {
     pub agent: Option<AgentHandle>,
     /// The attempts a worker holds (resync); empty for other roles.
     pub held: Vec<HeldJob>,
+    /// A worker that admits by its own resources, holding starts that do not fit until room
+    /// frees: jobs may be dispatched to it ahead of its free slots. False for other roles.
+    pub queues_starts: bool,
 }
 
 /// The primary's answer to a join.
@@ -49,6 +52,7 @@ impl Op for Join {
                 req.get().set_agent(capability);
                 agent_generation = generation;
             }
+            req.get().set_queues_starts(self.queues_starts);
             let mut held = req.get().init_held(self.held.len() as u32);
             for (i, h) in self.held.iter().enumerate() {
                 wire::write_held(held.reborrow().get(i as u32), h);
@@ -82,6 +86,7 @@ pub fn claim_role<T: crate::transport::Transport>(client: &crate::Client<T>, rol
                 host: HostAttributes::default(),
                 agent: None,
                 held: Vec::new(),
+                queues_starts: false,
             };
             c.call(join).await.map(|_| ())
         })

@@ -11,7 +11,12 @@ pub(super) async fn list(
     _params: controller::ListHostsParams,
     mut results: controller::ListHostsResults,
 ) -> Result<(), capnp::Error> {
-    let hosts = this.node.read(|s| s.hosts()).await;
+    let mut hosts = this.node.read(|s| s.hosts()).await;
+    if let Ok(hosts) = &mut hosts {
+        for h in hosts.iter_mut() {
+            h.queues_starts = this.agents.queues_starts(&h.name);
+        }
+    }
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header_of(&hosts));
     if let Ok(hosts) = hosts {

@@ -42,6 +42,8 @@ pub(super) async fn join(
                     let held = held.iter().map(wire::read_held).collect::<Result<_, _>>()?;
                     let token = wire::read_token(p.get_token()?);
                     let host = wire::read_attributes(p.get_host()?)?;
+                    this.agents
+                        .set_queues_starts(&host.name, p.get_queues_starts());
                     join_worker(this, token, host, held, p.get_agent().ok()).await
                 }
             }
