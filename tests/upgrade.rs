@@ -185,11 +185,11 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     let shown = json_of(&cluster.xce_ok(&["-o", "json", "cluster"]));
     assert_eq!(shown["active_version"], 10, "{shown}");
     for member in shown["members"].as_array().unwrap() {
-        // This build's members report its own version (11), the older build's 10.
+        // This build's members report its own version (12), the older build's 10.
         let expected = if member["name"] == old_primary.as_str() {
             10
         } else {
-            11
+            12
         };
         assert_eq!(member["version"], expected, "{shown}");
     }
@@ -213,7 +213,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.replace_binary(primary, new.clone());
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
-    assert_eq!(cluster.wait_version().await, 11);
+    assert_eq!(cluster.wait_version().await, 12);
     let id = client.call(on_a_task_of(array)).await.unwrap();
     assert!(cluster.job(id).await.unwrap().spec.dependency.is_some());
     let out = cluster.xce_ok(&[
@@ -274,12 +274,12 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     .await;
     assert!(!status.success());
     let log = std::fs::read_to_string(&cluster.local.controllers[i].log).unwrap();
-    assert!(log.contains("store format 11"), "{log}");
+    assert!(log.contains("store format 12"), "{log}");
     cluster.replace_binary(i, new.clone());
     cluster.restart(i);
     cluster.wait_all_standbys().await;
 
-    // Nor is a controller of the older build added: it could not apply version 11's records.
+    // Nor is a controller of the older build added: it could not apply version 12's records.
     // (The cluster was started from the older build's directory, so a joining one runs it.)
     let (c4, addr) = cluster.start_joining("c4");
     assert_eq!(running(&cluster.controllers()[c4]), old);
@@ -295,7 +295,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains("c4 runs a build of cluster version 10")
-            && message.contains("runs version 11"),
+            && message.contains("runs version 12"),
         "{message}"
     );
     let members = json_of(&cluster.xce_ok(&["-o", "json", "admin", "members"]));

@@ -20,6 +20,8 @@ pub struct BenchSpec<'a> {
     /// Fault links between the controllers.
     pub links: bool,
     pub schedulers: usize,
+    /// Extra flags for every scheduler.
+    pub scheduler_args: &'a [&'a str],
     pub tls: bool,
     pub apiservers: usize,
 }
@@ -34,6 +36,7 @@ impl Default for BenchSpec<'_> {
             log_filter: "warn",
             links: false,
             schedulers: 0,
+            scheduler_args: &[],
             tls: false,
             apiservers: 0,
         }
@@ -127,6 +130,7 @@ impl BenchCluster {
             log_filter,
             links,
             schedulers,
+            scheduler_args,
             tls,
             apiservers,
         } = spec;
@@ -160,7 +164,7 @@ impl BenchCluster {
             workers,
             worker_args: worker_args.iter().map(|a| a.to_string()).collect(),
             schedulers,
-            scheduler_args: Vec::new(),
+            scheduler_args: scheduler_args.iter().map(|a| a.to_string()).collect(),
             apiservers,
             apiserver_args: Vec::new(),
             apiserver_port: None,

@@ -65,6 +65,27 @@ pub struct SchedArgs {
     /// once, and print its throughput and the ratio of the two.
     #[arg(long, requires = "slots")]
     compare_unlimited: bool,
+    /// Run the drains' schedulers with `--dispatch-ahead ROUNDS`: a full host is sent that
+    /// many more rounds of jobs, which its worker starts as its jobs end (0: none).
+    #[arg(long, default_value_t = 0)]
+    dispatch_ahead: u32,
+}
+
+impl SchedArgs {
+    /// The drains' cluster: 3 controllers, 2 workers given `worker_args`, one scheduler.
+    async fn drain_cluster(&self, worker_args: &[&str]) -> anyhow::Result<BenchCluster> {
+        let rounds = self.dispatch_ahead.to_string();
+        let scheduler_args = ["--dispatch-ahead", rounds.as_str()];
+        BenchCluster::start_spec(crate::cluster::BenchSpec {
+            controllers: 3,
+            workers: 2,
+            worker_args,
+            schedulers: 1,
+            scheduler_args: &scheduler_args,
+            ..Default::default()
+        })
+        .await
+    }
 }
 
 /// Simulated hosts never heartbeat: keep them available for the whole run.
@@ -196,7 +217,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<f64> {
         "--heartbeat-ms",
         "500",
     ];
-    let cluster = BenchCluster::start_with_schedulers(3, None, 2, &worker_args, 1).await?;
+    let cluster = args.drain_cluster(&worker_args).await?;
     let client = cluster.client(ClientConfig::default())?;
     let spec = JobSpec {
         command: vec!["true".into()],
@@ -278,7 +299,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<f64> {
 async fn unlimited_drain(args: &SchedArgs) -> anyhow::Result<f64> {
     let cpus = args.drain.max(1).to_string();
     let worker_args = ["--cpus", &cpus, "--mem-mb", "1024", "--heartbeat-ms", "500"];
-    let cluster = BenchCluster::start_with_schedulers(3, None, 2, &worker_args, 1).await?;
+    let cluster = args.drain_cluster(&worker_args).await?;
     let (throughput, _) = drain(&cluster, args.drain, || Ok(())).await?;
     Ok(throughput)
 }

@@ -509,7 +509,7 @@ fn tokens(u: &mut Unstructured<'_>) -> Result<Command> {
     if u.ratio(1, 8)? {
         // The cluster's version raised (now and then to one no build knows).
         return Ok(Command::RaiseVersion {
-            to: u.int_in_range(5..=12)?,
+            to: u.int_in_range(5..=13)?,
         });
     }
     if u.ratio(1, 6)? {

@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub tls: TlsFile,
     /// Where Prometheus metrics are served (`host:port`), as `--metrics-listen`.
     pub metrics_listen: Option<String>,
+    /// Rounds of a host's resources sent ahead of its free room, as `--dispatch-ahead`.
+    pub dispatch_ahead: Option<u32>,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
     pub log: xce_daemon::logging::LogFile,
 }
@@ -42,6 +44,7 @@ pub struct Overrides {
     pub reread_ms: Option<u64>,
     pub retry_attempts: Option<u32>,
     pub metrics_listen: Option<String>,
+    pub dispatch_ahead: Option<u32>,
     pub tls: TlsArgs,
 }
 
@@ -57,6 +60,12 @@ pub struct Config {
     pub tls: Option<TlsPaths>,
     /// Where Prometheus metrics are served.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// How many more rounds of its resources a host whose worker holds starts back is sent
+    /// once its free room is taken, which it starts as its jobs end (from cluster version 12;
+    /// at most [`xce_client::fit::MAX_AHEAD_ROUNDS`]). 0, the default, sends nothing ahead: a
+    /// job sent ahead waits behind the host's jobs however long they run, even if another
+    /// host frees first. For many short jobs.
+    pub dispatch_ahead: u32,
 }
 
 /// Why a configuration was rejected.
@@ -146,6 +155,13 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
             "retry_attempts: must be at least 1".into(),
         ));
     }
+    let dispatch_ahead = over.dispatch_ahead.or(file.dispatch_ahead).unwrap_or(0);
+    if dispatch_ahead > xce_client::fit::MAX_AHEAD_ROUNDS {
+        return Err(ConfigError::Invalid(format!(
+            "dispatch_ahead: {dispatch_ahead} rounds, at most {}",
+            xce_client::fit::MAX_AHEAD_ROUNDS
+        )));
+    }
     let tls = over.tls.resolve(&file.tls)?;
     let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
         Some(addr) => Some(
@@ -162,6 +178,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
         reread: Duration::from_millis(reread),
         retry_attempts,
         metrics_listen,
+        dispatch_ahead,
     })
 }
 
@@ -189,6 +206,25 @@ mod tests {
         assert_eq!(c.name, "s9");
         assert_eq!(c.peers.len(), 1);
         assert_eq!(c.reread.as_millis(), u128::from(DEFAULT_REREAD_MS));
+        assert_eq!(c.dispatch_ahead, 0, "dispatch ahead is off by default");
+        let f = file("peers: c1=127.0.0.1:7001\ndispatch_ahead: 2\n").unwrap();
+        let c = resolve(Overrides::default(), f.clone()).unwrap();
+        assert_eq!(c.dispatch_ahead, 2);
+        let over = Overrides {
+            dispatch_ahead: Some(0),
+            ..Overrides::default()
+        };
+        assert_eq!(resolve(over, f.clone()).unwrap().dispatch_ahead, 0);
+        let over = Overrides {
+            dispatch_ahead: Some(4),
+            ..Overrides::default()
+        };
+        let e = resolve(over, f).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("dispatch_ahead: 4 rounds, at most 3"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -51,7 +51,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
     let client = Client::new(config.peers.clone(), client_config.clone());
     let (views_tx, views) = watch::channel(None);
     let events_seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    client.set_rejoin(rejoin_action(views_tx, events_seen.clone()));
+    client.set_rejoin(rejoin_action(
+        views_tx,
+        events_seen.clone(),
+        config.dispatch_ahead,
+    ));
     // The lease has a client of its own: its renewals never wait behind a full re-read
     // (which runs inside the main client's rejoin, and may take seconds on a big cluster).
     let lease_client = Client::new(config.peers.clone(), client_config.clone());
@@ -68,7 +72,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Arc::new(metrics::registry()),
         ));
     }
-    info!(scheduler = %config.name, "scheduler starting");
+    info!(scheduler = %config.name, dispatch_ahead = config.dispatch_ahead, "scheduler starting");
     let mut tasks: Vec<(&str, JoinHandle<()>)> = vec![
         (
             "lease",
@@ -166,6 +170,7 @@ async fn first_to_end(tasks: &mut [(&'static str, JoinHandle<()>)]) -> (&'static
 fn rejoin_action(
     views: watch::Sender<Option<view::Loaded>>,
     events_seen: Arc<std::sync::atomic::AtomicU64>,
+    dispatch_ahead: u32,
 ) -> xce_client::RejoinFn<xce_client::transport::CapnpTransport> {
     let views = Arc::new(views);
     Arc::new(move |client: Client| {
@@ -182,7 +187,8 @@ fn rejoin_action(
                 queues_starts: false,
             };
             client.call(join).await?;
-            let view = view::load(&client).await?;
+            let mut view = view::load(&client).await?;
+            view.dispatch_ahead = dispatch_ahead;
             views.send_replace(Some(view::Loaded {
                 view,
                 events_before,

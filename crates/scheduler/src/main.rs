@@ -25,6 +25,12 @@ struct Args {
     /// Serve Prometheus metrics at http://ADDR/metrics (host:port).
     #[arg(long, env = "XCE_METRICS_LISTEN")]
     metrics_listen: Option<String>,
+    /// Once a host's free room is taken, send it up to ROUNDS more rounds of its resources
+    /// (at most 3), which its worker starts as its jobs end: slots never idle between short
+    /// jobs, but a job sent ahead waits behind the host's jobs however long they run. 0 (the
+    /// default) sends nothing ahead.
+    #[arg(long, env = "XCE_DISPATCH_AHEAD", value_name = "ROUNDS")]
+    dispatch_ahead: Option<u32>,
     #[command(flatten)]
     daemon: xce_daemon::DaemonArgs,
 }
@@ -45,6 +51,7 @@ fn real_main() -> anyhow::Result<()> {
         reread_ms: args.reread_ms,
         retry_attempts: args.retry_attempts,
         metrics_listen: args.metrics_listen,
+        dispatch_ahead: args.dispatch_ahead,
         tls: d.tls,
     };
     let config = config::resolve(over, file)?;

@@ -269,6 +269,10 @@ struct Picker {
     /// and the job requeued since: kept for good, it would look placed forever).
     confirmed_unseen: HashMap<JobId, (String, std::time::Instant)>,
     dirty: bool,
+    /// When the cluster's version was last read while it was too old to send jobs ahead
+    /// (configured so): it is raised by itself once every controller runs a newer build, and
+    /// no event says so.
+    version_read: Option<std::time::Instant>,
     /// Events applied so far, and what the latest of them touched.
     seen: u64,
     recent: std::collections::VecDeque<(u64, Touched)>,
@@ -401,8 +405,37 @@ impl Picker {
         self.dirty = true;
     }
 
+    /// Reads the cluster's version again, every few seconds, while this scheduler would send
+    /// jobs ahead but the cluster's apply does not take them yet.
+    async fn read_version(&mut self, client: &Client) -> Result<(), ClientError> {
+        const EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+        let waits = self.view.dispatch_ahead > 0
+            && self.view.version < xce_client::version::DISPATCH_AHEAD
+            && self.version_read.is_none_or(|at| at.elapsed() >= EVERY);
+        if !waits {
+            return Ok(());
+        }
+        self.version_read = Some(std::time::Instant::now());
+        let version = client
+            .call(xce_client::ops::GetCluster)
+            .await?
+            .active_version;
+        if version != self.view.version {
+            self.view.version = version;
+            self.dirty = true;
+            if self.view.sends_ahead() {
+                info!(
+                    version,
+                    "the cluster takes jobs sent ahead of hosts' free room now"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Reads what events did not carry: unknown jobs and, when stale, the hosts.
     async fn catch_up(&mut self, client: &Client) -> Result<(), ClientError> {
+        self.read_version(client).await?;
         if self.hosts_stale {
             view::load_hosts(client, &mut self.view).await?;
             self.hosts_stale = false;
@@ -726,6 +759,7 @@ mod tests {
                 capacity: Resources::new(4, 0),
                 state: xce_client::types::HostState::Ok,
                 job_users: xce_client::types::JobUsers::Any,
+                queues_starts: false,
             },
         );
         me.view.queues.insert(
@@ -805,6 +839,7 @@ mod tests {
                 capacity: Resources::new(3, 0),
                 state: xce_client::types::HostState::Ok,
                 job_users: xce_client::types::JobUsers::Any,
+                queues_starts: false,
             },
         );
         me.view.queues.insert(

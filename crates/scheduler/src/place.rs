@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use xce_client::fit::{fits, may_run, Resources};
+use xce_client::fit::{fits, fits_ahead, may_run, Resources};
 use xce_client::types::{HostState, JobId, PendCode, PendReason, Placement};
 
 use crate::view::View;
@@ -127,7 +127,10 @@ pub fn plan_at(
                         if out.placements.len() >= max {
                             break;
                         }
-                        match free.take(&job.need, &job.user) {
+                        let host = free
+                            .take(&job.need, &job.user)
+                            .or_else(|why| free.take_ahead(&job.need, &job.user).ok_or(why));
+                        match host {
                             Ok(host) => out.placements.push(Placement { id, host }),
                             Err(why) => {
                                 short = Some(why);
@@ -182,6 +185,10 @@ struct FreeHosts {
     scans: usize,
     /// The last answer of [`FreeHosts::never_fits`], by user and need.
     last_never: Option<(String, Resources, NeverFits)>,
+    /// Hosts that may be sent jobs beyond their free room ([`FreeHosts::take_ahead`]).
+    ahead: Vec<String>,
+    /// Rounds of a host's resources that may wait on it.
+    rounds: u32,
 }
 
 impl FreeHosts {
@@ -202,6 +209,16 @@ impl FreeHosts {
             never: HashMap::new(),
             scans: 0,
             last_never: None,
+            rounds: view.dispatch_ahead,
+            ahead: if view.sends_ahead() {
+                view.hosts
+                    .iter()
+                    .filter(|(_, h)| h.state == HostState::Ok && h.queues_starts)
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -325,6 +342,29 @@ impl FreeHosts {
         Ok(name)
     }
 
+    /// Places `need`, which fits no host's free room now, ahead on a host whose worker holds
+    /// it until room frees (dispatch ahead): one that fits it alone and whose placed jobs stay
+    /// within the configured rounds of what it offers, the one with the least queued there.
+    fn take_ahead(&mut self, need: &Resources, user: &str) -> Option<String> {
+        let name = self
+            .ahead
+            .iter()
+            .filter(|name| self.runs(name, user))
+            .filter_map(|name| {
+                let (cap, load) = self.hosts.get(name)?;
+                let room = fits_ahead(cap, load, need, self.rounds).is_ok();
+                room.then(|| (load.cpus.saturating_sub(cap.cpus), name))
+            })
+            .min()
+            .map(|(_, name)| name.clone())?;
+        if let Some((cap, load)) = self.hosts.get_mut(&name) {
+            self.by_free.remove(&(cap.minus(load).cpus, name.clone()));
+            *load = load.plus(need);
+            self.by_free.insert((cap.minus(load).cpus, name.clone()));
+        }
+        Some(name)
+    }
+
     /// The reason for a job that would fit some host when it is empty, but fits none now.
     fn short_of(&self, need: &Resources) -> String {
         let most_cpus = self.by_free.last().map_or(0, |(f, _)| *f);
@@ -373,6 +413,7 @@ mod tests {
                     capacity: r(*cpus, *mem),
                     state: HostState::Ok,
                     job_users: JobUsers::Any,
+                    queues_starts: false,
                 },
             );
         }
@@ -412,6 +453,46 @@ mod tests {
 
     fn none() -> (HashSet<JobId>, HashMap<String, Resources>) {
         (HashSet::new(), HashMap::new())
+    }
+
+    /// Dispatch ahead: once free room is taken, a host whose worker holds starts back gets
+    /// up to one more round of its resources, least queued first; only when configured so,
+    /// on version 12, and never a job larger than the host.
+    #[test]
+    fn full_hosts_are_sent_one_more_round_ahead_when_their_workers_hold_it() {
+        let ahead_view = |dispatch_ahead, version, queues_starts| {
+            let mut v = view(&[("w1", 2, 0), ("w2", 2, 0)], &[("q", 0, true)]);
+            v.dispatch_ahead = u32::from(dispatch_ahead);
+            v.version = version;
+            for h in v.hosts.values_mut() {
+                h.queues_starts = queues_starts;
+            }
+            for id in 1..=10 {
+                pend(&mut v, id, "q", 0, r(1, 0));
+            }
+            pend(&mut v, 11, "q", -1, r(3, 0));
+            v
+        };
+        let (f, res) = none();
+        let v = ahead_view(true, 12, true);
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(placed_ids(&p), (1..=8).collect::<Vec<_>>());
+        let on = |host: &str| p.placements.iter().filter(|pl| pl.host == host).count();
+        assert_eq!((on("w1"), on("w2")), (4, 4));
+        // The rest wait for room; the job larger than a host is never sent ahead.
+        assert!(p.reasons.iter().any(|(id, _)| *id == 9));
+        assert!(p.placements.iter().all(|pl| pl.id != 11));
+        for (dispatch_ahead, version, queues_starts) in
+            [(false, 12, true), (true, 11, true), (true, 12, false)]
+        {
+            let v = ahead_view(dispatch_ahead, version, queues_starts);
+            let p = plan(&v, &f, &res, 100);
+            assert_eq!(
+                placed_ids(&p),
+                vec![1, 2, 3, 4],
+                "{dispatch_ahead} {version} {queues_starts}"
+            );
+        }
     }
 
     #[test]
@@ -680,6 +761,7 @@ mod tests {
                 prop_oneof![Just(0u64), 256u64..2048],
                 any::<bool>(),
                 0usize..4,
+                any::<bool>(),
             ),
             0..5,
         );
@@ -694,10 +776,21 @@ mod tests {
             0..30,
         );
         let placed = prop::collection::vec((0usize..5, 0u32..3, 0u64..512), 0..6);
-        (hosts, jobs, placed, prop::collection::vec(any::<bool>(), 3)).prop_map(
-            |(hosts, jobs, placed, active)| {
-                let mut v = View::default();
-                for (i, (cpus, mem, ok, users)) in hosts.iter().enumerate() {
+        let ahead = (0u32..=3, 11u32..=12);
+        (
+            hosts,
+            jobs,
+            placed,
+            prop::collection::vec(any::<bool>(), 3),
+            ahead,
+        )
+            .prop_map(|(hosts, jobs, placed, active, (dispatch_ahead, version))| {
+                let mut v = View {
+                    dispatch_ahead,
+                    version,
+                    ..View::default()
+                };
+                for (i, (cpus, mem, ok, users, queues_starts)) in hosts.iter().enumerate() {
                     let job_users = match users {
                         0 | 1 => JobUsers::Any,
                         2 => JobUsers::EachUser { root: false },
@@ -713,6 +806,7 @@ mod tests {
                                 HostState::Closed
                             },
                             job_users,
+                            queues_starts: *queues_starts,
                         },
                     );
                 }
@@ -744,14 +838,15 @@ mod tests {
                     }
                 }
                 v
-            },
-        )
+            })
     }
 
     proptest! {
-        /// Nothing is over-committed beyond what was already there; each job is placed once,
-        /// on an `ok` host of an active queue; and no placed job comes after (in the order)
-        /// a blocked job that could fit some empty host.
+        /// Nothing is over-committed beyond what was already there, but for jobs sent ahead
+        /// (configured so, on version 12, to a host whose worker holds them back, which they
+        /// fit alone, within twice what it offers); each job is placed once, on an `ok` host
+        /// of an active queue; and no placed job comes after (in the order) a blocked job
+        /// that could fit some empty host.
         #[test]
         fn placements_never_overcommit_and_keep_priority(v in arb_view(), max in 1usize..40) {
             let (f, res) = none();
@@ -767,7 +862,11 @@ mod tests {
                 prop_assert!(may_run(&host.job_users, &job.user).is_ok(), "{:?} on {:?}", job, host);
                 prop_assert!(v.queues[&job.queue].active);
                 let load = loads.entry(pl.host.clone()).or_default();
-                prop_assert!(fits(&host.capacity, load, &job.need).is_ok(), "{:?} on {:?} with {:?}", job, host, load);
+                let room = fits(&host.capacity, load, &job.need).is_ok();
+                let ahead = v.sends_ahead()
+                    && host.queues_starts
+                    && fits_ahead(&host.capacity, load, &job.need, v.dispatch_ahead).is_ok();
+                prop_assert!(room || ahead, "{:?} on {:?} with {:?}", job, host, load);
                 *load = load.plus(&job.need);
             }
             // Strict priority: a job given a "fits now nowhere" reason that could fit an empty

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use xce_client::fit::Resources;
-use xce_client::ops::{ListHosts, ListJobs, ListQueues};
+use xce_client::ops::{GetCluster, ListHosts, ListJobs, ListQueues};
 use xce_client::types::{
     ClusterEvent, DependencyState, HostState, Job, JobFilter, JobId, JobState, JobUsers, PendCode,
 };
@@ -59,6 +59,9 @@ pub struct HostView {
     pub state: HostState,
     /// Whose jobs its worker runs.
     pub job_users: JobUsers,
+    /// Its worker holds a start that does not fit until room frees: it may be sent jobs
+    /// ahead of its free room (dispatch ahead).
+    pub queues_starts: bool,
 }
 
 /// A queue as placement needs it.
@@ -87,9 +90,20 @@ pub struct View {
     pub queues: HashMap<String, QueueView>,
     /// Every live array's record, pending or running only through its tasks.
     pub arrays: HashMap<JobId, ArrayView>,
+    /// The cluster's active version, read with the hosts.
+    pub version: u32,
+    /// Rounds of a host's resources this scheduler sends ahead of its free room
+    /// (`--dispatch-ahead`; 0: none).
+    pub dispatch_ahead: u32,
 }
 
 impl View {
+    /// Whether hosts whose workers hold starts back may be sent jobs beyond their free room:
+    /// configured so, on a cluster whose apply takes them (version 12).
+    pub fn sends_ahead(&self) -> bool {
+        self.dispatch_ahead > 0 && self.version >= xce_client::version::DISPATCH_AHEAD
+    }
+
     /// Adds or updates a job from a full read.
     pub fn put_job(&mut self, job: &Job) {
         let need = job.spec.resources.clone();
@@ -192,13 +206,14 @@ impl View {
                 queue,
                 task.map(|t| t.0),
             ),
-            ClusterEvent::Host { name, state, .. } => match self.hosts.get_mut(name) {
-                Some(h) => {
+            // A host's event may come from a join that changed what it offers or whether its
+            // worker holds starts back, neither of which the event carries: read the hosts.
+            ClusterEvent::Host { name, state, .. } => {
+                if let Some(h) = self.hosts.get_mut(name) {
                     h.state = *state;
-                    Followup::Nothing
                 }
-                None => Followup::FetchHosts,
-            },
+                Followup::FetchHosts
+            }
             ClusterEvent::Queue {
                 name,
                 priority,
@@ -326,8 +341,10 @@ pub struct Loaded {
     pub began: std::time::Instant,
 }
 
-/// Reads the hosts into `view`, replacing what it had.
+/// Reads the hosts into `view`, replacing what it had, and the cluster's version (which decides
+/// whether they may be sent jobs ahead).
 pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientError> {
+    view.version = client.call(GetCluster).await?.active_version;
     view.hosts = client
         .call(ListHosts)
         .await?
@@ -337,6 +354,7 @@ pub async fn load_hosts(client: &Client, view: &mut View) -> Result<(), ClientEr
                 capacity: h.capacity,
                 state: h.state,
                 job_users: h.job_users,
+                queues_starts: h.queues_starts,
             };
             (h.name, view)
         })

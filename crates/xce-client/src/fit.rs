@@ -47,6 +47,25 @@ impl fmt::Display for Shortfall {
     }
 }
 
+/// Most rounds of a host's resources that may wait on it beyond what it runs (dispatch ahead,
+/// cluster version 12): the apply's bound, and the most a scheduler may be set to.
+pub const MAX_AHEAD_ROUNDS: u32 = 3;
+
+/// Whether a job needing `job` may be sent ahead to a host offering `host` whose placed jobs
+/// already use `load`, with up to `rounds` rounds of its resources waiting there beyond what
+/// it runs: it fits the host alone, and the placed jobs stay within `1 + rounds` times what the
+/// host offers. The worker starts it once room frees.
+pub fn fits_ahead(
+    host: &Resources,
+    load: &Resources,
+    job: &Resources,
+    rounds: u32,
+) -> Result<(), Shortfall> {
+    fits(host, &Resources::default(), job)?;
+    let bound = (0..rounds).fold(host.clone(), |b, _| b.plus(host));
+    fits(&bound, load, job)
+}
+
 /// Whether a job needing `job` fits on a host offering `host` whose placed jobs already use
 /// `load`. Cpus are checked before memory, memory before generic resources (by name); the
 /// error names the first shortfall.

@@ -34,6 +34,7 @@ impl State {
         if let Err(message) = check_size("host.spool_dir", attrs.spool_dir.len(), MAX_PATH_BYTES) {
             return Outcome::rejected(Status::Invalid, message);
         }
+        let before = self.hosts.get(&attrs.name).map(HostRecord::state);
         let fresh = HostRecord {
             resources: attrs.resources.clone(),
             spool_dir: String::new(),
@@ -47,6 +48,17 @@ impl State {
             record.job_users = attrs.job_users.clone();
             record.available = true;
         });
+        // A join may change what the host offers (and whether its worker holds starts back,
+        // which the primary keeps beside its agent): an event even when its state did not
+        // change, so that a scheduler reads the host again.
+        if let Some(state) =
+            before.filter(|b| Some(*b) == self.hosts.get(&attrs.name).map(HostRecord::state))
+        {
+            self.emitted.push(super::Event::Host {
+                name: attrs.name.clone(),
+                state,
+            });
+        }
         self.resync(at_ms, &attrs.name, &held)
     }
 

@@ -1,7 +1,7 @@
 //! Job transitions: submit, operator control, dispatch, the worker's start and end reports,
 //! and losing an attempt. Each change goes through `State::update_job`.
 
-use xce_client::fit::{fits, may_run};
+use xce_client::fit::may_run;
 use xce_client::types::{
     Job, JobAction, JobEnd, JobId, JobOrder, JobResult, JobSignal, JobSpec, JobState,
 };
@@ -314,7 +314,7 @@ impl State {
                 job.spec.user
             ));
         }
-        if let Err(short) = fits(
+        if let Err(short) = self.may_place(
             &record.resources,
             &self.host_load(host),
             &job.spec.resources,

@@ -13,6 +13,7 @@
 mod arrays;
 mod command;
 mod dependencies;
+mod dispatch_ahead;
 mod events;
 mod hosts;
 mod index;

@@ -285,8 +285,14 @@ fn queue_flags_of(s: &State) -> BTreeMap<String, (i32, bool, bool)> {
 
 /// The events of one command are exactly its changes: one job event per job whose state,
 /// host, attempt or reasons changed (carrying the new values), one host event per host whose
-/// state changed, one queue event per queue whose flags changed, and nothing else.
-fn check_events(before: &State, after: &State, events: &[Event]) -> Result<(), TestCaseError> {
+/// state changed or whose worker joined (`joined`: what it offers may have changed), one
+/// queue event per queue whose flags changed, and nothing else.
+fn check_events(
+    before: &State,
+    after: &State,
+    events: &[Event],
+    joined: Option<&str>,
+) -> Result<(), TestCaseError> {
     let (jobs_before, jobs_after) = (seen_jobs(before), seen_jobs(after));
     let changed_jobs: BTreeSet<JobId> = jobs_after
         .iter()
@@ -329,7 +335,7 @@ fn check_events(before: &State, after: &State, events: &[Event]) -> Result<(), T
     let (hb, ha) = (host_states(before), host_states(after));
     let changed_hosts: BTreeSet<String> = ha
         .iter()
-        .filter(|(n, s)| hb.get(*n) != Some(s))
+        .filter(|(n, s)| hb.get(*n) != Some(s) || joined == Some(n.as_str()))
         .map(|(n, _)| n.clone())
         .collect();
     prop_assert_eq!(host_events, changed_hosts);
@@ -402,7 +408,12 @@ proptest! {
             let (ob, eb) = b.apply_emitting(i as u64, cmd.clone());
             prop_assert_eq!(&oa, &ob);
             prop_assert_eq!(&ea, &eb);
-            check_events(&before, &a, &ea)?;
+            let joined = match (&cmd, &oa) {
+                (_, Outcome::Rejected { .. } | Outcome::Duplicate(_)) => None,
+                (Command::RegisterHost { host, .. }, _) => Some(host.name.as_str()),
+                _ => None,
+            };
+            check_events(&before, &a, &ea, joined)?;
             if matches!(oa, Outcome::Rejected { .. } | Outcome::Duplicate(_)) {
                 prop_assert_eq!(&ea, &Vec::new());
             }

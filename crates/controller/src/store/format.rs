@@ -27,7 +27,7 @@ use crate::state::Command;
 
 /// The newest store format (and cluster version) this build reads and writes. Raised with
 /// every change of a stored record; the golden-bytes tests in `state::stored` fail until it is.
-pub const STORE_FORMAT: u32 = 11;
+pub const STORE_FORMAT: u32 = 12;
 
 /// The oldest store format this build reads (and writes while a cluster's active version is
 /// still that old). Data of an older one is refused by name.

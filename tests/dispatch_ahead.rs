@@ -1,0 +1,143 @@
+//! Dispatch ahead (issue 34, slot turnover), through the real binaries: a scheduler run with
+//! `--dispatch-ahead` sends a full host more jobs than it runs at once, its worker holds them
+//! until an end frees room, so no host ever runs more than it offers (by the jobs' own
+//! clocks) and each job runs once; a job killed while it waits there never runs.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Output;
+use std::time::Duration;
+
+use xce_client::types::{HostState, JobResult, JobState};
+use xce_tests::{json_of, wait_for, Cluster};
+
+/// One controller, two workers of one cpu each, a scheduler sending up to three rounds
+/// ahead.
+async fn cluster() -> Cluster {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(2, &["--heartbeat-ms", "200", "--cpus", "1"])
+        .schedulers(1, &["--dispatch-ahead", "3"])
+        .start();
+    cluster.wait_primary().await;
+    cluster.wait_version().await;
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_host("w2", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    cluster
+}
+
+fn id_of(out: &Output) -> u64 {
+    assert!(
+        out.status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    json_of(out)["id"].as_u64().unwrap()
+}
+
+/// A directory for the jobs' files, and its path as `--cwd` takes it.
+fn work_dir(cluster: &Cluster) -> (std::path::PathBuf, String) {
+    let work = cluster.dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let cwd = work.to_string_lossy().into_owned();
+    (work, cwd)
+}
+
+/// Waits until some host has more placed on it than it offers: jobs were sent ahead.
+async fn sent_ahead(cluster: &Cluster) -> String {
+    wait_for(
+        "a host sent more than it runs at once",
+        Duration::from_secs(30),
+        || async {
+            for name in ["w1", "w2"] {
+                let host = cluster.host(name).await?;
+                if host.used.cpus > host.capacity.cpus {
+                    assert!(host.queues_starts, "{host:?}");
+                    return Some(name.to_string());
+                }
+            }
+            None
+        },
+    )
+    .await
+}
+
+#[tokio::test]
+async fn hosts_are_sent_jobs_ahead_and_never_run_more_than_they_offer() {
+    let cluster = cluster().await;
+    let (work, cwd) = work_dir(&cluster);
+    // Each job notes its host and its start and end (wall clock, ns).
+    let body = "echo $XCE_NODELIST $(date +%s%N) > run.$XCE_JOB_ID; sleep 0.2; \
+                echo $(date +%s%N) >> run.$XCE_JOB_ID";
+    let ids: Vec<u64> = (0..24)
+        .map(|_| id_of(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", body])))
+        .collect();
+    sent_ahead(&cluster).await;
+    for id in &ids {
+        let job = cluster
+            .wait_job(*id, "the job ended", |j| j.state.is_final())
+            .await;
+        assert_eq!(job.result, Some(JobResult::Completed), "{job:?}");
+        assert_eq!(job.attempt, 1, "job {id} ran as a later attempt: {job:?}");
+    }
+    // Each ran once; by their own clocks, never two at once on a one-cpu host.
+    let mut runs: Vec<(String, u64, u64)> = Vec::new();
+    for id in &ids {
+        let text = std::fs::read_to_string(work.join(format!("run.{id}"))).unwrap();
+        let fields: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(fields.len(), 3, "job {id} ran once: {text:?}");
+        runs.push((
+            fields[0].to_string(),
+            fields[1].parse().unwrap(),
+            fields[2].parse().unwrap(),
+        ));
+    }
+    for (host, start, _) in &runs {
+        let at_once = runs
+            .iter()
+            .filter(|(h, s, e)| h == host && s <= start && start < e)
+            .count();
+        assert_eq!(at_once, 1, "{at_once} jobs ran at once on {host}: {runs:?}");
+    }
+    for host in ["w1", "w2"] {
+        assert!(runs.iter().any(|(h, _, _)| h == host), "{host} ran nothing");
+    }
+}
+
+#[tokio::test]
+async fn a_job_killed_while_it_waits_on_its_host_never_runs() {
+    let cluster = cluster().await;
+    let (work, cwd) = work_dir(&cluster);
+    // Both slots taken by long jobs; the next is sent ahead to one of them.
+    let long: Vec<u64> = (0..2)
+        .map(|_| id_of(&cluster.xce(&["-o", "json", "submit", "--", "sleep", "60"])))
+        .collect();
+    for id in &long {
+        cluster
+            .wait_job(*id, "running", |j| j.state == JobState::Running)
+            .await;
+    }
+    let waiting =
+        id_of(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", "touch ran"]));
+    let job = cluster
+        .wait_job(waiting, "sent ahead", |j| j.state == JobState::Dispatched)
+        .await;
+    let host = job.host.clone().unwrap();
+    assert_eq!(sent_ahead(&cluster).await, host);
+    cluster.xce_ok(&["kill", &waiting.to_string()]);
+    let killed = cluster
+        .wait_job(waiting, "ended", |j| j.state.is_final())
+        .await;
+    assert_eq!(killed.result, Some(JobResult::Cancelled), "{killed:?}");
+    // The long job on its host runs on, undisturbed.
+    for id in &long {
+        let job = cluster.job(*id).await.unwrap();
+        assert_eq!(job.state, JobState::Running, "{job:?}");
+        cluster.xce_ok(&["kill", &id.to_string()]);
+    }
+    for id in &long {
+        cluster.wait_job(*id, "ended", |j| j.state.is_final()).await;
+    }
+    assert!(!work.join("ran").exists(), "the killed job ran");
+}
