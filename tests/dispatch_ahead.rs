@@ -1,7 +1,8 @@
 //! Dispatch ahead (issue 34, slot turnover), through the real binaries: a scheduler run with
 //! `--dispatch-ahead` sends a full host more jobs than it runs at once, its worker holds them
 //! until an end frees room, so no host ever runs more than it offers (by the jobs' own
-//! clocks) and each job runs once; a job killed while it waits there never runs.
+//! clocks) and each job runs once, a round's starts for one host going out in one call; a
+//! job killed while it waits there never runs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -103,6 +104,12 @@ async fn hosts_are_sent_jobs_ahead_and_never_run_more_than_they_offer() {
     for host in ["w1", "w2"] {
         assert!(runs.iter().any(|(h, _, _)| h == host), "{host} ran nothing");
     }
+    // A round's starts for one host went out in one call to its worker.
+    let log = std::fs::read_to_string(&cluster.local.controllers[0].log).unwrap();
+    assert!(
+        log.contains("jobs sent to their worker in one call"),
+        "{log}"
+    );
 }
 
 #[tokio::test]

@@ -210,10 +210,18 @@ impl FreeHosts {
             scans: 0,
             last_never: None,
             rounds: view.dispatch_ahead,
+            // Topped up a round at a time: a host is sent jobs ahead in a round only when a
+            // whole round of its cpus is free under its bound, so that one dispatch write
+            // carries a round of jobs, not one for each end.
             ahead: if view.sends_ahead() {
                 view.hosts
                     .iter()
                     .filter(|(_, h)| h.state == HostState::Ok && h.queues_starts)
+                    .filter(|(name, h)| {
+                        let load = loads.get(name.as_str()).map_or(0, |l| l.cpus);
+                        let bound = h.capacity.cpus.saturating_mul(1 + view.dispatch_ahead);
+                        bound.saturating_sub(load) >= h.capacity.cpus
+                    })
                     .map(|(name, _)| name.clone())
                     .collect()
             } else {
@@ -482,6 +490,25 @@ mod tests {
         // The rest wait for room; the job larger than a host is never sent ahead.
         assert!(p.reasons.iter().any(|(id, _)| *id == 9));
         assert!(p.placements.iter().all(|pl| pl.id != 11));
+        // A host with less than a round free under its bound waits to be topped up.
+        let mut v = ahead_view(true, 12, true);
+        for (i, host) in ["w1", "w1", "w1", "w2", "w2"].iter().enumerate() {
+            v.placed.insert(
+                100 + i as JobId,
+                PlacedJob {
+                    host: host.to_string(),
+                    need: r(1, 0),
+                },
+            );
+        }
+        let p = plan(&v, &f, &res, 100);
+        assert_eq!(
+            p.placements
+                .iter()
+                .map(|pl| pl.host.as_str())
+                .collect::<Vec<_>>(),
+            vec!["w2", "w2"]
+        );
         for (dispatch_ahead, version, queues_starts) in
             [(false, 12, true), (true, 11, true), (true, 12, false)]
         {

@@ -108,6 +108,30 @@ struct AgentServer {
     generation: u64,
 }
 
+impl AgentServer {
+    /// Hands one start, as the wire has it, to the worker.
+    fn start(
+        &self,
+        job: xce_proto::xce_capnp::job::Reader<'_>,
+        attempt: u32,
+        script: &[u8],
+    ) -> Result<(), capnp::Error> {
+        let job = wire::read_job(job)?;
+        let script = Some(script)
+            .filter(|body| !body.is_empty())
+            .map(<[u8]>::to_vec);
+        self.handle
+            .requests
+            .send(AgentRequest::StartJob {
+                job: Box::new(job),
+                attempt,
+                generation: self.generation,
+                script,
+            })
+            .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))
+    }
+}
+
 impl agent::Server for AgentServer {
     async fn ping(
         self: Rc<Self>,
@@ -126,20 +150,19 @@ impl agent::Server for AgentServer {
         mut results: agent::StartJobResults,
     ) -> Result<(), capnp::Error> {
         let p = params.get()?;
-        let job = wire::read_job(p.get_job()?)?;
-        let attempt = p.get_attempt();
-        let script = Some(p.get_script()?)
-            .filter(|body| !body.is_empty())
-            .map(<[u8]>::to_vec);
-        self.handle
-            .requests
-            .send(AgentRequest::StartJob {
-                job: Box::new(job),
-                attempt,
-                generation: self.generation,
-                script,
-            })
-            .map_err(|_| capnp::Error::disconnected("the worker is shutting down".into()))?;
+        self.start(p.get_job()?, p.get_attempt(), p.get_script()?)?;
+        wire::write_header(results.get().init_header(), &ReplyHeader::ok());
+        Ok(())
+    }
+
+    async fn start_jobs(
+        self: Rc<Self>,
+        params: agent::StartJobsParams,
+        mut results: agent::StartJobsResults,
+    ) -> Result<(), capnp::Error> {
+        for start in params.get()?.get_starts()? {
+            self.start(start.get_job()?, start.get_attempt(), start.get_script()?)?;
+        }
         wire::write_header(results.get().init_header(), &ReplyHeader::ok());
         Ok(())
     }

@@ -677,6 +677,17 @@ interface Agent {
   # One running attempt's new time limit in seconds from its start (0: none), which its shim
   # keeps from then on.
   setTimeLimit @4 (jobId :UInt64, attempt :UInt32, timeLimitS :UInt32) -> (header :ReplyHeader);
+  # Several starts for this worker in one call (an array's tasks, a host topped up), each
+  # taken as `startJob` takes it, in order. A worker of an older build does not have it: the
+  # primary then sends each start alone.
+  startJobs @5 (starts :List(JobStart)) -> (header :ReplyHeader);
+}
+
+# One start of `startJobs`: as `startJob`'s parameters.
+struct JobStart {
+  job @0 :Job;
+  attempt @1 :UInt32;
+  script @2 :Data;
 }
 
 # A signal for one attempt of a job.

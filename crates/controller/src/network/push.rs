@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc};
 use tracing::{debug, info, warn};
-use xce_client::types::{JobOrder, JobState};
+use xce_client::types::{Job, JobOrder, JobState};
 use xce_client::wire;
 use xce_proto::xce_capnp::agent;
 use xce_proto::Status;
@@ -158,17 +158,39 @@ pub async fn run(node: Arc<Node>, agents: Agents) {
     }
 }
 
-/// One host's pushes, carried out in order.
+/// One host's pushes, carried out in order; starts queued together go out in one call.
 fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Push> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Push>();
     tokio::task::spawn_local(async move {
-        while let Some(push) = rx.recv().await {
+        // The push after a run of starts, taken from the queue to end the run.
+        let mut next: Option<Push> = None;
+        // Whether the host's worker takes several starts in one call (until it says it
+        // does not: an older build).
+        let mut batches = true;
+        loop {
+            let push = match next.take() {
+                Some(push) => push,
+                None => match rx.recv().await {
+                    Some(push) => push,
+                    None => return,
+                },
+            };
             if !still_primary(&node, &push) {
                 continue;
             }
             match push {
                 Push::Start { host, id, attempt } => {
-                    start(&node, &agents, &host, id, attempt).await
+                    let mut run = vec![(id, attempt)];
+                    while let Ok(more) = rx.try_recv() {
+                        match more {
+                            Push::Start { id, attempt, .. } => run.push((id, attempt)),
+                            other => {
+                                next = Some(other);
+                                break;
+                            }
+                        }
+                    }
+                    start_all(&node, &agents, &host, &run, &mut batches).await
                 }
                 Push::Signal { host, order } => signal(&agents, &host, order).await,
                 Push::SendSignal {
@@ -204,39 +226,89 @@ fn still_primary(node: &Node, push: &Push) -> bool {
     }
 }
 
-/// Asks the worker on `host` to run the attempt. A start no longer due (the job moved on
-/// since the entry was applied) is not sent.
-async fn start(node: &Node, agents: &Agents, host: &str, id: u64, attempt: u32) {
-    let Some(job) = node.applied_job(id) else {
+/// Asks the worker on `host` to run the attempts of `run`, in order: in one call when there
+/// are several and the worker takes them so (`batches`, cleared for good when it says it does
+/// not), else one call each. A start no longer due is not sent.
+async fn start_all(
+    node: &Node,
+    agents: &Agents,
+    host: &str,
+    run: &[(u64, u32)],
+    batches: &mut bool,
+) {
+    let due: Vec<(Job, Option<Arc<[u8]>>)> = run
+        .iter()
+        .filter_map(|(id, attempt)| due_start(node, host, *id, *attempt))
+        .collect();
+    if due.is_empty() {
+        return;
+    }
+    let Some(agent) = agents.get(host) else {
+        let jobs: Vec<u64> = due.iter().map(|(job, _)| job.id).collect();
+        warn!(?jobs, %host, "no agent for the host on this primary; the jobs wait for its worker to rejoin");
         return;
     };
+    if due.len() > 1 && *batches {
+        let mut req = agent.start_jobs_request();
+        let mut list = req.get().init_starts(due.len() as u32);
+        for (i, (job, script)) in due.iter().enumerate() {
+            let mut start = list.reborrow().get(i as u32);
+            wire::write_job(start.reborrow().init_job(), job);
+            start.set_attempt(job.attempt);
+            if let Some(body) = script {
+                start.set_script(body);
+            }
+        }
+        let jobs: Vec<u64> = due.iter().map(|(job, _)| job.id).collect();
+        match agent_call(req.send().promise).await {
+            Ok(_) => return info!(?jobs, %host, "jobs sent to their worker in one call"),
+            Err(e) if e.kind == capnp::ErrorKind::Unimplemented => {
+                info!(%host, "the host's worker takes one start per call (an older build)");
+                *batches = false;
+            }
+            Err(e) => {
+                return warn!(?jobs, %host, error = %e, "could not send the jobs to their worker")
+            }
+        }
+    }
+    for (job, script) in &due {
+        start_one(&agent, host, job, script.as_deref()).await;
+    }
+}
+
+/// The job and its script, if `attempt` of job `id` is still due to start on `host` (the job
+/// may have moved on since the entry was applied) and its script is here.
+fn due_start(node: &Node, host: &str, id: u64, attempt: u32) -> Option<(Job, Option<Arc<[u8]>>)> {
+    let job = node.applied_job(id)?;
     if job.state != JobState::Dispatched
         || job.host.as_deref() != Some(host)
         || job.attempt != attempt
     {
         debug!(job = id, %host, state = job.state.name(), "start no longer due; not sent");
-        return;
+        return None;
     }
-    let Some(agent) = agents.get(host) else {
-        warn!(job = id, %host, "no agent for the host on this primary; the job waits for its worker to rejoin");
-        return;
-    };
     let script = match job.spec.script {
         Some(script) => match node.applied_script(&script) {
             Some(body) => Some(body),
             None => {
                 warn!(job = id, %host, %script, "the job's script is not in this primary's state; not sent");
-                return;
+                return None;
             }
         },
         None => None,
     };
+    Some((job, script))
+}
+
+/// Asks the worker on `host` to run one attempt.
+async fn start_one(agent: &agent::Client, host: &str, job: &Job, script: Option<&[u8]>) {
     let mut req = agent.start_job_request();
-    wire::write_job(req.get().init_job(), &job);
+    wire::write_job(req.get().init_job(), job);
     req.get().set_attempt(job.attempt);
-    if let Some(body) = &script {
+    if let Some(body) = script {
         req.get().set_script(body);
     }
+    let (id, attempt) = (job.id, job.attempt);
     match agent_call(req.send().promise).await {
         Ok(_) => info!(job = id, %host, attempt, "job sent to its worker"),
         Err(e) => warn!(job = id, %host, error = %e, "could not send the job to its worker"),
