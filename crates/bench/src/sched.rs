@@ -269,13 +269,7 @@ async fn latency_and_drain(args: &SchedArgs) -> anyhow::Result<f64> {
         metric("slot_turnover_p99_ms", quantile(&turnovers, 0.99), "ms");
     }
     let per_job = |ms: f64| ms / args.drain as f64;
-    metric("drain_cpu_ms_per_job", per_job(spent.machine), "ms");
-    metric("drain_cpu_ms_controllers", per_job(spent.controllers), "ms");
-    metric(
-        "drain_cpu_ms_shims_and_jobs",
-        per_job(spent.shims_and_jobs),
-        "ms",
-    );
+    spent.print(args.drain, "");
     let floor = cpu::process_floor_ms(
         &cpu::true_program()?,
         args.drain.min(cpu::FLOOR_PROCESSES),
@@ -300,7 +294,17 @@ async fn unlimited_drain(args: &SchedArgs) -> anyhow::Result<f64> {
     let cpus = args.drain.max(1).to_string();
     let worker_args = ["--cpus", &cpus, "--mem-mb", "1024", "--heartbeat-ms", "500"];
     let cluster = args.drain_cluster(&worker_args).await?;
-    let (throughput, _) = drain(&cluster, args.drain, || Ok(())).await?;
+    let mut spent_before = None;
+    let (throughput, _) = drain(&cluster, args.drain, || {
+        spent_before =
+            Some(DrainCpu::read(&cluster).context("read the CPU spent before the drain")?);
+        Ok(())
+    })
+    .await?;
+    let spent = DrainCpu::read(&cluster)
+        .context("read the CPU spent by the drain")?
+        .minus(&spent_before.context("the drain read no CPU before it started")?);
+    spent.print(args.drain, "_unlimited");
     Ok(throughput)
 }
 
@@ -409,6 +413,9 @@ struct DrainCpu {
     machine: f64,
     controllers: f64,
     shims_and_jobs: f64,
+    /// The scheduler's and the workers' own processes.
+    scheduler: f64,
+    workers: f64,
 }
 
 impl DrainCpu {
@@ -423,6 +430,8 @@ impl DrainCpu {
             machine: cpu::machine_busy_ms()?,
             controllers: cpu::processes_ms(&pids(&cluster.local.controllers)?)?,
             shims_and_jobs: cpu::descendants_ms(&pids(&cluster.local.workers)?)?,
+            scheduler: cpu::processes_ms(&pids(&cluster.local.schedulers)?)?,
+            workers: cpu::processes_ms(&pids(&cluster.local.workers)?)?,
         })
     }
 
@@ -431,7 +440,40 @@ impl DrainCpu {
             machine: self.machine - before.machine,
             controllers: self.controllers - before.controllers,
             shims_and_jobs: self.shims_and_jobs - before.shims_and_jobs,
+            scheduler: self.scheduler - before.scheduler,
+            workers: self.workers - before.workers,
         }
+    }
+
+    /// Prints what the drain of `jobs` jobs spent per job, each metric's name ending in
+    /// `suffix`.
+    fn print(&self, jobs: usize, suffix: &str) {
+        let per_job = |ms: f64| ms / jobs.max(1) as f64;
+        metric(
+            &format!("drain_cpu_ms_per_job{suffix}"),
+            per_job(self.machine),
+            "ms",
+        );
+        metric(
+            &format!("drain_cpu_ms_controllers{suffix}"),
+            per_job(self.controllers),
+            "ms",
+        );
+        metric(
+            &format!("drain_cpu_ms_shims_and_jobs{suffix}"),
+            per_job(self.shims_and_jobs),
+            "ms",
+        );
+        metric(
+            &format!("drain_cpu_ms_scheduler{suffix}"),
+            per_job(self.scheduler),
+            "ms",
+        );
+        metric(
+            &format!("drain_cpu_ms_workers{suffix}"),
+            per_job(self.workers),
+            "ms",
+        );
     }
 }
 

@@ -210,9 +210,9 @@ impl FreeHosts {
             scans: 0,
             last_never: None,
             rounds: view.dispatch_ahead,
-            // Topped up a round at a time: a host is sent jobs ahead in a round only when a
-            // whole round of its cpus is free under its bound, so that one dispatch write
-            // carries a round of jobs, not one for each end.
+            // Topped up in blocks: a host is sent jobs ahead in a round only when half its
+            // rounds ahead (rounded up) of its cpus are free under its bound, so that one
+            // dispatch write carries that many rounds of jobs, not one for each end.
             ahead: if view.sends_ahead() {
                 view.hosts
                     .iter()
@@ -220,7 +220,11 @@ impl FreeHosts {
                     .filter(|(name, h)| {
                         let load = loads.get(name.as_str()).map_or(0, |l| l.cpus);
                         let bound = h.capacity.cpus.saturating_mul(1 + view.dispatch_ahead);
-                        bound.saturating_sub(load) >= h.capacity.cpus
+                        let block = h
+                            .capacity
+                            .cpus
+                            .saturating_mul(view.dispatch_ahead.div_ceil(2));
+                        bound.saturating_sub(load) >= block
                     })
                     .map(|(name, _)| name.clone())
                     .collect()
