@@ -468,7 +468,7 @@ mod tests {
     }
 
     /// Dispatch ahead: once free room is taken, a host whose worker holds starts back gets
-    /// up to one more round of its resources, least queued first; only when configured so,
+    /// up to the configured rounds of its resources, least queued first; only when configured so,
     /// on version 12, and never a job larger than the host.
     #[test]
     fn full_hosts_are_sent_one_more_round_ahead_when_their_workers_hold_it() {
@@ -875,7 +875,7 @@ mod tests {
     proptest! {
         /// Nothing is over-committed beyond what was already there, but for jobs sent ahead
         /// (configured so, on version 12, to a host whose worker holds them back, which they
-        /// fit alone, within twice what it offers); each job is placed once, on an `ok` host
+        /// fit alone, within the configured rounds of what it offers); each job is placed once, on an `ok` host
         /// of an active queue; and no placed job comes after (in the order) a blocked job
         /// that could fit some empty host.
         #[test]

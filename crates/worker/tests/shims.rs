@@ -323,6 +323,38 @@ async fn starts_beyond_the_host_wait_for_room_and_run_as_jobs_end() {
     stop.send_replace(true);
 }
 
+/// A worker that stops runs nothing new: a start that waited for room is dropped, unreported
+/// (the primary sends it again after a rejoin), when the job before it ends.
+#[tokio::test]
+async fn a_stopping_worker_does_not_run_what_waited_for_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let shim_exe = PathBuf::from(env!("CARGO_BIN_EXE_xce-worker"));
+    let (jobs, _lease, stop) = table_sized(
+        dir.path(),
+        dir.path(),
+        None,
+        xce_client::types::JobUsers::Any,
+        shim_exe,
+        xce_client::types::Resources::new(1, 0),
+    );
+    let one_cpu = |job: Job| with_limits(job, 1, 0);
+    jobs.start(one_cpu(sleeper(1)), 1);
+    started(&jobs, 1).await;
+    jobs.start(one_cpu(job(2, &["touch", "ran2"])), 1);
+    assert!(jobs.held().iter().any(|h| h.id == 2));
+    stop.send_replace(true);
+    assert!(jobs.signal(order(1, 1, JobSignal::Kill)));
+    wait_until("the start that waited to be dropped", || {
+        jobs.held().iter().all(|h| h.id != 2)
+    })
+    .await;
+    assert!(
+        !dir.path().join("ran2").exists(),
+        "a stopping worker ran it"
+    );
+    assert_eq!(end_report(dir.path(), 2, 1), None);
+}
+
 /// A start for an attempt this worker already let go of, or for an older one, is most likely
 /// a late copy of an order (a deposed primary's push that arrives after the resync sent the
 /// job again, or after the attempt's end was acknowledged): it waits until the primary says

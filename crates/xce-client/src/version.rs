@@ -22,8 +22,9 @@ pub const DEPENDENCIES: u32 = 9;
 /// The first cluster version that judges a dependency on some tasks of an array
 /// (`afterok:12_3`) and `aftercorr` (each task after the same task of another array).
 pub const TASK_DEPENDENCIES: u32 = 11;
-/// The first cluster version whose apply lets a host be sent jobs beyond its free room (one
-/// more round of its resources), which its worker holds until room frees: dispatch ahead.
+/// The first cluster version whose apply lets the scheduler send a host jobs beyond its free
+/// room (up to [`crate::fit::MAX_AHEAD_ROUNDS`] more rounds of its resources), which its
+/// worker holds until room frees: dispatch ahead.
 pub const DISPATCH_AHEAD: u32 = 12;
 
 /// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up

@@ -248,6 +248,51 @@ async fn start_all(
         warn!(?jobs, %host, "no agent for the host on this primary; the jobs wait for its worker to rejoin");
         return;
     };
+    for chunk in in_calls(&due) {
+        start_chunk(&agent, host, chunk, batches).await;
+    }
+}
+
+/// Most bytes of jobs and scripts one `startJobs` call carries, far below what a worker's
+/// connection reads in one message (a script alone may be 16 MiB).
+const START_CALL_BYTES: usize = 8 << 20;
+/// Most starts one `startJobs` call carries.
+const START_CALL_JOBS: usize = 256;
+
+/// `due` cut into runs that each fit one call: at most [`START_CALL_JOBS`] starts and, but
+/// for a single start, [`START_CALL_BYTES`] of scripts, environments and commands.
+fn in_calls<T: AsRef<[u8]>>(due: &[(Job, Option<T>)]) -> Vec<&[(Job, Option<T>)]> {
+    let size = |(job, script): &(Job, Option<T>)| {
+        let command: usize = job.spec.command.iter().map(String::len).sum();
+        script.as_ref().map_or(0, |s| s.as_ref().len())
+            + xce_client::export::size(&job.spec.env)
+            + command
+            + 1024
+    };
+    let mut chunks = Vec::new();
+    let (mut from, mut bytes) = (0, 0);
+    for (i, start) in due.iter().enumerate() {
+        let n = size(start);
+        if i > from && (bytes + n > START_CALL_BYTES || i - from >= START_CALL_JOBS) {
+            chunks.push(&due[from..i]);
+            (from, bytes) = (i, 0);
+        }
+        bytes += n;
+    }
+    if from < due.len() {
+        chunks.push(&due[from..]);
+    }
+    chunks
+}
+
+/// Sends one run of starts that fits a call: in one `startJobs` call when there are several
+/// and the worker takes them so, else one call each.
+async fn start_chunk(
+    agent: &agent::Client,
+    host: &str,
+    due: &[(Job, Option<Arc<[u8]>>)],
+    batches: &mut bool,
+) {
     if due.len() > 1 && *batches {
         let mut req = agent.start_jobs_request();
         let mut list = req.get().init_starts(due.len() as u32);
@@ -271,8 +316,8 @@ async fn start_all(
             }
         }
     }
-    for (job, script) in &due {
-        start_one(&agent, host, job, script.as_deref()).await;
+    for (job, script) in due {
+        start_one(agent, host, job, script.as_deref()).await;
     }
 }
 
@@ -421,6 +466,46 @@ mod tests {
     use xce_client::types::JobState;
 
     use super::*;
+
+    fn sized(id: u64, script_bytes: usize) -> (Job, Option<Vec<u8>>) {
+        let job = Job {
+            id,
+            spec: xce_client::types::JobSpec::default(),
+            state: JobState::Dispatched,
+            pend_reason: None,
+            pend_code: None,
+            reason: None,
+            result: None,
+            host: Some("w1".into()),
+            attempt: 1,
+            exit_code: None,
+            signal: None,
+            submit_time_ms: 0,
+            start_time_ms: None,
+            end_time_ms: None,
+            output_dir: None,
+            cancelled_by: None,
+            dependency_state: None,
+            array: None,
+            array_task: None,
+        };
+        (job, (script_bytes > 0).then(|| vec![b'x'; script_bytes]))
+    }
+
+    #[test]
+    fn a_run_of_starts_is_cut_into_calls_by_count_and_bytes() {
+        let lens = |due: &[(Job, Option<Vec<u8>>)]| -> Vec<usize> {
+            in_calls(due).iter().map(|c| c.len()).collect()
+        };
+        let small: Vec<_> = (0..300).map(|i| sized(i, 0)).collect();
+        assert_eq!(lens(&small), vec![256, 44]);
+        let big: Vec<_> = (0..5).map(|i| sized(i, 3 << 20)).collect();
+        assert_eq!(lens(&big), vec![2, 2, 1]);
+        // A start larger than a call still goes, alone.
+        let huge = vec![sized(1, 1 << 20), sized(2, 16 << 20), sized(3, 1 << 20)];
+        assert_eq!(lens(&huge), vec![1, 1, 1]);
+        assert!(in_calls::<Vec<u8>>(&[]).is_empty());
+    }
 
     fn job_event(id: u64, state: JobState, attempt: u32) -> Event {
         Event::Job {

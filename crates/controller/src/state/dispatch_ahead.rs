@@ -13,17 +13,19 @@ use super::State;
 
 impl State {
     /// Whether a job needing `need` may be placed on a host offering `capacity` whose placed
-    /// jobs (dispatched, running, suspended) use `load`: it fits the free room, or, from
-    /// version 12, it fits the host alone and the host's placed jobs stay within
-    /// `1 + MAX_AHEAD_ROUNDS` times what it offers. The shortfall named is the free room's.
+    /// jobs (dispatched, running, suspended) use `load`: it fits the free room, or, for a
+    /// placement that may go `ahead` (the scheduler's) from version 12, it fits the host
+    /// alone and the host's placed jobs stay within `1 + MAX_AHEAD_ROUNDS` times what it
+    /// offers. The shortfall named is the free room's.
     pub(super) fn may_place(
         &self,
         capacity: &Resources,
         load: &Resources,
         need: &Resources,
+        ahead: bool,
     ) -> Result<(), Shortfall> {
         let now = fits(capacity, load, need);
-        if now.is_ok() || self.active_version < DISPATCH_AHEAD {
+        if now.is_ok() || !ahead || self.active_version < DISPATCH_AHEAD {
             return now;
         }
         fits_ahead(capacity, load, need, MAX_AHEAD_ROUNDS).or(now)
@@ -58,7 +60,8 @@ mod tests {
         s.apply(1, join_with(1, "w1", 2, 0, vec![]));
         let ids = jobs(&mut s, 10, 9, 1);
         let big = jobs(&mut s, 20, 1, 3)[0];
-        let place = |s: &mut State, t: u128, id| s.apply(2, dispatch_cmd(t, id, "w1"));
+        // The scheduler's placements (an operator's `xce dispatch` is checked below).
+        let place = |s: &mut State, _t: u128, id| s.dispatch(2, id, "w1".into(), true);
         assert_eq!(place(&mut s, 30, ids[0]), Outcome::Done);
         assert_eq!(place(&mut s, 31, ids[1]), Outcome::Done);
         // Below 12 (what a member of an older build judges alike): free room only.
@@ -82,6 +85,9 @@ mod tests {
             finish(&mut s, 47, ids[0], 1, xce_client::types::JobEnd::Exit(0)),
             Outcome::Done
         );
+        // An operator's placement needs free room, whatever the version.
+        let by_hand = s.apply(2, dispatch_cmd(49, ids[8], "w1"));
+        rejected_with(&by_hand, Status::Conflict, "0 of 2 cpus free, 1 needed");
         assert_eq!(place(&mut s, 48, ids[8]), Outcome::Done);
     }
 }

@@ -245,8 +245,10 @@ impl State {
         }
     }
 
-    pub(super) fn dispatch(&mut self, at_ms: u64, id: JobId, host: String) -> Outcome {
-        let spool_dir = match self.may_dispatch(at_ms, id, &host) {
+    /// Places job `id` on `host`; `ahead`: beyond the host's free room if the cluster's
+    /// version takes it (the scheduler's placements, [`super::dispatch_ahead`]).
+    pub(super) fn dispatch(&mut self, at_ms: u64, id: JobId, host: String, ahead: bool) -> Outcome {
+        let spool_dir = match self.may_dispatch(at_ms, id, &host, ahead) {
             Ok(spool_dir) => spool_dir,
             Err(refused) => return refused,
         };
@@ -274,7 +276,13 @@ impl State {
     }
 
     /// Whether job `id` may go to `host` now: the spool dir it will have there, or why not.
-    fn may_dispatch(&self, at_ms: u64, id: JobId, host: &str) -> Result<Option<String>, Outcome> {
+    fn may_dispatch(
+        &self,
+        at_ms: u64,
+        id: JobId,
+        host: &str,
+        ahead: bool,
+    ) -> Result<Option<String>, Outcome> {
         let Some(record) = self.hosts.get(host) else {
             return Err(Outcome::rejected(
                 Status::NoEnt,
@@ -318,6 +326,7 @@ impl State {
             &record.resources,
             &self.host_load(host),
             &job.spec.resources,
+            ahead,
         ) {
             return conflict(format!("host {host:?} has {short} by job {id}"));
         }

@@ -260,7 +260,9 @@ impl State {
             Command::SetHostAvailable { name, available } => {
                 self.set_host_available(&name, available)
             }
-            Command::Dispatch { id, host, .. } => self.dispatch(at_ms, id, host),
+            // An operator's placement needs free room: only the scheduler sends ahead, to a
+            // worker that said it holds starts back.
+            Command::Dispatch { id, host, .. } => self.dispatch(at_ms, id, host, false),
             Command::AcquireScheduler {
                 name,
                 instance,

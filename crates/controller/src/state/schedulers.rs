@@ -123,7 +123,7 @@ impl State {
                 });
                 continue;
             }
-            if let Outcome::Rejected { status, message } = self.dispatch(at_ms, id, host) {
+            if let Outcome::Rejected { status, message } = self.dispatch(at_ms, id, host, true) {
                 refused.push(Refusal {
                     id,
                     status,

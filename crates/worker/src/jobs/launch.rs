@@ -52,7 +52,7 @@ impl Jobs {
                     "a newer attempt arrived; the older one never ran"
                 );
             }
-            self.run_admitted(&mut table, admitted);
+            self.run_waited(&mut table, admitted);
             if let Some(shim) = old.shim.filter(|_| old.phase != HeldPhase::Finished) {
                 warn!(
                     job = id,
@@ -133,6 +133,28 @@ impl Jobs {
             return;
         };
         self.run_admitted(&mut table, vec![start]);
+    }
+
+    /// Launches starts that waited for room and now have it, unless the worker stops: then
+    /// none of them runs (the primary sends them again after a rejoin).
+    pub(super) fn run_waited(
+        self: &Arc<Self>,
+        table: &mut HashMap<JobId, Held>,
+        starts: Vec<Parked>,
+    ) {
+        if !*self.stop.borrow() {
+            return self.run_admitted(table, starts);
+        }
+        let mut starts: std::collections::VecDeque<Parked> = starts.into();
+        while let Some(start) = starts.pop_front() {
+            let (id, attempt) = (start.job.id, start.attempt);
+            info!(
+                job = id,
+                attempt, "the worker stops; a start that waited for room is not run"
+            );
+            starts.extend(self.admission().ended((id, attempt)));
+            drop_attempt(table, id, attempt);
+        }
     }
 
     /// Launches starts admission let in, and those that the failure of one lets in after it.
@@ -216,7 +238,7 @@ impl Jobs {
         let mut table = self.table();
         let admitted = self.admission().ended((id, attempt));
         if !admitted.is_empty() {
-            self.run_admitted(&mut table, admitted);
+            self.run_waited(&mut table, admitted);
         }
     }
 

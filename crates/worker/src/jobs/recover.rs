@@ -196,7 +196,7 @@ impl Jobs {
             if let Some(share) = share {
                 let mut table = self.table();
                 let admitted = self.admission().learn((id, attempt), share);
-                self.run_admitted(&mut table, admitted);
+                self.run_waited(&mut table, admitted);
                 return;
             }
             tokio::select! {

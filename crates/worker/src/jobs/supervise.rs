@@ -220,7 +220,7 @@ impl Jobs {
             JobSignal::Kill if self.admission().waits((id, attempt)) => {
                 held.phase = HeldPhase::Finished;
                 let (_, admitted) = self.admission().withdraw(id);
-                self.run_admitted(&mut table, admitted);
+                self.run_waited(&mut table, admitted);
                 drop(table);
                 info!(
                     job = id,
