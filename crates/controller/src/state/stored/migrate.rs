@@ -1,8 +1,9 @@
-//! Between the current records (format 11) and every older format this build reads, one step
+//! Between the current records (format 12) and every older format this build reads, one step
 //! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
 //! `super::step8`, 9 ↔ 10 (commands only: formats 9 and 10 store jobs and states alike) is
-//! `super::step9`; format 11 stores every record as format 10 does (it changed what the apply
-//! judges: dependencies on tasks, `aftercorr`), so 10 ↔ 11 needs no step. `upgrade_*` reads old
+//! `super::step9`; formats 11 and 12 store every record as format 10 does (they changed what
+//! the apply judges: dependencies on tasks and `aftercorr`; placements ahead of a host's free
+//! room), so 10 ↔ 11 ↔ 12 needs no step. `upgrade_*` reads old
 //! data as current records; `downgrade_*` writes what a cluster whose active version is older
 //! replicates, refusing by [`NotInFormat`] what that format cannot hold.
 
