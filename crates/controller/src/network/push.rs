@@ -36,6 +36,9 @@ pub struct Agents {
     agents: Rc<RefCell<HashMap<String, agent::Client>>>,
     /// The hosts whose worker's last join said it holds starts back (dispatch ahead).
     queue_starts: Rc<RefCell<HashSet<String>>>,
+    /// The hosts whose current agent answered that it has no `startJobs` (an older build):
+    /// sent one start per call until their worker joins again.
+    single_starts: Rc<RefCell<HashSet<String>>>,
     limits: Rc<RefCell<NewLimits>>,
 }
 
@@ -50,6 +53,8 @@ impl Agents {
     /// Keeps the agent a worker passed at join (replacing the one of an earlier join).
     pub fn set(&self, host: &str, agent: agent::Client) {
         self.agents.borrow_mut().insert(host.to_string(), agent);
+        // A new join may come from an upgraded worker.
+        self.single_starts.borrow_mut().remove(host);
     }
 
     /// Notes whether the worker of `host`, as it joined now, holds starts back until room
@@ -164,9 +169,6 @@ fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Pu
     tokio::task::spawn_local(async move {
         // The push after a run of starts, taken from the queue to end the run.
         let mut next: Option<Push> = None;
-        // Whether the host's worker takes several starts in one call (until it says it
-        // does not: an older build).
-        let mut batches = true;
         loop {
             let push = match next.take() {
                 Some(push) => push,
@@ -190,7 +192,7 @@ fn spawn_host_queue(node: Arc<Node>, agents: Agents) -> mpsc::UnboundedSender<Pu
                             }
                         }
                     }
-                    start_all(&node, &agents, &host, &run, &mut batches).await
+                    start_all(&node, &agents, &host, &run).await
                 }
                 Push::Signal { host, order } => signal(&agents, &host, order).await,
                 Push::SendSignal {
@@ -226,16 +228,10 @@ fn still_primary(node: &Node, push: &Push) -> bool {
     }
 }
 
-/// Asks the worker on `host` to run the attempts of `run`, in order: in one call when there
-/// are several and the worker takes them so (`batches`, cleared for good when it says it does
-/// not), else one call each. A start no longer due is not sent.
-async fn start_all(
-    node: &Node,
-    agents: &Agents,
-    host: &str,
-    run: &[(u64, u32)],
-    batches: &mut bool,
-) {
+/// Asks the worker on `host` to run the attempts of `run`, in order: in calls of several when
+/// its worker takes them so (until it says it does not, for as long as that agent serves),
+/// else one call each. A start no longer due is not sent.
+async fn start_all(node: &Node, agents: &Agents, host: &str, run: &[(u64, u32)]) {
     let due: Vec<(Job, Option<Arc<[u8]>>)> = run
         .iter()
         .filter_map(|(id, attempt)| due_start(node, host, *id, *attempt))
@@ -249,7 +245,11 @@ async fn start_all(
         return;
     };
     for chunk in in_calls(&due) {
-        start_chunk(&agent, host, chunk, batches).await;
+        let mut batches = !agents.single_starts.borrow().contains(host);
+        start_chunk(&agent, host, chunk, &mut batches).await;
+        if !batches {
+            agents.single_starts.borrow_mut().insert(host.to_string());
+        }
     }
 }
 
