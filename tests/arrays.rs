@@ -11,7 +11,7 @@ use std::time::Duration;
 use xce_client::events::{EventStream, StreamItem};
 use xce_client::ops::GetTask;
 use xce_client::types::{ClusterEvent, EventFilter, HostState, JobResult, JobState};
-use xce_tests::{json_of, wait_for, Cluster};
+use xce_tests::{json_of, submitted_id, wait_for, Cluster};
 
 async fn cluster() -> Cluster {
     let cluster = Cluster::builder()
@@ -25,23 +25,6 @@ async fn cluster() -> Cluster {
     cluster.wait_host("w2", HostState::Ok).await;
     cluster.wait_active_scheduler().await;
     cluster
-}
-
-fn id_of(out: &Output) -> u64 {
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    json_of(out)["id"].as_u64().unwrap()
-}
-
-/// A directory for the jobs' files, and its path as `--cwd` takes it.
-fn work_dir(cluster: &Cluster) -> (std::path::PathBuf, String) {
-    let work = cluster.dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = work.to_string_lossy().into_owned();
-    (work, cwd)
 }
 
 /// Waits up to `secs` for job `id` to end (`Cluster::wait_job` allows 30 s).
@@ -61,7 +44,7 @@ async fn ended_within(cluster: &Cluster, id: u64, secs: u64) -> xce_client::type
 #[tokio::test]
 async fn an_array_runs_each_task_once_within_its_throttle() {
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     // Each task notes its start and end (wall clock, ns) and says who it is.
     let body = "echo start $(date +%s%N) >> times.$XCE_ARRAY_TASK_ID; sleep 0.1; \
                 echo \"$XCE_ARRAY_JOB_ID $XCE_ARRAY_TASK_ID $XCE_ARRAY_TASK_COUNT \
@@ -80,7 +63,7 @@ async fn an_array_runs_each_task_once_within_its_throttle() {
         "--wrap",
         body,
     ]);
-    let array = id_of(&out);
+    let array = submitted_id(&out);
     let listing = String::from_utf8(cluster.xce_ok(&["jobs"]).stdout).unwrap();
     assert!(
         listing.contains(&format!("{array}_[")) || listing.contains(&format!("{array}_")),
@@ -164,7 +147,7 @@ async fn a_kill_of_an_array_ends_every_task() {
         "--wrap",
         "sleep 300",
     ]);
-    let array = id_of(&out);
+    let array = submitted_id(&out);
     cluster
         .wait_job(array, "two tasks placed", |j| {
             j.array.as_ref().is_some_and(|p| p.running == 2)
@@ -196,7 +179,7 @@ fn refused(out: &Output) -> String {
 #[tokio::test]
 async fn tasks_are_named_id_idx_in_every_command() {
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -211,7 +194,7 @@ async fn tasks_are_named_id_idx_in_every_command() {
         "--wrap",
         "echo $XCE_ARRAY_TASK_ID",
     ]);
-    let a = id_of(&out);
+    let a = submitted_id(&out);
     let task = |i: &str| format!("{a}_{i}");
     cluster.xce_ok(&["release", &task("[0-1]")]);
     cluster
@@ -303,7 +286,7 @@ async fn a_signal_names_one_task_and_wait_exits_with_the_highest_code() {
         "--wrap",
         "sleep 300",
     ]);
-    let a = id_of(&out);
+    let a = submitted_id(&out);
     cluster
         .wait_job(a, "both tasks run", |j| {
             j.array.as_ref().is_some_and(|p| p.running == 2)
@@ -376,9 +359,9 @@ async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
         cluster.xce(&all)
     };
     // A thousand held tasks: one submit.
-    let held = id_of(&submit(&["--hold", "--array", "1-1000", "--wrap", "true"]));
+    let held = submitted_id(&submit(&["--hold", "--array", "1-1000", "--wrap", "true"]));
     // One running task (one cpu): the array and the task, two.
-    let running = id_of(&submit(&["--array", "1-5", "--wrap", "sleep 300"]));
+    let running = submitted_id(&submit(&["--array", "1-5", "--wrap", "sleep 300"]));
     cluster
         .wait_job(running, "a task runs", |j| {
             j.array.as_ref().is_some_and(|p| p.running == 1)
@@ -397,7 +380,7 @@ async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
     cluster
         .wait_job(held, "ended", |j| j.state.is_final())
         .await;
-    id_of(&submit(&["--hold", "--wrap", "true"]));
+    submitted_id(&submit(&["--hold", "--wrap", "true"]));
     cluster.xce_ok(&["kill", &running.to_string()]);
 }
 
@@ -408,7 +391,7 @@ async fn the_per_user_limit_counts_an_array_once_plus_its_running_tasks() {
 async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
     const TASKS: u32 = 10_000;
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -424,7 +407,7 @@ async fn ten_thousand_tasks_run_at_most_four_at_once_each_once() {
         "--wrap",
         "echo start $(date +%s%N); echo end $(date +%s%N)",
     ]);
-    let array = id_of(&out);
+    let array = submitted_id(&out);
     let done = ended_within(&cluster, array, 600).await;
     assert_eq!(done.result, Some(JobResult::Completed), "{done:?}");
     // Each task's run, as (start, end) on its own clock; then the most at once, by a sweep.
@@ -468,7 +451,7 @@ async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_host("w2", HostState::Ok).await;
     cluster.wait_active_scheduler().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     let out = cluster.xce(&[
         "-o",
         "json",
@@ -484,7 +467,7 @@ async fn a_primary_killed_while_an_array_drains_runs_every_task_once() {
         "--wrap",
         "echo ran; sleep 0.05",
     ]);
-    let array = id_of(&out);
+    let array = submitted_id(&out);
     // Kill the primary once a few dozen tasks have run, while most still wait.
     let before = cluster
         .wait_job(array, "some tasks ran", |j| {
@@ -519,9 +502,9 @@ fn stamps(file: &std::path::Path) -> Vec<u64> {
 #[tokio::test]
 async fn aftercorr_pairs_tasks_and_a_dependency_names_one_task() {
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     // Array A: task 0 takes 3 s, the rest end at once; task 3 fails.
-    let a = id_of(&cluster.xce(&[
+    let a = submitted_id(&cluster.xce(&[
         "-o",
         "json",
         "submit",
@@ -534,7 +517,7 @@ async fn aftercorr_pairs_tasks_and_a_dependency_names_one_task() {
          [ $XCE_ARRAY_TASK_ID != 3 ]",
     ]));
     // Array B: task i after task i of A completed; C after A_1 alone.
-    let b = id_of(&cluster.xce(&[
+    let b = submitted_id(&cluster.xce(&[
         "-o",
         "json",
         "submit",
@@ -549,7 +532,7 @@ async fn aftercorr_pairs_tasks_and_a_dependency_names_one_task() {
         "--wrap",
         "echo start $(date +%s%N) > b.$XCE_ARRAY_TASK_ID",
     ]));
-    let c = id_of(&cluster.xce(&[
+    let c = submitted_id(&cluster.xce(&[
         "-o",
         "json",
         "submit",

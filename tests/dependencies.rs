@@ -6,10 +6,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Output;
-
 use xce_client::types::{DependencyState, HostState, Job, JobResult, JobState, PendCode};
-use xce_tests::{json_of, Cluster};
+use xce_tests::{json_of, submitted_id, Cluster};
 
 /// A cluster that places jobs by itself: one controller, one worker, a scheduler.
 async fn cluster() -> Cluster {
@@ -23,15 +21,6 @@ async fn cluster() -> Cluster {
     cluster.wait_host("w1", HostState::Ok).await;
     cluster.wait_active_scheduler().await;
     cluster
-}
-
-fn id_of(out: &Output) -> u64 {
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    json_of(out)["id"].as_u64().unwrap()
 }
 
 async fn ended(cluster: &Cluster, id: u64) -> Job {
@@ -58,7 +47,7 @@ async fn an_afterok_chain_of_twenty_runs_in_order() {
         }
         args.extend(["--wrap".into(), format!("echo {link} >> chain")]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ids.push(id_of(&cluster.xce(&args)));
+        ids.push(submitted_id(&cluster.xce(&args)));
     }
     // The last waits: its parent has not even started.
     let last = cluster.job(*ids.last().unwrap()).await.unwrap();
@@ -97,7 +86,7 @@ async fn afternotok_on_a_job_cancelled_before_it_ran_never_runs() {
     let submit = |args: &[&str]| {
         let mut all = vec!["-o", "json", "submit"];
         all.extend_from_slice(args);
-        id_of(&cluster.xce(&all))
+        submitted_id(&cluster.xce(&all))
     };
     let parent = submit(&["--hold", "--wrap", "true"]);
     let on = |kind: &str| format!("{kind}:{parent}");
@@ -270,7 +259,7 @@ async fn a_failover_while_parents_end_releases_every_dependent_once() {
     let submit = |args: &[&str]| {
         let mut all = vec!["-o", "json", "submit", "--cwd", &cwd];
         all.extend_from_slice(args);
-        id_of(&cluster.xce(&all))
+        submitted_id(&cluster.xce(&all))
     };
     let mut pairs = Vec::new();
     for k in 0..12u32 {
@@ -331,7 +320,7 @@ async fn the_cluster_default_cancels_a_dependent_that_can_never_run() {
     let submit = |args: &[&str]| {
         let mut all = vec!["-o", "json", "submit"];
         all.extend_from_slice(args);
-        id_of(&cluster.xce(&all))
+        submitted_id(&cluster.xce(&all))
     };
     let parent = submit(&["--hold", "--wrap", "true"]);
     let on = format!("afterok:{parent}");

@@ -6,11 +6,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Output;
 use std::time::Duration;
 
 use xce_client::types::{HostState, JobResult, JobState};
-use xce_tests::{json_of, wait_for, Cluster};
+use xce_tests::{submitted_id, wait_for, Cluster};
 
 /// One controller, two workers of one cpu each, a scheduler sending up to three rounds
 /// ahead.
@@ -26,23 +25,6 @@ async fn cluster() -> Cluster {
     cluster.wait_host("w2", HostState::Ok).await;
     cluster.wait_active_scheduler().await;
     cluster
-}
-
-fn id_of(out: &Output) -> u64 {
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    json_of(out)["id"].as_u64().unwrap()
-}
-
-/// A directory for the jobs' files, and its path as `--cwd` takes it.
-fn work_dir(cluster: &Cluster) -> (std::path::PathBuf, String) {
-    let work = cluster.dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let cwd = work.to_string_lossy().into_owned();
-    (work, cwd)
 }
 
 /// Waits until some host has more placed on it than it offers: jobs were sent ahead.
@@ -67,12 +49,14 @@ async fn sent_ahead(cluster: &Cluster) -> String {
 #[tokio::test]
 async fn hosts_are_sent_jobs_ahead_and_never_run_more_than_they_offer() {
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     // Each job notes its host and its start and end (wall clock, ns).
     let body = "echo $XCE_NODELIST $(date +%s%N) > run.$XCE_JOB_ID; sleep 0.2; \
                 echo $(date +%s%N) >> run.$XCE_JOB_ID";
     let ids: Vec<u64> = (0..24)
-        .map(|_| id_of(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", body])))
+        .map(|_| {
+            submitted_id(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", body]))
+        })
         .collect();
     sent_ahead(&cluster).await;
     for id in &ids {
@@ -115,10 +99,10 @@ async fn hosts_are_sent_jobs_ahead_and_never_run_more_than_they_offer() {
 #[tokio::test]
 async fn a_job_killed_while_it_waits_on_its_host_never_runs() {
     let cluster = cluster().await;
-    let (work, cwd) = work_dir(&cluster);
+    let (work, cwd) = cluster.work_dir();
     // Both slots taken by long jobs; the next is sent ahead to one of them.
     let long: Vec<u64> = (0..2)
-        .map(|_| id_of(&cluster.xce(&["-o", "json", "submit", "--", "sleep", "60"])))
+        .map(|_| submitted_id(&cluster.xce(&["-o", "json", "submit", "--", "sleep", "60"])))
         .collect();
     for id in &long {
         cluster
@@ -126,7 +110,7 @@ async fn a_job_killed_while_it_waits_on_its_host_never_runs() {
             .await;
     }
     let waiting =
-        id_of(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", "touch ran"]));
+        submitted_id(&cluster.xce(&["-o", "json", "submit", "--cwd", &cwd, "--wrap", "touch ran"]));
     let job = cluster
         .wait_job(waiting, "sent ahead", |j| j.state == JobState::Dispatched)
         .await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use xce_client::types::{HostState, Job, JobResult, JobSpec, JobState, PendCode, RequestToken};
-use xce_tests::{json_of, wait_for, Cluster};
+use xce_tests::{json_of, submitted_id, wait_for, Cluster};
 
 /// A lost grace long enough that a restarted worker keeps its jobs.
 const CONFIG: &str = "hosts:\n  heartbeat_ttl_ms: 3000\n  lost_grace_ms: 8000\n";
@@ -84,15 +84,6 @@ fn submit_stdin(
     child.wait_with_output().unwrap()
 }
 
-fn id_of(out: &Output) -> u64 {
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    json_of(out)["id"].as_u64().unwrap()
-}
-
 async fn ended(cluster: &Cluster, id: u64) -> Job {
     cluster.wait_job(id, "ended", |j| j.state.is_final()).await
 }
@@ -122,7 +113,7 @@ async fn a_script_from_stdin_runs_with_its_directives_after_its_file_is_gone() {
     let body = std::fs::read(&file).unwrap();
     let out = submit_stdin(&cluster, &work, &[], &body, &[("MARK", "exported")]);
     std::fs::remove_file(&file).unwrap();
-    let id = id_of(&out);
+    let id = submitted_id(&out);
     let job = ended(&cluster, id).await;
     assert_eq!((job.state, job.attempt), (JobState::Done, 1), "{job:?}");
     assert_eq!(job.spec.name, "sim");
@@ -192,7 +183,7 @@ async fn a_script_from_stdin_runs_with_its_directives_after_its_file_is_gone() {
 
     // What cannot start ends failed, with the cause.
     let cwd = work.to_string_lossy().into_owned();
-    let missing = id_of(&cluster.xce(&[
+    let missing = submitted_id(&cluster.xce(&[
         "-o",
         "json",
         "submit",
@@ -201,7 +192,7 @@ async fn a_script_from_stdin_runs_with_its_directives_after_its_file_is_gone() {
         "--",
         "/no/such/command",
     ]));
-    let no_shell = id_of(&submit_stdin(
+    let no_shell = submitted_id(&submit_stdin(
         &cluster,
         &work,
         &[],
@@ -245,7 +236,7 @@ async fn a_held_job_runs_once_released_and_a_begin_time_is_kept() {
     let cluster = cluster().await;
     let (work, _reaper) = workdir(&cluster);
     let cwd = work.to_string_lossy().into_owned();
-    let held = id_of(&cluster.xce(&[
+    let held = submitted_id(&cluster.xce(&[
         "-o",
         "json",
         "submit",
@@ -352,7 +343,7 @@ async fn the_warning_signal_comes_before_the_limit_across_a_worker_restart() {
                   date +%s%3N > start.ms\n\
                   while :; do sleep 0.1; done\n";
     let script = format!("#!/bin/sh\n#XCE --signal USR1@5 --time 0:08\n{record}");
-    let id = id_of(&submit_stdin(&cluster, &work, &[], script.as_bytes(), &[]));
+    let id = submitted_id(&submit_stdin(&cluster, &work, &[], script.as_bytes(), &[]));
     let lines = |name: &str| -> Vec<(String, u64)> {
         std::fs::read_to_string(work.join(name))
             .unwrap_or_default()

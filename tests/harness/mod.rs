@@ -501,6 +501,15 @@ impl Cluster {
         .await
     }
 
+    /// A directory for the jobs' files in the cluster's own directory, and its path as
+    /// `--cwd` takes it.
+    pub fn work_dir(&self) -> (PathBuf, String) {
+        let work = self.dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let cwd = work.to_string_lossy().into_owned();
+        (work, cwd)
+    }
+
     /// Runs the `xce` CLI with `XCE_PEERS` set to this cluster.
     pub fn xce(&self, args: &[&str]) -> Output {
         self.xce_as(xce_devcluster::ADMIN, args)
@@ -721,6 +730,18 @@ fn xce_command(peers: &str, args: &[&str], cache: &Path) -> Command {
         .env("XDG_CONFIG_HOME", cache.join("config"))
         .stdin(Stdio::null());
     cmd
+}
+
+/// The id of the job an `xce -o json submit` made, with its output in the panic message when
+/// it made none.
+pub fn submitted_id(out: &Output) -> u64 {
+    assert!(
+        out.status.success(),
+        "submit failed: stdout {:?} stderr {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json_of(out)["id"].as_u64().unwrap()
 }
 
 /// Parses a command's stdout as JSON, with the output in the panic message when it is not.

@@ -245,11 +245,7 @@ async fn start_all(node: &Node, agents: &Agents, host: &str, run: &[(u64, u32)])
         return;
     };
     for chunk in in_calls(&due) {
-        let mut batches = !agents.single_starts.borrow().contains(host);
-        start_chunk(&agent, host, chunk, &mut batches).await;
-        if !batches {
-            agents.single_starts.borrow_mut().insert(host.to_string());
-        }
+        start_chunk(agents, &agent, host, chunk).await;
     }
 }
 
@@ -286,14 +282,16 @@ fn in_calls<T: AsRef<[u8]>>(due: &[(Job, Option<T>)]) -> Vec<&[(Job, Option<T>)]
 }
 
 /// Sends one run of starts that fits a call: in one `startJobs` call when there are several
-/// and the worker takes them so, else one call each.
+/// and the host's agent takes them so (noted in `agents` when it says it does not), else one
+/// call each.
 async fn start_chunk(
+    agents: &Agents,
     agent: &agent::Client,
     host: &str,
     due: &[(Job, Option<Arc<[u8]>>)],
-    batches: &mut bool,
 ) {
-    if due.len() > 1 && *batches {
+    let batches = !agents.single_starts.borrow().contains(host);
+    if due.len() > 1 && batches {
         let mut req = agent.start_jobs_request();
         let mut list = req.get().init_starts(due.len() as u32);
         for (i, (job, script)) in due.iter().enumerate() {
@@ -309,7 +307,7 @@ async fn start_chunk(
             Ok(_) => return info!(?jobs, %host, "jobs sent to their worker in one call"),
             Err(e) if e.kind == capnp::ErrorKind::Unimplemented => {
                 info!(%host, "the host's worker takes one start per call (an older build)");
-                *batches = false;
+                agents.single_starts.borrow_mut().insert(host.to_string());
             }
             Err(e) => {
                 return warn!(?jobs, %host, error = %e, "could not send the jobs to their worker")
