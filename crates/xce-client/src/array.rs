@@ -135,9 +135,7 @@ impl TaskSet {
 
     /// Its indices, in order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.runs
-            .values()
-            .flat_map(|r| r.iter().collect::<Vec<_>>())
+        self.runs.values().flat_map(|r| r.iter())
     }
 
     /// The lowest index.

@@ -107,7 +107,7 @@ pub enum DepTermRecord {
     On {
         kind: DepKindRecord,
         id: u64,
-        tasks: Option<Vec<(u32, u32, u32)>>,
+        tasks: Option<RunsRecord>,
     },
     Singleton,
 }
@@ -119,9 +119,7 @@ impl From<DepExpr> for DepExprRecord {
             DepExpr::Term(Term::On(kind, job)) => DepExprRecord::Term(DepTermRecord::On {
                 kind: kind.into(),
                 id: job.id,
-                tasks: job
-                    .tasks
-                    .map(|t| t.runs().map(|r| (r.start, r.end, r.step)).collect()),
+                tasks: job.tasks.as_ref().map(runs_of),
             }),
             DepExpr::Term(Term::Singleton) => DepExprRecord::Term(DepTermRecord::Singleton),
             DepExpr::All(parts) => DepExprRecord::All(all(parts)),
@@ -135,15 +133,7 @@ impl From<DepExprRecord> for DepExpr {
         let all = |parts: Vec<DepExprRecord>| parts.into_iter().map(DepExpr::from).collect();
         match e {
             DepExprRecord::Term(DepTermRecord::On { kind, id, tasks }) => {
-                let tasks = tasks.map(|runs| {
-                    let mut set = TaskSet::new();
-                    for (start, end, step) in runs {
-                        if let Some(run) = Run::new(start, end, step) {
-                            set.insert_run(run);
-                        }
-                    }
-                    set
-                });
+                let tasks = tasks.map(set_of);
                 DepExpr::Term(Term::On(kind.into(), JobRef { id, tasks }))
             }
             DepExprRecord::Term(DepTermRecord::Singleton) => DepExpr::Term(Term::Singleton),
@@ -155,16 +145,52 @@ impl From<DepExprRecord> for DepExpr {
 
 mirror_via_from!(DepExprRecord => DepExpr);
 
-/// Task indices as stored: runs of (start, end, step).
-type RunsRecord = Vec<(u32, u32, u32)>;
+/// Task indices as stored: runs of (start, end, step), by start, each beyond the one before,
+/// as `runs_of` writes them (the bytes of a plain list). Read back only in that shape: runs
+/// that overlap were never written, and merging them would cost a step per index (a record
+/// from a faulty peer could name two billion), so they fail to decode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Vec<(u32, u32, u32)>", into = "Vec<(u32, u32, u32)>")]
+pub struct RunsRecord(Vec<(u32, u32, u32)>);
+
+impl TryFrom<Vec<(u32, u32, u32)>> for RunsRecord {
+    type Error = String;
+
+    fn try_from(runs: Vec<(u32, u32, u32)>) -> Result<Self, String> {
+        let mut last_end: Option<u32> = None;
+        for &(start, end, step) in &runs {
+            let Some(run) = Run::new(start, end, step) else {
+                return Err(format!("task run ({start}, {end}, {step}) is empty"));
+            };
+            if (run.start, run.end, run.step) != (start, end, step) {
+                return Err(format!(
+                    "task run ({start}, {end}, {step}) is not as written"
+                ));
+            }
+            if last_end.is_some_and(|last| start <= last) {
+                return Err(format!(
+                    "task run ({start}, {end}, {step}) overlaps or precedes the one before"
+                ));
+            }
+            last_end = Some(end);
+        }
+        Ok(RunsRecord(runs))
+    }
+}
+
+impl From<RunsRecord> for Vec<(u32, u32, u32)> {
+    fn from(r: RunsRecord) -> Self {
+        r.0
+    }
+}
 
 fn runs_of(set: &TaskSet) -> RunsRecord {
-    set.runs().map(|r| (r.start, r.end, r.step)).collect()
+    RunsRecord(set.runs().map(|r| (r.start, r.end, r.step)).collect())
 }
 
 fn set_of(runs: RunsRecord) -> TaskSet {
     let mut set = TaskSet::new();
-    for (start, end, step) in runs {
+    for (start, end, step) in runs.0 {
         if let Some(run) = Run::new(start, end, step) {
             set.insert_run(run);
         }

@@ -1102,6 +1102,41 @@ fn every_way_a_job_ends_has_its_result_and_format_6_derives_the_same() {
     );
 }
 
+/// Task runs are stored as a plain list and read back only as written: by start, each
+/// beyond the one before. Overlapping runs (never written) would cost a merge per index,
+/// so a record naming them fails to decode instead (the raft fuzz target found one naming
+/// 236 million indices that took minutes).
+#[test]
+fn task_runs_read_back_only_as_they_are_written() {
+    let mut set = TaskSet::new();
+    set.insert_run(Run::new(0, 1, 1).unwrap());
+    set.insert_run(Run::new(4, 10, 2).unwrap());
+    set.insert_run(Run::new(11, 3_000_000, 1).unwrap());
+    let bytes = postcard::to_stdvec(&runs_of(&set)).unwrap();
+    let plain: Vec<(u32, u32, u32)> = set.runs().map(|r| (r.start, r.end, r.step)).collect();
+    assert_eq!(
+        bytes,
+        postcard::to_stdvec(&plain).unwrap(),
+        "a plain list's bytes"
+    );
+    let back: RunsRecord = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(set_of(back), set);
+    for bad in [
+        vec![(0, 10, 1), (5, 2_000_000_000, 2)],
+        vec![(20, 30, 1), (0, 1, 1)],
+        vec![(0, 1, 1), (0, 1, 1)],
+        vec![(0, 10, 0)],
+        vec![(5, 1, 1)],
+        vec![(0, 9, 2)],
+    ] {
+        let bytes = postcard::to_stdvec(&bad).unwrap();
+        assert!(
+            postcard::from_bytes::<RunsRecord>(&bytes).is_err(),
+            "{bad:?} read back"
+        );
+    }
+}
+
 proptest! {
     /// The client asks the cluster's version first for exactly the specs a format-6 cluster
     /// refuses (`xce_client::version`): the two cannot disagree.
