@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use xce_client::types::{HostState, JobResult, JobState};
+use xce_client::types::{DependencyState, HostState, JobResult, JobState};
 use xce_tests::{submitted_id, wait_for, Cluster};
 
 /// One controller, two workers of one cpu each, a scheduler sending up to three rounds
@@ -131,4 +131,74 @@ async fn a_job_killed_while_it_waits_on_its_host_never_runs() {
         cluster.wait_job(*id, "ended", |j| j.state.is_final()).await;
     }
     assert!(!work.join("ran").exists(), "the killed job ran");
+}
+
+/// `after:` is met once its job started, and a job sent ahead has not until its worker says
+/// so: it may wait behind a long one for as long as that runs.
+#[tokio::test]
+async fn after_waits_for_a_job_sent_ahead_to_start() {
+    let cluster = cluster().await;
+    let long: Vec<u64> = (0..2)
+        .map(|_| submitted_id(&cluster.xce(&["-o", "json", "submit", "--", "sleep", "60"])))
+        .collect();
+    for id in &long {
+        cluster
+            .wait_job(*id, "running", |j| j.state == JobState::Running)
+            .await;
+    }
+    let ahead = submitted_id(&cluster.xce(&["-o", "json", "submit", "--", "sleep", "60"]));
+    let job = cluster
+        .wait_job(ahead, "sent ahead", |j| j.state == JobState::Dispatched)
+        .await;
+    let host = job.host.clone().unwrap();
+    let dependent = submitted_id(&cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--dependency",
+        &format!("after:{ahead}"),
+        "--",
+        "true",
+    ]));
+    // Judged when it was submitted, with its parent waiting on its host.
+    let judged = cluster.job(dependent).await.unwrap();
+    assert_eq!(
+        judged.dependency_state,
+        Some(DependencyState::Waiting),
+        "{judged:?}"
+    );
+    assert_eq!(
+        cluster.job(ahead).await.unwrap().state,
+        JobState::Dispatched,
+        "the parent still waits on {host}"
+    );
+    // The long job on its host ends; the parent starts there, and the dependent may go.
+    let mut blocker = None;
+    for id in &long {
+        if cluster.job(*id).await.unwrap().host.as_deref() == Some(host.as_str()) {
+            blocker = Some(*id);
+        }
+    }
+    cluster.xce_ok(&["kill", &blocker.unwrap().to_string()]);
+    let parent = cluster
+        .wait_job(ahead, "started", |j| j.state == JobState::Running)
+        .await;
+    let released = cluster
+        .wait_job(dependent, "released", |j| {
+            j.dependency_state == Some(DependencyState::Satisfied)
+        })
+        .await;
+    let parent_start = parent.start_time_ms.unwrap();
+    if let Some(start) = released.start_time_ms {
+        assert!(
+            start >= parent_start,
+            "{released:?} started before {parent:?}"
+        );
+    }
+    for id in long.iter().chain([&ahead, &dependent]) {
+        let _ = cluster.xce(&["kill", &id.to_string()]);
+    }
+    for id in long.iter().chain([&ahead, &dependent]) {
+        cluster.wait_job(*id, "ended", |j| j.state.is_final()).await;
+    }
 }

@@ -954,8 +954,12 @@ async fn conditions(
     expr: &xce_client::dependency::Expr,
 ) {
     use xce_client::array::JobRef;
-    use xce_client::dependency::{term_verdict, Kind, Parents, Progress, Term, Verdict};
+    use xce_client::dependency::{term_verdict, Kind, Parents, Progress, StartedAt, Term, Verdict};
     use xce_client::types::{DependencyState, Job};
+    /// A job dispatched and not yet started is shown as waiting to start, as clusters of
+    /// version 12 on judge it (on an older one, for the moment between a dispatch and its
+    /// start, the controller may have judged it started already).
+    const STARTED: StartedAt = StartedAt::Report;
     /// The jobs and tasks read, by (id, index): index `None` for a job itself.
     struct Fetched(
         std::collections::HashMap<(u64, Option<u32>), Job>,
@@ -964,7 +968,10 @@ async fn conditions(
     impl Parents for Fetched {
         fn progress(&self, of: &JobRef) -> Option<Progress> {
             let Some(named) = &of.tasks else {
-                return self.0.get(&(of.id, None)).map(Progress::of_job);
+                return self
+                    .0
+                    .get(&(of.id, None))
+                    .map(|j| Progress::of_job(j, STARTED));
             };
             let mut p = Progress::default();
             for i in named.iter() {
@@ -983,7 +990,7 @@ async fn conditions(
                         }),
                         ..Progress::default()
                     },
-                    None => Progress::of_job(record),
+                    None => Progress::of_job(record, STARTED),
                 };
                 p.add_task(one, &format!("{}_{i}", of.id));
             }

@@ -281,9 +281,10 @@ pub struct Ended {
 /// What a condition sees of its job: of a plain job one count is 1; of an array, its tasks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// Pending, held, or waiting to be split off.
+    /// Pending, held, or waiting to be split off; and dispatched, not yet reported started,
+    /// where [`StartedAt::Report`] reads it so.
     pub not_started: u64,
-    /// Dispatched, running or suspended.
+    /// Running or suspended; and dispatched, where [`StartedAt::Dispatch`] reads it so.
     pub running: u64,
     /// Ended `completed`.
     pub completed: u64,
@@ -297,12 +298,39 @@ pub struct Progress {
     pub first_unrun: Option<Ended>,
 }
 
+/// When a dispatched job counts as started for a dependency (`after:`): at its dispatch, on
+/// clusters before version 12 (which dispatch only into free room, where a job starts at
+/// once: the dispatch is as good as the start, and the logs they wrote were judged so), or
+/// once its start is reported, from version 12 on (`crate::version::DISPATCH_AHEAD`: a job
+/// sent ahead of free room may wait on its host behind a long one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartedAt {
+    Dispatch,
+    Report,
+}
+
+impl StartedAt {
+    /// The reading of a cluster at active version `version`.
+    pub fn at_version(version: u32) -> StartedAt {
+        if version >= crate::version::DISPATCH_AHEAD {
+            StartedAt::Report
+        } else {
+            StartedAt::Dispatch
+        }
+    }
+}
+
 impl Progress {
     /// What a dependency sees of one (plain) job: the controller's verdicts and `xce job`'s
-    /// list of conditions read a job alike ([`crate::types::Standing`]).
-    pub fn of_job(job: &crate::types::Job) -> Progress {
+    /// list of conditions read a job alike ([`crate::types::Standing`]), a dispatched one as
+    /// `started` says.
+    pub fn of_job(job: &crate::types::Job, started: StartedAt) -> Progress {
         use crate::types::Standing;
         let mut p = Progress::default();
+        if job.state == crate::types::JobState::Dispatched && started == StartedAt::Report {
+            p.not_started = 1;
+            return p;
+        }
         let ended = || {
             Some(Ended {
                 who: job.id.to_string(),
@@ -317,6 +345,14 @@ impl Progress {
             Standing::Unrun => (p.unrun, p.first_unrun) = (1, ended()),
         }
         p
+    }
+
+    /// Counts `n` of its running jobs as not started: tasks of an array dispatched but not
+    /// yet reported started, which [`StartedAt::Report`] does not count as started.
+    pub fn not_yet_started(&mut self, n: u64) {
+        let n = n.min(self.running);
+        self.running -= n;
+        self.not_started += n;
     }
 
     /// Adds one task's progress, naming it `who` (`12_3`) in a reason: what a condition on

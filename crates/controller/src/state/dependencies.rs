@@ -11,7 +11,7 @@
 //! another job of its name and user is placed.
 
 use xce_client::array::{JobRef, TaskSet};
-use xce_client::dependency::{self, Ended, Expr, Parents, Progress, Term, Verdict};
+use xce_client::dependency::{self, Ended, Expr, Parents, Progress, StartedAt, Term, Verdict};
 use xce_client::types::{
     DependencyState, Job, JobId, JobResult, JobSpec, JobState, PendCode, Standing,
 };
@@ -42,6 +42,14 @@ impl<'a> Lookup<'a> {
     }
 }
 
+impl State {
+    /// When a dispatched job counts as started here: by the cluster's active version, so
+    /// that every member judges each entry alike, replays included.
+    fn started_at(&self) -> StartedAt {
+        StartedAt::at_version(self.active_version)
+    }
+}
+
 impl Lookup<'_> {
     /// Whether one task's end can decide this job's wait for array `parent` for good
     /// (`afterok`, `afternotok`): only then is the task that did named, a look over the
@@ -67,21 +75,27 @@ impl Parents for Lookup<'_> {
             (Some(_), None) => None,
             // A whole array: every one of its tasks, from its counts; a reason names the
             // first task that failed (or ended unrun with a record of its own).
-            (None, Some(p)) => Some(Progress {
-                not_started: p.not_started(),
-                running: p.running,
-                completed: p.completed,
-                failed: p.failed,
-                unrun: p.unrun,
-                first_failed: (p.failed > 0 && self.decided_by_an_end(parent.id))
-                    .then(|| self.state.first_task_ended(parent.id, Standing::Failed))
-                    .flatten(),
-                first_unrun: (p.unrun > 0 && self.decided_by_an_end(parent.id))
-                    .then(|| self.state.first_task_ended(parent.id, Standing::Unrun))
-                    .flatten(),
-                ..Progress::default()
-            }),
-            (None, None) => Some(Progress::of_job(parent)),
+            (None, Some(p)) => {
+                let mut progress = Progress {
+                    not_started: p.not_started(),
+                    running: p.running,
+                    completed: p.completed,
+                    failed: p.failed,
+                    unrun: p.unrun,
+                    first_failed: (p.failed > 0 && self.decided_by_an_end(parent.id))
+                        .then(|| self.state.first_task_ended(parent.id, Standing::Failed))
+                        .flatten(),
+                    first_unrun: (p.unrun > 0 && self.decided_by_an_end(parent.id))
+                        .then(|| self.state.first_task_ended(parent.id, Standing::Unrun))
+                        .flatten(),
+                    ..Progress::default()
+                };
+                if self.state.started_at() == StartedAt::Report {
+                    progress.not_yet_started(self.state.index.dispatched_tasks_of(parent.id));
+                }
+                Some(progress)
+            }
+            (None, None) => Some(Progress::of_job(parent, self.state.started_at())),
         }
     }
 
@@ -415,7 +429,10 @@ impl State {
                     continue;
                 };
                 own += 1;
-                p.add_task(Progress::of_job(task), &format!("{}_{index}", array.id));
+                p.add_task(
+                    Progress::of_job(task, self.started_at()),
+                    &format!("{}_{index}", array.id),
+                );
             }
         }
         let killed_waiting = named.len().saturating_sub(p.not_started + own);
@@ -679,7 +696,7 @@ mod tests {
         );
     }
 
-    /// A cluster of version 11 on host w1 (64 cpus) with array 1 of `tasks`.
+    /// A cluster of the current version on host w1 (64 cpus) with array 1 of `tasks`.
     fn with_array(tasks: &str) -> State {
         let mut s = State {
             active_version: crate::store::STORE_FORMAT,
@@ -718,6 +735,51 @@ mod tests {
             .find(|id| s.job(*id).unwrap().state == JobState::Dispatched)
             .unwrap();
         (id, s.job(id).unwrap().array_task.unwrap().index)
+    }
+
+    /// From version 12 a job may be dispatched ahead of free room and wait on its host, so
+    /// `after:` waits for its start report: on a plain job, a task named, and a whole array
+    /// alike. Before, its dispatch counted as its start (and logs of those versions replay
+    /// so).
+    #[test]
+    fn after_waits_for_a_reported_start_from_version_12() {
+        use DependencyState::{Satisfied, Waiting};
+        let started = |s: &mut State, t: u128, id: JobId| {
+            let report = Command::JobStarted {
+                token: RequestToken(t),
+                id,
+                attempt: 1,
+                host: "w1".into(),
+            };
+            assert_eq!(s.apply(4, report), Outcome::Done);
+        };
+        for version in [11, xce_client::version::DISPATCH_AHEAD] {
+            let mut s = with_array("0-1");
+            s.active_version = version;
+            submit(&mut s, 3, spec(&["true"])); // 2
+            submit(&mut s, 4, after("after:2", false)); // 3
+            submit(&mut s, 5, after("after:1", false)); // 4
+            submit(&mut s, 6, after("after:1_0", false)); // 5
+            assert_eq!(s.apply(3, dispatch_cmd(7, 2, "w1")), Outcome::Done);
+            let (t0, i0) = place_next(&mut s, 8, 1);
+            let (t1, _) = place_next(&mut s, 9, 1);
+            assert_eq!(i0, 0);
+            let states = |s: &State| [3, 4, 5].map(|id| dep(s, id).0);
+            if version < xce_client::version::DISPATCH_AHEAD {
+                assert_eq!(states(&s), [Some(Satisfied); 3], "version {version}");
+                continue;
+            }
+            assert_eq!(states(&s), [Some(Waiting); 3]);
+            started(&mut s, 10, 2);
+            started(&mut s, 11, t0);
+            assert_eq!(
+                states(&s),
+                [Some(Satisfied), Some(Waiting), Some(Satisfied)],
+                "the whole array waits for task 1"
+            );
+            started(&mut s, 12, t1);
+            assert_eq!(states(&s), [Some(Satisfied); 3]);
+        }
     }
 
     #[test]

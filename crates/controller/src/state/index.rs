@@ -24,6 +24,8 @@ pub(super) struct Slot {
     singleton: Option<(String, String)>,
     /// The array it is a task of, and its index there.
     array_of: Option<(JobId, u32)>,
+    /// The array it is a task of while it is dispatched and not yet reported started.
+    dispatched_task_of: Option<JobId>,
     /// Its user while it counts as one of their submits (`jobs.max_submitted_per_user`):
     /// until it ends; a task of an array only while placed (its array counts once).
     submit_of: Option<String>,
@@ -57,6 +59,10 @@ impl Slot {
                 .filter(|d| pending && d.terms().contains(&&Term::Singleton))
                 .map(|_| name()),
             array_of: job.array_task.map(|t| (t.array_id, t.index)),
+            dispatched_task_of: job
+                .array_task
+                .filter(|_| job.state == JobState::Dispatched)
+                .map(|t| t.array_id),
             submit_of: (!job.state.is_final()
                 && (job.array_task.is_none() || is_placed(job.state)))
             .then(|| job.spec.user.clone()),
@@ -102,6 +108,8 @@ pub(super) struct Index {
     /// Each array's tasks split off into jobs of their own, by index (one record per index:
     /// a task never returns to its array's set).
     tasks: HashMap<JobId, BTreeMap<u32, JobId>>,
+    /// Each array's tasks dispatched and not yet reported started (`Slot::dispatched_task_of`).
+    dispatched_tasks: HashMap<JobId, u64>,
     /// Jobs submitted and not ended, by user (`Slot::submit_of`).
     submits: HashMap<String, u64>,
 }
@@ -151,6 +159,9 @@ impl Index {
         }
         if let Some(user) = &slot.submit_of {
             *self.submits.entry(user.clone()).or_default() += 1;
+        }
+        if let Some(array) = slot.dispatched_task_of {
+            *self.dispatched_tasks.entry(array).or_default() += 1;
         }
     }
 
@@ -215,6 +226,19 @@ impl Index {
                 }
             }
         }
+        if let Some(array) = slot.dispatched_task_of {
+            if let Some(n) = self.dispatched_tasks.get_mut(&array) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.dispatched_tasks.remove(&array);
+                }
+            }
+        }
+    }
+
+    /// How many tasks of array `id` are dispatched and not yet reported started.
+    pub(super) fn dispatched_tasks_of(&self, id: JobId) -> u64 {
+        self.dispatched_tasks.get(&id).copied().unwrap_or(0)
     }
 
     /// How many jobs `user` has submitted and not yet ended (an array once, with its tasks

@@ -356,6 +356,13 @@ impl State {
         if new_slot != slot {
             if new_slot.state() != slot.state() {
                 self.moved.push(id);
+                // A task's start moves no count of its array's, but `after:` on the array
+                // may wait for it (`StartedAt::Report`).
+                if let (Some(t), xce_client::types::JobState::Dispatched) =
+                    (job.array_task, slot.state())
+                {
+                    self.moved.push(t.array_id);
+                }
             }
             self.index.remove(id, &slot);
             self.index.add(id, &new_slot);
