@@ -2,7 +2,8 @@
 //! `--dispatch-ahead` sends a full host more jobs than it runs at once, its worker holds them
 //! until an end frees room, so no host ever runs more than it offers (by the jobs' own
 //! clocks) and each job runs once, a round's starts for one host going out in one call; a
-//! job killed while it waits there never runs.
+//! job killed while it waits there never runs (nor counts as having run), and `after:` on
+//! one waits for its start.
 
 #![allow(clippy::unwrap_used)]
 
@@ -121,10 +122,32 @@ async fn a_job_killed_while_it_waits_on_its_host_never_runs() {
         .wait_job(waiting, "ended", |j| j.state.is_final())
         .await;
     assert_eq!(killed.result, Some(JobResult::Cancelled), "{killed:?}");
+    // Its attempt never started: it never ran, so `afternotok` on it is never met.
+    assert_eq!((killed.attempt, killed.runs), (1, 0), "{killed:?}");
+    let dependent = submitted_id(&cluster.xce(&[
+        "-o",
+        "json",
+        "submit",
+        "--dependency",
+        &format!("afternotok:{waiting}"),
+        "--",
+        "true",
+    ]));
+    let judged = cluster.job(dependent).await.unwrap();
+    assert_eq!(
+        (judged.dependency_state, judged.pend_reason.as_deref()),
+        (
+            Some(DependencyState::Never),
+            Some(format!("never satisfied: job {waiting} ended cancelled before it ran").as_str())
+        ),
+        "{judged:?}"
+    );
+    cluster.xce_ok(&["kill", &dependent.to_string()]);
     // The long job on its host runs on, undisturbed.
     for id in &long {
         let job = cluster.job(*id).await.unwrap();
         assert_eq!(job.state, JobState::Running, "{job:?}");
+        assert_eq!((job.attempt, job.runs), (1, 1), "{job:?}");
         cluster.xce_ok(&["kill", &id.to_string()]);
     }
     for id in &long {

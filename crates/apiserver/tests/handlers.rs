@@ -101,6 +101,7 @@ fn job(id: u64) -> Job {
         result: None,
         host: None,
         attempt: 0,
+        runs: 0,
         exit_code: None,
         signal: None,
         submit_time_ms: 1_796_032_800_000,

@@ -133,6 +133,12 @@ pub const COLUMNS: &[Column] = &[
         value: |j| j.attempt.to_string(),
     },
     Column {
+        name: "runs",
+        header: "RUNS",
+        width: 5,
+        value: |j| j.runs.to_string(),
+    },
+    Column {
         name: "exit_code",
         header: "EXIT",
         width: 5,
@@ -251,6 +257,7 @@ mod tests {
             result: None,
             host: None,
             attempt: 0,
+            runs: 0,
             exit_code: None,
             signal: None,
             submit_time_ms: 0,

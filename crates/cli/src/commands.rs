@@ -269,7 +269,7 @@ pub struct JobsArgs {
     since: Option<String>,
     /// The text table's columns, comma-separated, as `sacct --format`: any of id, name,
     /// state, result, queue, user, host, cpus, mem_mb, time_limit, priority, submit, start,
-    /// end, attempt, exit_code, pend_code, reason, command.
+    /// end, attempt, runs, exit_code, pend_code, reason, command.
     #[arg(long, value_name = "COLUMNS", default_value = columns::DEFAULT)]
     format: String,
     /// At most this many jobs (the lowest ids first); all of them by default.

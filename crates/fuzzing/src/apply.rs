@@ -554,6 +554,8 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
     let jobs: Vec<JobRecord> = (0..u.int_in_range(0..=3)?)
         .map(|_| {
             let placed = u.arbitrary::<bool>()?;
+            let attempt = attempt(u)?;
+            let runs = u.int_in_range(0..=attempt)?;
             Ok(JobRecord::from(Job {
                 id: job_id(u)?,
                 spec: JobSpec {
@@ -566,7 +568,8 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 reason: None,
                 result: None,
                 host: if placed { Some(pick(u, HOSTS)?) } else { None },
-                attempt: attempt(u)?,
+                attempt,
+                runs,
                 exit_code: None,
                 signal: None,
                 submit_time_ms: 1,

@@ -150,6 +150,7 @@ fn job() -> Job {
         result: None,
         host: Some("w1".into()),
         attempt: 1,
+        runs: 1,
         exit_code: None,
         signal: None,
         submit_time_ms: 1_000,

@@ -145,6 +145,7 @@ mod tests {
             result: None,
             host: Some("w1".into()),
             attempt,
+            runs: attempt,
             exit_code: None,
             signal: None,
             submit_time_ms: 0,

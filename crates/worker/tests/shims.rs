@@ -131,6 +131,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         result: None,
         host: Some("w1".into()),
         attempt: 0,
+        runs: 0,
         exit_code: None,
         signal: None,
         submit_time_ms: 0,

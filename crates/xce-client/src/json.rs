@@ -49,6 +49,9 @@ shape! {
         pub time_limit_s: Option<u32>,
         pub host: Option<String>,
         pub attempt: u32,
+        /// How many of its attempts started (at most `attempt`; an attempt ended before it
+        /// started, such as a kill while it waited on its host, did not).
+        pub runs: u32,
         pub exit_code: Option<i32>,
         pub signal: Option<i32>,
         /// RFC 3339, UTC.
@@ -120,6 +123,7 @@ impl From<&Job> for JobJson {
             result,
             host,
             attempt,
+            runs,
             exit_code,
             signal,
             submit_time_ms,
@@ -195,6 +199,7 @@ impl From<&Job> for JobJson {
             time_limit_s: *time_limit_s,
             host: host.clone(),
             attempt: *attempt,
+            runs: *runs,
             exit_code: *exit_code,
             signal: *signal,
             submit_time: rfc3339(*submit_time_ms),

@@ -325,7 +325,12 @@ pub fn job() -> impl Strategy<Value = Job> {
     (
         (any::<u64>(), spec(), prop::sample::select(JobState::ALL)),
         (opt_text(), option::of(pend_code()), opt_text()),
-        (option::of(job_result()), opt_text(), any::<u32>()),
+        (
+            option::of(job_result()),
+            opt_text(),
+            any::<u32>(),
+            any::<u32>(),
+        ),
         (option::of(any::<i32>()), option::of(any::<i32>())),
         (any::<u64>(), opt_ms(), opt_ms(), opt_text()),
         (
@@ -339,7 +344,7 @@ pub fn job() -> impl Strategy<Value = Job> {
             |(
                 (id, spec, state),
                 (pend_reason, pend_code, reason),
-                (result, host, attempt),
+                (result, host, attempt, runs),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
                 (cancelled_by, dependency_state, array, array_task),
@@ -353,6 +358,8 @@ pub fn job() -> impl Strategy<Value = Job> {
                 result,
                 host,
                 attempt,
+                // At most its attempts.
+                runs: runs.min(attempt),
                 exit_code,
                 signal,
                 submit_time_ms,

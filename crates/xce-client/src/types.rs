@@ -266,6 +266,11 @@ pub struct Job {
     pub host: Option<String>,
     /// Dispatch attempt; fences stale copies of a job so it never runs twice at once.
     pub attempt: u32,
+    /// How many of its attempts started (at most `attempt`): an attempt killed before it
+    /// started, or sent ahead and ended while it waited on its host, never ran, and
+    /// `afternotok` is met only by a job that ran. On clusters before version 12 every
+    /// dispatch counted (`attempt`).
+    pub runs: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     /// Milliseconds since the Unix epoch, stamped by the primary that proposed the change.
@@ -303,9 +308,9 @@ pub struct ArrayProgress {
 }
 
 /// Where a job stands for what counts jobs by it (a dependency's verdict, an array's
-/// counts): the one reading of started, ran and ended. A job *ran* once it was ever placed
-/// (a command that could not start did, and failed; one requeued and then cancelled while
-/// pending did too).
+/// counts): the one reading of started, ran and ended. A job *ran* once one of its attempts
+/// started (`Job::runs`: a command that could not start did, and failed; one requeued and
+/// then cancelled while pending did too; one killed before its attempt started did not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Standing {
     /// Pending.
@@ -328,7 +333,7 @@ impl Standing {
             JobState::Dispatched | JobState::Running | JobState::Suspended => Standing::Running,
             JobState::Done | JobState::Exited => match job.result {
                 Some(JobResult::Completed) => Standing::Completed,
-                _ if job.attempt > 0 => Standing::Failed,
+                _ if job.runs > 0 => Standing::Failed,
                 _ => Standing::Unrun,
             },
         }

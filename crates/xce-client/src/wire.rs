@@ -347,6 +347,8 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_reason(j.reason.as_deref().unwrap_or(""));
     b.set_host(j.host.as_deref().unwrap_or(""));
     b.set_attempt(j.attempt);
+    b.set_has_runs(true);
+    b.set_runs(j.runs);
     if let Some(code) = j.exit_code {
         b.set_has_exit_code(true);
         b.set_exit_code(code);
@@ -395,6 +397,12 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         result: opt_enum(r.get_result()),
         host: opt_text(text(r.get_host()?)?),
         attempt: r.get_attempt(),
+        // A controller older than the field counted every dispatch as a run.
+        runs: if r.get_has_runs() {
+            r.get_runs()
+        } else {
+            r.get_attempt()
+        },
         exit_code: r.get_has_exit_code().then(|| r.get_exit_code()),
         signal: r.get_has_signal().then(|| r.get_signal()),
         submit_time_ms: r.get_submit_time_ms(),
@@ -1067,6 +1075,7 @@ pub(crate) mod tests {
             result: Some(JobResult::Cancelled),
             host: Some("w1".into()),
             attempt: 1,
+            runs: 1,
             exit_code: Some(0),
             signal: None,
             submit_time_ms: 1,

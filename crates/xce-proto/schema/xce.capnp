@@ -194,6 +194,8 @@ struct Job {
   dependencyState @18 :DependencyState;
   array @19 :ArrayProgress;   # Unset: no array's own record.
   arrayTask @20 :ArrayTask;   # Unset: no task.
+  hasRuns @21 :Bool;   # False from a controller older than this field: read `attempt`.
+  runs @22 :UInt32;    # How many of its attempts started.
 }
 
 enum JobAction {

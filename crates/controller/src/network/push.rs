@@ -476,6 +476,7 @@ mod tests {
             result: None,
             host: Some("w1".into()),
             attempt: 1,
+            runs: 1,
             exit_code: None,
             signal: None,
             submit_time_ms: 0,

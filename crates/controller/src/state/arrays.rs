@@ -152,6 +152,7 @@ impl State {
             result: None,
             host: None,
             attempt: 0,
+            runs: 0,
             exit_code: None,
             signal: None,
             submit_time_ms: array.submit_time_ms,

@@ -782,6 +782,43 @@ mod tests {
         }
     }
 
+    /// A job killed after its dispatch and before its start (sent ahead and waiting on its
+    /// host, or just dispatched) never ran from version 12: `afternotok` on it is never met,
+    /// as for a job cancelled while pending. Before, every dispatch counted as a run.
+    #[test]
+    fn afternotok_is_never_met_by_a_job_killed_before_its_start_from_version_12() {
+        for version in [11, xce_client::version::DISPATCH_AHEAD] {
+            let mut s = with_array("0");
+            s.active_version = version;
+            submit(&mut s, 3, spec(&["true"])); // 2
+            submit(&mut s, 4, after("afternotok:2", false)); // 3
+            submit(&mut s, 5, after("afternotok:1", false)); // 4
+            assert_eq!(s.apply(3, dispatch_cmd(6, 2, "w1")), Outcome::Done);
+            let (task, _) = place_next(&mut s, 7, 1);
+            for (t, id) in [(8, 2), (10, task)] {
+                control(&mut s, t, id, JobAction::Kill);
+                let before = JobEnd::Failed("killed before it started".into());
+                finish(&mut s, t + 1, id, 1, before);
+                let job = s.job(id).unwrap();
+                assert_eq!(job.result, Some(JobResult::Cancelled), "{job:?}");
+            }
+            let verdicts = [3, 4].map(|id| dep(&s, id));
+            if version < xce_client::version::DISPATCH_AHEAD {
+                assert_eq!(verdicts.map(|v| v.0), [Some(DependencyState::Satisfied); 2]);
+                continue;
+            }
+            assert_eq!(
+                verdicts.map(|v| v.2),
+                [
+                    Some("never satisfied: job 2 ended cancelled before it ran".into()),
+                    Some("never satisfied: job 1_0 ended cancelled before it ran".into()),
+                ]
+            );
+            let array = s.job(1).unwrap().array.clone().unwrap();
+            assert_eq!((array.failed, array.unrun), (0, 1));
+        }
+    }
+
     #[test]
     fn a_dependency_on_some_tasks_waits_for_those_alone() {
         let mut s = with_array("0-3");

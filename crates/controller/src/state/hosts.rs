@@ -121,8 +121,10 @@ impl State {
                 let reason = format!("host {host} no longer runs this job: {why}");
                 self.update_job(id, |job| super::jobs::requeue(job, &reason));
             } else if unstarted && attempt < super::MAX_ATTEMPT {
+                let version = self.active_version;
                 let next = self.update_job(id, |job| {
                     job.attempt += 1;
+                    super::runs::dispatched(job, version);
                     job.attempt
                 });
                 if let Some(attempt) = next {

@@ -111,6 +111,12 @@ impl State {
         if job.attempt > MAX_ATTEMPT {
             return Err(format!("job {id} has attempt {}", job.attempt));
         }
+        if job.runs > job.attempt {
+            return Err(format!(
+                "job {id} has {} runs but attempt {}",
+                job.runs, job.attempt
+            ));
+        }
         // An array's own record runs on no host: it is `running` while only its tasks (jobs
         // of their own) do.
         if is_placed(job.state) && job.array.is_none() && (job.host.is_none() || job.attempt == 0) {

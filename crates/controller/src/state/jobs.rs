@@ -128,6 +128,7 @@ impl State {
             result: None,
             host: None,
             attempt: 0,
+            runs: 0,
             exit_code: None,
             signal: None,
             submit_time_ms: at_ms,
@@ -260,6 +261,7 @@ impl State {
             },
             false => id,
         };
+        let version = self.active_version;
         let attempt = self.update_job(id, |job| {
             job.state = JobState::Dispatched;
             job.pend_reason = None;
@@ -267,6 +269,7 @@ impl State {
             job.host = Some(host.clone());
             job.output_dir = spool_dir;
             job.attempt += 1;
+            super::runs::dispatched(job, version);
             job.attempt
         });
         if let Some(attempt) = attempt {
@@ -364,9 +367,11 @@ impl State {
             Ok(job) if job.state != JobState::Dispatched => return Outcome::Done,
             Ok(_) => {}
         }
+        let version = self.active_version;
         self.update_job(id, |job| {
             job.state = JobState::Running;
             job.start_time_ms = Some(at_ms);
+            super::runs::started(job, version);
         });
         Outcome::Done
     }

@@ -21,6 +21,7 @@ mod invariants;
 mod jobs;
 mod queues;
 mod restore;
+mod runs;
 mod schedulers;
 mod scripts;
 mod signal;

@@ -22,7 +22,7 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Batch, Identity};
-use crate::state::stored::{self, migrate, v6, v7, v8, v9, CommandRecord};
+use crate::state::stored::{self, migrate, v10, v6, v7, v8, v9, CommandRecord};
 use crate::state::Command;
 
 /// The newest store format (and cluster version) this build reads and writes. Raised with
@@ -128,6 +128,13 @@ impl Serialize for Batch {
                     .map_err(serde::ser::Error::custom)?;
                 (mark, self.at_ms, old).serialize(s)
             }
+            10 | 11 => {
+                let old: Vec<v10::CommandRecord> = records
+                    .map(migrate::downgrade_command_10)
+                    .collect::<Result<_, _>>()
+                    .map_err(serde::ser::Error::custom)?;
+                (mark, self.at_ms, old).serialize(s)
+            }
             _ => {
                 let records: Vec<CommandRecord> = records.collect();
                 (mark, self.at_ms, records).serialize(s)
@@ -180,6 +187,11 @@ impl<'de> Deserialize<'de> for Batch {
                         let old: Vec<v9::CommandRecord> =
                             seq.next_element()?.ok_or_else(missing)?;
                         old.into_iter().map(migrate::upgrade_command_9).collect()
+                    }
+                    10 | 11 => {
+                        let old: Vec<v10::CommandRecord> =
+                            seq.next_element()?.ok_or_else(missing)?;
+                        old.into_iter().map(migrate::upgrade_command_10).collect()
                     }
                     _ => seq.next_element()?.ok_or_else(missing)?,
                 };

@@ -1,14 +1,16 @@
 //! Between the current records (format 12) and every older format this build reads, one step
 //! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
 //! `super::step8`, 9 ↔ 10 (commands only: formats 9 and 10 store jobs and states alike) is
-//! `super::step9`; formats 11 and 12 store every record as format 10 does (they changed what
-//! the apply judges: dependencies on tasks and `aftercorr`; placements ahead of a host's free
-//! room), so 10 ↔ 11 ↔ 12 needs no step. `upgrade_*` reads old
+//! `super::step9`; format 11 stores every record as format 10 does (it changed what the
+//! apply judges: dependencies on tasks and `aftercorr`), and 10/11 ↔ 12 (a job's count of
+//! attempts that started) is `super::step10`. `upgrade_*` reads old
 //! data as current records; `downgrade_*` writes what a cluster whose active version is older
 //! replicates, refusing by [`NotInFormat`] what that format cannot hold.
 
-use super::{step6, step7, step8, step9};
-use super::{v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord};
+use super::{step10, step6, step7, step8, step9};
+use super::{
+    v10, v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord,
+};
 use crate::state::BackupPart;
 
 pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
@@ -19,21 +21,19 @@ pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
 /// entry) applies. `RaiseVersion` is never converted: it is proposed only once every member
 /// reads the format it raises to.
 pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
-    use xce_client::version::{needed_by, TASK_DEPENDENCIES};
-    if format >= TASK_DEPENDENCIES || matches!(cmd, Command::RaiseVersion { .. }) {
+    use xce_client::version::{needed_by, DISPATCH_AHEAD, TASK_DEPENDENCIES};
+    if format >= DISPATCH_AHEAD || matches!(cmd, Command::RaiseVersion { .. }) {
         return Ok(cmd);
     }
     // Stored alike, but judged only from version 11 on (refused by the apply before).
-    if let Command::Submit { spec, .. } = &cmd {
+    if let (Command::Submit { spec, .. }, true) = (&cmd, format < TASK_DEPENDENCIES) {
         if let Some((needs @ TASK_DEPENDENCIES, what)) = needed_by(spec) {
             return Err(NotInFormat { what, needs });
         }
     }
-    if format >= 10 {
-        return Ok(cmd);
-    }
     let record = CommandRecord::from(cmd);
     let up = match format {
+        10 | 11 => upgrade_command_10(downgrade_command_10(record)?),
         9 => upgrade_command_9(downgrade_command_9(record)?),
         8 => upgrade_command_8(downgrade_command_8(record)?),
         7 => upgrade_command_7(downgrade_command_7(record)?),
@@ -61,7 +61,12 @@ pub fn upgrade_command_8(c: v8::CommandRecord) -> CommandRecord {
 
 /// A format-9 command as a current record.
 pub fn upgrade_command_9(c: v9::CommandRecord) -> CommandRecord {
-    step9::upgrade_command(c)
+    upgrade_command_10(step9::upgrade_command(c))
+}
+
+/// A format-10 (or 11) command as a current record.
+pub fn upgrade_command_10(c: v10::CommandRecord) -> CommandRecord {
+    step10::upgrade_command(c)
 }
 
 /// A current command as format 6 holds it, or what that format cannot hold.
@@ -81,7 +86,12 @@ pub fn downgrade_command_8(c: CommandRecord) -> Result<v8::CommandRecord, NotInF
 
 /// A current command as format 9 holds it, or what that format cannot hold.
 pub fn downgrade_command_9(c: CommandRecord) -> Result<v9::CommandRecord, NotInFormat> {
-    step9::downgrade_command(c)
+    step9::downgrade_command(downgrade_command_10(c)?)
+}
+
+/// A current command as formats 10 and 11 hold it, or what they cannot hold.
+pub fn downgrade_command_10(c: CommandRecord) -> Result<v10::CommandRecord, NotInFormat> {
+    step10::downgrade_command(c)
 }
 
 /// A format-6 job as a current record.
@@ -89,6 +99,7 @@ pub fn upgrade_job_6(j: v6::JobRecord) -> Result<JobRecord, Unwritten> {
     step6::upgrade_job(j)
         .map(step7::upgrade_job)
         .map(step8::upgrade_job)
+        .map(step10::upgrade_job)
 }
 
 /// A current job as format 6 holds it.
@@ -103,7 +114,12 @@ pub fn downgrade_job_7(j: JobRecord) -> Result<v7::JobRecord, NotInFormat> {
 
 /// A current job as format 8 holds it.
 pub fn downgrade_job_8(j: JobRecord) -> Result<v8::JobRecord, NotInFormat> {
-    step8::downgrade_job(j)
+    step8::downgrade_job(downgrade_job_10(j)?)
+}
+
+/// A current job as formats 9 to 11 hold it.
+pub fn downgrade_job_10(j: JobRecord) -> Result<v10::JobRecord, NotInFormat> {
+    step10::downgrade_job(j)
 }
 
 /// A format-6 state as a current record, at active version 6.
@@ -118,7 +134,12 @@ pub fn upgrade_state_7(s: v7::StateRecord) -> StateRecord {
 
 /// A format-8 state as a current record.
 pub fn upgrade_state_8(s: v8::StateRecord) -> StateRecord {
-    step8::upgrade_state(s)
+    upgrade_state_10(step8::upgrade_state(s))
+}
+
+/// A format-9, 10 or 11 state as a current record.
+pub fn upgrade_state_10(s: v10::StateRecord) -> StateRecord {
+    step10::upgrade_state(s)
 }
 
 /// A current state as format 6 holds it.
@@ -133,7 +154,12 @@ pub fn downgrade_state_7(s: StateRecord) -> Result<v7::StateRecord, NotInFormat>
 
 /// A current state as format 8 holds it.
 pub fn downgrade_state_8(s: StateRecord) -> Result<v8::StateRecord, NotInFormat> {
-    step8::downgrade_state(s)
+    step8::downgrade_state(downgrade_state_10(s)?)
+}
+
+/// A current state as formats 9 to 11 hold it.
+pub fn downgrade_state_10(s: StateRecord) -> Result<v10::StateRecord, NotInFormat> {
+    step10::downgrade_state(s)
 }
 
 /// A current host as format 6 holds it (formats 7 to 11 store hosts as the current one does).
@@ -153,7 +179,12 @@ pub fn upgrade_backup_part_7(p: v7::BackupPart) -> BackupPart {
 
 /// A format-8 backup part as the current one.
 pub fn upgrade_backup_part_8(p: v8::BackupPart) -> BackupPart {
-    step8::upgrade_backup_part(p)
+    upgrade_backup_part_10(step8::upgrade_backup_part(p))
+}
+
+/// A format-9, 10 or 11 backup part as the current one.
+pub fn upgrade_backup_part_10(p: v10::BackupPart) -> BackupPart {
+    step10::upgrade_backup_part(p)
 }
 
 /// The current backup part as format 6 holds it.
@@ -168,5 +199,10 @@ pub fn downgrade_backup_part_7(p: BackupPart) -> Result<v7::BackupPart, NotInFor
 
 /// The current backup part as format 8 holds it.
 pub fn downgrade_backup_part_8(p: BackupPart) -> Result<v8::BackupPart, NotInFormat> {
-    step8::downgrade_backup_part(p)
+    step8::downgrade_backup_part(downgrade_backup_part_10(p)?)
+}
+
+/// The current backup part as formats 9 to 11 hold it.
+pub fn downgrade_backup_part_10(p: BackupPart) -> Result<v10::BackupPart, NotInFormat> {
+    step10::downgrade_backup_part(p)
 }

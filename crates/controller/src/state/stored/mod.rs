@@ -23,10 +23,12 @@ macro_rules! same_variants {
 
 pub mod migrate;
 mod mirror;
+mod step10;
 mod step6;
 mod step7;
 mod step8;
 mod step9;
+pub mod v10;
 pub mod v6;
 pub mod v7;
 pub mod v8;
@@ -382,6 +384,8 @@ pub struct JobRecord {
     pub array: Option<ArrayProgressRecord>,
     /// A task's array (format 9 on).
     pub array_task: Option<ArrayTaskRecord>,
+    /// How many of its attempts started (format 12 on; before, every attempt counted).
+    pub runs: u32,
 }
 
 mirror_structs! {
@@ -394,7 +398,7 @@ mirror_structs! {
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
         submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
-        array, array_task,
+        array, array_task, runs,
     }
     ArrayTaskRecord <=> xce_client::types::ArrayTask { array_id, index, count, min, max, step }
     WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
@@ -945,6 +949,12 @@ impl Serialize for SnapshotView<'_> {
                 rec.serialize_field("queues", &queues())?;
                 rec.serialize_field("hosts", &Seq::of(hosts))?;
             }
+            9..=11 => {
+                let jobs = jobs.map(migrate::downgrade_job_10);
+                rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+                rec.serialize_field("queues", &queues())?;
+                rec.serialize_field("hosts", &Seq::of(hosts))?;
+            }
             _ => {
                 rec.serialize_field("jobs", &Seq::of(jobs))?;
                 rec.serialize_field("queues", &queues())?;
@@ -1038,6 +1048,10 @@ pub fn decode_state(bytes: &[u8]) -> Result<StateRecord, crate::store::format::F
         (8, body) => {
             let old: v8::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
             Ok(migrate::upgrade_state_8(old))
+        }
+        (9..=11, body) => {
+            let old: v10::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
+            Ok(migrate::upgrade_state_10(old))
         }
         (_, body) => postcard::from_bytes(body).map_err(FormatError::decode),
     }

@@ -4,14 +4,14 @@
 //! dependency (`--dependency`, `--kill-on-invalid-dep`) and where it stands; each is refused
 //! on the way down by [`NotInFormat`] naming it. Lossless for everything format 8 holds:
 //! `downgrade(upgrade(x)) == x` (property-tested in `stored::tests`). Format 10 stores
-//! jobs, specs and states as format 9 does, so those are the current records here; its
-//! commands are `super::v9`'s.
+//! jobs and states as format 9 does, so those are `super::v10`'s here (and specs the
+//! current module's); its commands are `super::v9`'s.
 
 use super::step6::NotInFormat;
+use super::v10::{BackupPart, JobRecord, StateRecord};
 use super::v8;
 use super::v9::CommandRecord;
-use super::{JobRecord, SpecRecord, StateRecord};
-use crate::state::BackupPart;
+use super::SpecRecord;
 
 /// What format 8 cannot hold, by the name a user knows it by.
 fn not_in_8(what: &'static str) -> NotInFormat {

@@ -8,8 +8,8 @@
 //! `stored::tests`).
 
 use super::step6::NotInFormat;
+use super::v10::CommandRecord;
 use super::v9;
-use super::CommandRecord;
 
 /// Lists every variant both formats hold, for [`same_variants!`].
 macro_rules! both_ways {

@@ -1,16 +1,16 @@
 //! Store format 9, frozen: the log's commands as the builds of format 9 (87ae76c to 82d66bf)
 //! wrote them. **Never edit these types**: logs of format 9 are read through them, and
 //! formats 6 to 8 are reached through them (`super::step8`); `super::step9` converts them to
-//! and from format 10. Records that no later format changed (a job, a spec, a state, a
-//! backup part) are the current module's.
+//! and from format 10. Its jobs and states are format 10's (`super::v10`); records that no
+//! later format changed (a spec) are the current module's.
 
 use serde::{Deserialize, Serialize};
 
+use super::v10::{JobRecord, StateRecord};
 use super::EndIntentRecord;
 use super::{
     EndRecord, HeldRecord, HostActionRecord, HostAttributesRecord, JobActionRecord,
-    JobChangesRecord, JobRecord, PendReasonRecord, QueueActionRecord, QueueDefRecord, RoleRecord,
-    SpecRecord, StateRecord,
+    JobChangesRecord, PendReasonRecord, QueueActionRecord, QueueDefRecord, RoleRecord, SpecRecord,
 };
 
 /// A command as stored in the log in format 9.

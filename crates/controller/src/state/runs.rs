@@ -1,0 +1,26 @@
+//! A job's count of attempts that started (`Job::runs`), on the job-change path: what
+//! `afternotok` and an array's count of tasks that ended unrun go by (`Standing::of`).
+//!
+//! From version 12 (`DISPATCH_AHEAD`) an attempt counts once its start is reported: a job
+//! sent ahead of its host's free room may be killed while it waits there, and then never
+//! ran. Before, each dispatch counted (a dispatch went only to free room, where a job starts
+//! at once), as logs of those versions were applied: `runs` then equals `attempt`, which is
+//! also what a record of format 11 or older reads back as.
+
+use xce_client::types::Job;
+use xce_client::version::DISPATCH_AHEAD;
+
+/// A new attempt of `job` was dispatched, on a cluster at active version `version`.
+pub(super) fn dispatched(job: &mut Job, version: u32) {
+    if version < DISPATCH_AHEAD {
+        job.runs = job.attempt;
+    }
+}
+
+/// The start of `job`'s current attempt was reported, at active version `version`. An attempt
+/// dispatched before the raise to 12 counted already: a count never passes the attempt.
+pub(super) fn started(job: &mut Job, version: u32) {
+    if version >= DISPATCH_AHEAD {
+        job.runs = job.runs.saturating_add(1).min(job.attempt);
+    }
+}
