@@ -1,32 +1,47 @@
 //! Upgrades onto this build. A rolling upgrade from the build of the store format before this
 //! one (tests/upgrade-from.commit, built by scripts/upgrade-from-build) under load, with no
-//! client error: while any member runs the older build the cluster stays at its version and
-//! what needs the newer one is refused naming who holds it back; once every member runs this
-//! build the primary raises the version by itself, after which the older build refuses the
-//! data dir. And this build starting on the data dirs and the backups that the builds of older
-//! formats wrote (the committed fixtures, `tests/fixtures/store-format-N`: 6, 7, 8 and 10;
-//! format 10 stores jobs and states as 9 does).
+//! client error: while any member runs the older build the cluster stays at its version, and
+//! the cluster, its worker and its scheduler (of the older build until the controllers are
+//! done) go on placing and running jobs, those of the older version's features included; once
+//! every member runs this build the primary raises the version by itself, after which the
+//! older build refuses the data dir, and a scheduler of this build sends jobs ahead to a
+//! worker of this build. And this build starting on the data dirs and the backups that the
+//! builds of older formats wrote (the committed fixtures, `tests/fixtures/store-format-N`: 6,
+//! 7, 8, 10 and 11; format 10 stores jobs and states as 9 does, and 11 as 10 does).
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use xce_client::ops::{all_jobs, GetCluster, Submit};
-use xce_client::types::{JobFilter, JobSpec, RequestToken};
-use xce_client::{ClientError, Status};
-use xce_tests::{background_submits, bin, json_of, wait_for, Cluster};
+use xce_client::types::{
+    DependencyState, HostState, JobFilter, JobResult, JobSpec, JobState, RequestToken,
+};
+use xce_tests::{background_submits, bin, json_of, submitted_id, wait_for, Cluster};
 
 /// Every load loop is bounded by count and by time.
 const MAX_CALLS: usize = 3_000;
 const MAX_SPAN: Duration = Duration::from_secs(180);
 
-/// The directory holding the xce-controller a rolling upgrade starts from: `XCE_UPGRADE_FROM`
-/// (an absolute path), else what `scripts/upgrade-from-build` makes of
-/// tests/upgrade-from.commit (built the first time it is asked: minutes; CI builds it before
-/// the tests run).
+/// The load is submitted to `normal`, made inactive at the start so that it stays pending;
+/// what the test runs goes to `probe`.
+const CONFIG: &str =
+    "queues:\n  - name: normal\n    priority: 30\n  - name: probe\n    priority: 50\n";
+/// One cpu: three jobs of one cpu placed at once on it are two beyond its room.
+const WORKER_ARGS: &[&str] = &["--heartbeat-ms", "200", "--cpus", "1"];
+const SCHEDULER_ARGS: &[&str] = &["--lease-ttl-ms", "1500"];
+
+/// The store format of the build the upgrade starts from, and of this one.
+const OLDER: u32 = 11;
+const THIS: u32 = 12;
+
+/// The directory holding the binaries a rolling upgrade starts from (xce-controller,
+/// xce-worker, xce-scheduler): `XCE_UPGRADE_FROM` (an absolute path), else what
+/// `scripts/upgrade-from-build` makes of tests/upgrade-from.commit (built the first time it is
+/// asked: minutes; CI builds it before the tests run).
 fn older_build() -> PathBuf {
     if let Some(dir) = std::env::var_os("XCE_UPGRADE_FROM") {
         return PathBuf::from(dir);
@@ -43,18 +58,21 @@ fn older_build() -> PathBuf {
     PathBuf::from(printed.lines().last().unwrap().trim())
 }
 
-/// Which binary controller `c` runs now.
-fn running(c: &xce_devcluster::Daemon) -> PathBuf {
-    std::fs::read_link(format!("/proc/{}/exe", c.pid().unwrap())).unwrap()
+/// Which binary daemon `d` runs now.
+fn running(d: &xce_devcluster::Daemon) -> PathBuf {
+    std::fs::read_link(format!("/proc/{}/exe", d.pid().unwrap())).unwrap()
 }
 
-/// A job that waits for task 1 of array `array`: what format 10 stores but does not judge (a
-/// dependency on some tasks of an array, judged from version 11 on).
-fn on_a_task_of(array: u64) -> Submit {
+/// A job in the probe queue that waits for task 1 of array `array`: what format 11 judges
+/// (a dependency on some tasks of an array), sent as it is (this client does not ask the
+/// cluster's version first).
+fn on_a_task_of(array: u64, cwd: &str) -> Submit {
     Submit {
         token: RequestToken::random(),
         spec: JobSpec {
             command: vec!["true".into()],
+            queue: "probe".into(),
+            cwd: cwd.into(),
             dependency: Some(format!("afterok:{array}_1").parse().unwrap()),
             ..JobSpec::default()
         },
@@ -62,24 +80,79 @@ fn on_a_task_of(array: u64) -> Submit {
     }
 }
 
+/// Submits `true` to the probe queue with the CLI and waits until it ended completed: the
+/// cluster took it, the scheduler placed it, and the worker ran it and reported its end,
+/// whichever builds each runs `now`.
+async fn probe(cluster: &Cluster, cwd: &str, now: &str) -> u64 {
+    let out = cluster.xce(&[
+        "-o", "json", "submit", "-q", "probe", "--cwd", cwd, "--", "true",
+    ]);
+    let id = submitted_id(&out);
+    ended_completed(cluster, id, now).await;
+    id
+}
+
+/// Waits until job `id` ended, and checks it completed.
+async fn ended_completed(cluster: &Cluster, id: u64, now: &str) {
+    let job = cluster
+        .wait_job(id, &format!("to end ({now})"), |j| j.state.is_final())
+        .await;
+    assert_eq!(job.result, Some(JobResult::Completed), "{now}: {job:?}");
+}
+
+/// Waits until every task of array `id` ended completed (each task split off is a job of its
+/// own, listed with the array's id).
+async fn array_completed(cluster: &Cluster, id: u64, tasks: usize, now: &str) {
+    ended_completed(cluster, id, now).await;
+    let jobs = all_jobs(&cluster.client(), JobFilter::default())
+        .await
+        .unwrap();
+    let ended: Vec<_> = jobs
+        .iter()
+        .filter(|j| j.array_task.as_ref().is_some_and(|t| t.array_id == id))
+        .map(|j| (j.id, j.result))
+        .collect();
+    assert_eq!(ended.len(), tasks, "array {id} ({now}): {ended:?}");
+    assert!(
+        ended.iter().all(|(_, r)| *r == Some(JobResult::Completed)),
+        "array {id} ({now}): {ended:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raises_the_version() {
-    let old = older_build().join("xce-controller").canonicalize().unwrap();
+    let older = older_build();
+    let old = older.join("xce-controller").canonicalize().unwrap();
     let new = bin("xce-controller").canonicalize().unwrap();
     assert_ne!(old, new);
     let mut cluster = Cluster::builder()
-        .bin_dir(old.parent().unwrap().to_path_buf())
+        .bin_dir(older.clone())
         .controllers(3)
+        .config(CONFIG)
+        .workers(1, WORKER_ARGS)
+        .schedulers(1, SCHEDULER_ARGS)
         .start();
     let (primary, _) = cluster.wait_all_standbys().await;
     for c in cluster.controllers() {
         assert_eq!(running(c), old, "{} runs another build", c.name);
     }
-    // The older build raises a new cluster to its own version (10), which takes arrays: the
-    // array the dependencies on tasks below name (pending: no worker runs it).
-    assert_eq!(cluster.wait_version().await, 10);
-    let out = cluster.xce_ok(&["-o", "json", "submit", "--array", "0-3", "--", "true"]);
-    let array = json_of(&out)["id"].as_u64().unwrap();
+    let old_worker = older.join("xce-worker").canonicalize().unwrap();
+    let old_scheduler = older.join("xce-scheduler").canonicalize().unwrap();
+    assert_eq!(running(&cluster.worker_daemons()[0]), old_worker);
+    assert_eq!(running(&cluster.schedulers()[0]), old_scheduler);
+    // The older build raises a new cluster to its own version.
+    assert_eq!(cluster.wait_version().await, OLDER);
+    cluster.wait_host("w1", HostState::Ok).await;
+    cluster.wait_active_scheduler().await;
+    cluster.xce_ok(&["queue", "inactivate", "normal"]);
+    let (_work, cwd) = cluster.work_dir();
+    probe(&cluster, &cwd, "every daemon on the older build").await;
+    // An array, held: the dependencies on its tasks below wait for it.
+    let out = cluster.xce_ok(&[
+        "-o", "json", "submit", "-q", "probe", "--cwd", &cwd, "--hold", "--array", "0-3", "--",
+        "true",
+    ]);
+    let array = submitted_id(&out);
     let aftercorr = format!("aftercorr:{array}");
 
     // Under load: a failover client, and one-shot CLI processes.
@@ -111,7 +184,8 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         })
     };
 
-    // The standbys first, each back and caught up before the next goes down.
+    // The standbys first, each back and caught up before the next goes down; jobs are placed
+    // and run after each.
     for k in 1..=2 {
         let i = (primary + k) % 3;
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -123,27 +197,30 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         cluster.replace_binary(i, new.clone());
         cluster.restart(i);
         cluster.wait_all_standbys().await;
+        probe(&cluster, &cwd, &format!("{k} standby(s) on this build")).await;
     }
-    // The primary still runs the older build, which does not judge a dependency on tasks
-    // (`aftercorr` pairs the tasks of two arrays): the client asks the cluster's version first
-    // and refuses, naming the member on the older build.
+    // The primary still runs the older build, whose version judges a dependency on tasks
+    // (`aftercorr` pairs the tasks of two arrays): the client asks the cluster's version
+    // first, and it is sent. It waits for the held array until that is released; then each
+    // task runs after its pair, judged by the older primary and applied by both builds.
     let out = cluster.xce(&[
-        "-o", "json", "submit", "--array", "0-3", "-d", &aftercorr, "--", "true",
+        "-o", "json", "submit", "-q", "probe", "--cwd", &cwd, "--array", "0-3", "-d", &aftercorr,
+        "--", "true",
     ]);
-    assert!(!out.status.success(), "{out:?}");
-    let error = json_of(&out)["error"].clone();
-    assert_eq!(error["code"], "invalid", "{error}");
-    let old_primary = cluster.controllers()[primary].name.clone();
-    let message = error["message"].as_str().unwrap();
-    assert!(
-        message.contains("needs cluster version 11")
-            && message.contains(&format!("{old_primary} (version 10)")),
-        "{message}"
+    let paired = submitted_id(&out);
+    let job = cluster.job(paired).await.unwrap();
+    assert_eq!(
+        job.dependency_state,
+        Some(DependencyState::Waiting),
+        "{job:?}"
     );
+    cluster.xce_ok(&["release", &array.to_string()]);
+    array_completed(&cluster, array, 4, "the primary on the older build").await;
+    array_completed(&cluster, paired, 4, "the primary on the older build").await;
 
     // The older primary restarted on its older build: a primary of this build is elected,
-    // and while a member runs the older build the cluster's version stays 10: what needs 11
-    // is refused, naming that member.
+    // and while a member runs the older build the cluster's version stays the older one.
+    let old_primary = cluster.controllers()[primary].name.clone();
     assert!(cluster.stop(primary).await.success());
     // Kept down until a standby of this build leads (restarted at once, it would go on
     // leading its term).
@@ -161,42 +238,36 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
             async move {
                 let info = client.call(GetCluster).await.ok()?;
                 let member = info.members.iter().find(|m| m.name == name)?;
-                (member.version == Some(10)).then_some(info)
+                (member.version == Some(OLDER)).then_some(info)
             }
         },
     )
     .await;
-    assert_eq!(info.active_version, 10);
-    // Sent as it is (this client does not ask first): the primary of this build refuses it.
-    match client.call(on_a_task_of(array)).await {
-        Err(ClientError::Status {
-            status: Status::Invalid,
-            message,
-        }) => assert!(
-            message.contains("needs cluster version 11")
-                && message.contains(&format!("{old_primary} (version 10)")),
-            "{message}"
-        ),
-        other => {
-            panic!("a dependency on a task taken while a member runs the older build: {other:?}")
-        }
-    }
+    assert_eq!(info.active_version, OLDER);
     // The JSON contract: the cluster's version, and each member's.
     let shown = json_of(&cluster.xce_ok(&["-o", "json", "cluster"]));
-    assert_eq!(shown["active_version"], 10, "{shown}");
+    assert_eq!(shown["active_version"], OLDER, "{shown}");
     for member in shown["members"].as_array().unwrap() {
-        // This build's members report its own version (12), the older build's 10.
+        // This build's members report its own version, the older build's its own.
         let expected = if member["name"] == old_primary.as_str() {
-            10
+            OLDER
         } else {
-            12
+            THIS
         };
         assert_eq!(member["version"], expected, "{shown}");
     }
+    // A primary of this build at the older version judges what it does: a dependency on a
+    // task, sent as it is, is taken and met, and the job runs.
+    let id = client.call(on_a_task_of(array, &cwd)).await.unwrap();
+    ended_completed(&cluster, id, "a member on the older build").await;
+    assert_eq!(
+        cluster.job(id).await.unwrap().dependency_state,
+        Some(DependencyState::Satisfied)
+    );
 
     // Until the version is raised, going back is possible: a member of this build, which
     // has written its data dir meanwhile, rolls back onto the older build and forward again,
-    // under the same load.
+    // under the same load; jobs run after each.
     let back = (0..3).find(|j| *j != primary && *j != now_primary).unwrap();
     for bin in [old.clone(), new.clone()] {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -205,7 +276,10 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         cluster.restart(back);
         cluster.wait_all_standbys().await;
         assert_eq!(running(&cluster.controllers()[back]), bin);
+        let now = format!("c{} back on {}", back + 1, bin.display());
+        probe(&cluster, &cwd, &now).await;
     }
+    assert_eq!(client.call(GetCluster).await.unwrap().active_version, OLDER);
 
     // The last member onto this build: the primary raises the version by itself.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -213,16 +287,33 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     cluster.replace_binary(primary, new.clone());
     cluster.restart(primary);
     cluster.wait_all_standbys().await;
-    assert_eq!(cluster.wait_version().await, 12);
-    let id = client.call(on_a_task_of(array)).await.unwrap();
-    assert!(cluster.job(id).await.unwrap().spec.dependency.is_some());
+    assert_eq!(cluster.wait_version().await, THIS);
+    probe(
+        &cluster,
+        &cwd,
+        "raised, worker and scheduler on the older build",
+    )
+    .await;
+    // What the older version judged is judged alike after the raise.
+    let id = client.call(on_a_task_of(array, &cwd)).await.unwrap();
+    ended_completed(&cluster, id, "raised").await;
     let out = cluster.xce_ok(&[
-        "-o", "json", "submit", "--array", "0-3", "-d", &aftercorr, "--", "true",
+        "-o", "json", "submit", "-q", "probe", "--cwd", &cwd, "--array", "0-3", "-d", &aftercorr,
+        "--", "true",
     ]);
-    let id = json_of(&out)["id"].as_u64().unwrap();
-    let job = cluster.job(id).await.unwrap();
-    assert_eq!(job.spec.dependency.unwrap().to_string(), aftercorr);
-    assert!(job.dependency_state.is_some());
+    let id = submitted_id(&out);
+    assert_eq!(
+        cluster
+            .job(id)
+            .await
+            .unwrap()
+            .spec
+            .dependency
+            .unwrap()
+            .to_string(),
+        aftercorr
+    );
+    array_completed(&cluster, id, 4, "raised").await;
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -242,15 +333,17 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     for c in cluster.controllers() {
         assert_eq!(running(c), new, "{} runs another build", c.name);
     }
-    // Every acknowledged job is there, once (beside the array and the two dependent ones).
+    // Every acknowledged job is there, once (beside what the test ran in the probe queue),
+    // pending in the inactive queue.
     let jobs = all_jobs(&cluster.client(), JobFilter::default())
         .await
         .unwrap();
-    let mut ids: Vec<u64> = jobs
-        .iter()
-        .filter(|j| j.spec.dependency.is_none() && j.id != array)
-        .map(|j| j.id)
-        .collect();
+    let load: Vec<_> = jobs.iter().filter(|j| j.spec.queue != "probe").collect();
+    assert!(
+        load.iter().all(|j| j.state == JobState::Pending),
+        "the load ran"
+    );
+    let mut ids: Vec<u64> = load.iter().map(|j| j.id).collect();
     ids.sort_unstable();
     let mut acked: Vec<u64> = lib_acked.into_iter().chain(cli_acked).collect();
     acked.sort_unstable();
@@ -258,6 +351,40 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         ids, acked,
         "the cluster's jobs are exactly the acknowledged ones"
     );
+
+    // Then the worker, and last the scheduler, onto this build, the scheduler sending up to
+    // three rounds ahead: what version 12 admits, a host placed beyond its free room, which
+    // its worker holds until room frees.
+    let worker_bin = bin("xce-worker").canonicalize().unwrap();
+    let scheduler_bin = bin("xce-scheduler").canonicalize().unwrap();
+    let grace = Duration::from_secs(15);
+    let stopped = cluster.local.stop_worker(0, grace).unwrap();
+    assert!(stopped.is_some_and(|s| s.success()), "w1: {stopped:?}");
+    cluster.local.workers[0]
+        .process
+        .replace_binary(worker_bin.clone());
+    cluster.local.start_worker(0).unwrap();
+    wait_for(
+        "w1 back on this build, holding starts back",
+        Duration::from_secs(30),
+        || async {
+            let host = cluster.host("w1").await?;
+            (host.state == HostState::Ok && host.queues_starts).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(running(&cluster.worker_daemons()[0]), worker_bin);
+    probe(&cluster, &cwd, "the worker on this build").await;
+    let stopped = cluster.local.stop_scheduler(0, grace).unwrap();
+    assert!(stopped.is_some_and(|s| s.success()), "s1: {stopped:?}");
+    let scheduler = &mut cluster.local.schedulers[0].process;
+    scheduler.replace_binary(scheduler_bin.clone());
+    scheduler.set_env("XCE_DISPATCH_AHEAD", PathBuf::from("3"));
+    cluster.local.start_scheduler(0).unwrap();
+    cluster.wait_active_scheduler().await;
+    assert_eq!(running(&cluster.schedulers()[0]), scheduler_bin);
+    let ahead = ran_ahead(&cluster, &cwd).await;
+    assert!(ahead.len() >= 3, "{ahead:?}");
 
     cluster.assert_no_errors();
 
@@ -274,7 +401,7 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     .await;
     assert!(!status.success());
     let log = std::fs::read_to_string(&cluster.local.controllers[i].log).unwrap();
-    assert!(log.contains("store format 12"), "{log}");
+    assert!(log.contains(&format!("store format {THIS}")), "{log}");
     cluster.replace_binary(i, new.clone());
     cluster.restart(i);
     cluster.wait_all_standbys().await;
@@ -294,12 +421,53 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     assert_eq!(error["code"], "invalid", "{error}");
     let message = error["message"].as_str().unwrap();
     assert!(
-        message.contains("c4 runs a build of cluster version 10")
-            && message.contains("runs version 12"),
+        message.contains(&format!("c4 runs a build of cluster version {OLDER}"))
+            && message.contains(&format!("runs version {THIS}")),
         "{message}"
     );
     let members = json_of(&cluster.xce_ok(&["-o", "json", "admin", "members"]));
     assert_eq!(members["members"].as_array().unwrap().len(), 3, "{members}");
+}
+
+/// Submits three jobs of one cpu that each note their start and end, waits until the
+/// one-cpu host is seen placed beyond its room (sent ahead), and then until each ended
+/// completed, having run alone on the host; returns their ids.
+async fn ran_ahead(cluster: &Cluster, cwd: &str) -> Vec<u64> {
+    let body = "echo $(date +%s%N) > run.$XCE_JOB_ID; sleep 1; \
+                echo $(date +%s%N) >> run.$XCE_JOB_ID";
+    let ids: Vec<u64> = (0..3)
+        .map(|_| {
+            submitted_id(&cluster.xce(&[
+                "-o", "json", "submit", "-q", "probe", "--cwd", cwd, "--wrap", body,
+            ]))
+        })
+        .collect();
+    wait_for(
+        "w1 placed beyond its free room",
+        Duration::from_secs(30),
+        || async {
+            let host = cluster.host("w1").await?;
+            (host.used.cpus > host.capacity.cpus).then_some(())
+        },
+    )
+    .await;
+    let mut runs = Vec::new();
+    for id in &ids {
+        ended_completed(cluster, *id, "sent ahead").await;
+        let text = std::fs::read_to_string(Path::new(cwd).join(format!("run.{id}"))).unwrap();
+        let stamps: Vec<u64> = text
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(stamps.len(), 2, "job {id} ran once: {text:?}");
+        runs.push((stamps[0], stamps[1]));
+    }
+    // By their own clocks, never two at once on the one-cpu host.
+    for (start, _) in &runs {
+        let at_once = runs.iter().filter(|(s, e)| s <= start && start < e).count();
+        assert_eq!(at_once, 1, "{at_once} jobs ran at once: {runs:?}");
+    }
+    ids
 }
 
 /// The committed fixture of store format `format`: three controllers' data dirs and a backup
@@ -391,6 +559,14 @@ async fn a_format_8_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
 #[tokio::test]
 async fn a_format_10_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     serves_the_fixture_of(10).await;
+}
+
+/// Format 11's fixture adds dependencies judged task by task: on one task of an array (met,
+/// never met, waiting) and `aftercorr` (an array whose tasks ran after their pairs, the one
+/// whose pair failed cancelled, and an array waiting for a held one's tasks).
+#[tokio::test]
+async fn a_format_11_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
+    serves_the_fixture_of(11).await;
 }
 
 /// The data dirs of a three-controller cluster written by the build of store format `format`
