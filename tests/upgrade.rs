@@ -535,6 +535,9 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     map.entry("array_task_id")
         .or_insert(serde_json::Value::Null);
     map.entry("array").or_insert(serde_json::Value::Null);
+    // Every attempt of an older build's counted as a run (format 12 counts reported starts).
+    let attempt = map["attempt"].clone();
+    map.entry("runs").or_insert(attempt);
     job
 }
 
