@@ -968,10 +968,20 @@ async fn conditions(
     impl Parents for Fetched {
         fn progress(&self, of: &JobRef) -> Option<Progress> {
             let Some(named) = &of.tasks else {
-                return self
-                    .0
-                    .get(&(of.id, None))
-                    .map(|j| Progress::of_job(j, STARTED));
+                let record = self.0.get(&(of.id, None))?;
+                return Some(match &record.array {
+                    // A whole array: its tasks, from its counts (a task dispatched and not
+                    // yet started counts as running here; the controller knows better).
+                    Some(a) => Progress {
+                        not_started: a.not_started(),
+                        running: a.running,
+                        completed: a.completed,
+                        failed: a.failed,
+                        unrun: a.unrun,
+                        ..Progress::default()
+                    },
+                    None => Progress::of_job(record, STARTED),
+                });
             };
             let mut p = Progress::default();
             for i in named.iter() {

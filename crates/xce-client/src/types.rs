@@ -663,6 +663,11 @@ pub struct HostAttributes {
     pub job_users: JobUsers,
 }
 
+/// The reason of a [`JobEnd::Failed`] that says the attempt was killed before its job
+/// started (while it waited on its host, or before its shim started it): the worker ends
+/// such an attempt with it, and the controller counts no run for it (`Job::runs`).
+pub const KILLED_BEFORE_START: &str = "killed before it started";
+
 /// How a job attempt ended, as its worker saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JobEnd {

@@ -797,7 +797,7 @@ mod tests {
             let (task, _) = place_next(&mut s, 7, 1);
             for (t, id) in [(8, 2), (10, task)] {
                 control(&mut s, t, id, JobAction::Kill);
-                let before = JobEnd::Failed("killed before it started".into());
+                let before = JobEnd::Failed(xce_client::types::KILLED_BEFORE_START.into());
                 finish(&mut s, t + 1, id, 1, before);
                 let job = s.job(id).unwrap();
                 assert_eq!(job.result, Some(JobResult::Cancelled), "{job:?}");
@@ -817,6 +817,45 @@ mod tests {
             let array = s.job(1).unwrap().array.clone().unwrap();
             assert_eq!((array.failed, array.unrun), (0, 1));
         }
+    }
+
+    /// An attempt that ends before its start was reported ran, unless its end says it was
+    /// killed before it started: a command that could not start failed (and meets
+    /// `afternotok`, and fails its array), as does one whose start report a worker lost.
+    #[test]
+    fn a_job_that_ends_before_its_start_report_ran_unless_killed_before_it_started() {
+        let mut s = with_array("0");
+        submit(&mut s, 3, spec(&["/nonexistent"])); // 2
+        submit(&mut s, 4, after("afternotok:2", false)); // 3
+        submit(&mut s, 5, after("afternotok:1", false)); // 4
+        assert_eq!(s.apply(3, dispatch_cmd(6, 2, "w1")), Outcome::Done);
+        let (task, _) = place_next(&mut s, 7, 1);
+        for (t, id) in [(8, 2), (9, task)] {
+            let cannot = JobEnd::Failed("cannot start /nonexistent: no such file".into());
+            finish(&mut s, t, id, 1, cannot);
+            let job = s.job(id).unwrap();
+            assert_eq!(
+                (job.result, job.runs, job.start_time_ms.is_some()),
+                (Some(JobResult::Failed), 1, true),
+                "{job:?}"
+            );
+        }
+        assert_eq!(
+            [3, 4].map(|id| dep(&s, id).0),
+            [Some(DependencyState::Satisfied); 2]
+        );
+        let array = s.job(1).unwrap();
+        assert_eq!(array.result, Some(JobResult::Failed), "{array:?}");
+        // Killed before it started: no run, and no start time.
+        let Outcome::Submitted(id) = submit(&mut s, 10, spec(&["true"])) else {
+            panic!("not submitted");
+        };
+        assert_eq!(s.apply(3, dispatch_cmd(11, id, "w1")), Outcome::Done);
+        control(&mut s, 12, id, JobAction::Kill);
+        let before = JobEnd::Failed(xce_client::types::KILLED_BEFORE_START.into());
+        finish(&mut s, 13, id, 1, before);
+        let job = s.job(id).unwrap();
+        assert_eq!((job.runs, job.start_time_ms), (0, None), "{job:?}");
     }
 
     #[test]

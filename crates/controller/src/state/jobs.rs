@@ -388,8 +388,11 @@ impl State {
             return rejected;
         }
         let intent = self.intents.remove(&id);
+        let version = self.active_version;
         self.update_job(id, |job| {
-            job.start_time_ms.get_or_insert(at_ms);
+            if super::runs::ended(job, version, Some(&end)) {
+                job.start_time_ms.get_or_insert(at_ms);
+            }
             match &end {
                 JobEnd::Exit(code) => job.exit_code = Some(*code),
                 JobEnd::Signal(sig) => job.signal = Some(*sig),
@@ -440,18 +443,22 @@ impl State {
             .get(&job.spec.queue)
             .map(|q| q.on_host_lost)
             .unwrap_or_default();
-        self.update_job(id, |job| match (intent, policy) {
-            (Some(EndIntent::Kill), _) => {
-                let reason = cancelled(job);
-                end_job(job, at_ms, JobResult::Cancelled, &reason)
+        let version = self.active_version;
+        self.update_job(id, |job| {
+            super::runs::ended(job, version, None);
+            match (intent, policy) {
+                (Some(EndIntent::Kill), _) => {
+                    let reason = cancelled(job);
+                    end_job(job, at_ms, JobResult::Cancelled, &reason)
+                }
+                (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
+                // `--no-requeue`: the job's own choice over its queue's.
+                (None, LostPolicy::Requeue) if job.spec.no_requeue => {
+                    end_job(job, at_ms, JobResult::NodeFail, why)
+                }
+                (None, LostPolicy::Requeue) => requeue(job, &format!("requeued: {why}")),
+                (None, LostPolicy::Exit) => end_job(job, at_ms, JobResult::NodeFail, why),
             }
-            (Some(EndIntent::Requeue), _) => requeue(job, PEND_REQUEUED),
-            // `--no-requeue`: the job's own choice over its queue's.
-            (None, LostPolicy::Requeue) if job.spec.no_requeue => {
-                end_job(job, at_ms, JobResult::NodeFail, why)
-            }
-            (None, LostPolicy::Requeue) => requeue(job, &format!("requeued: {why}")),
-            (None, LostPolicy::Exit) => end_job(job, at_ms, JobResult::NodeFail, why),
         });
     }
 }

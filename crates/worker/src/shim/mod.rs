@@ -230,8 +230,9 @@ fn remove_leftovers(spec: &ShimSpec) {
     let _ = std::fs::remove_file(limit_file(&spec.spool, spec.id, spec.attempt));
 }
 
-/// How the end of an attempt killed before its job started reads, wherever it was stopped.
-pub const KILLED_BEFORE_START: &str = "killed before it started";
+/// How the end of an attempt killed before its job started reads, wherever it was stopped:
+/// the controller counts no run for it (`xce_client::types::KILLED_BEFORE_START`).
+pub use xce_client::types::KILLED_BEFORE_START;
 
 /// The one line the worker reads; it may be gone, which changes nothing here. A forked shim
 /// writes it whole in one call (its launcher's other shims share the pipe), then lets go of
