@@ -205,7 +205,9 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_resyncs() {
         },
     )
     .await;
-    // Reading again: the buffered events, then the resync that announces the gap.
+    // Reading again: what reached the stream's buffer before the drop (none at all when the
+    // submits outran its first delivery, as on a loaded machine once), then the resync that
+    // announces the gap.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut events = 0;
     loop {
@@ -216,8 +218,5 @@ async fn a_subscriber_that_stops_reading_is_dropped_and_resyncs() {
             Ok(None) | Err(_) => panic!("no resync after {events} events"),
         }
     }
-    assert!(
-        events > 0 && events < 32 * 200,
-        "{events} events before the resync"
-    );
+    assert!(events < 32 * 200, "{events} events before the resync");
 }
