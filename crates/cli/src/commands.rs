@@ -972,14 +972,7 @@ async fn conditions(
                 return Some(match &record.array {
                     // A whole array: its tasks, from its counts (a task dispatched and not
                     // yet started counts as running here; the controller knows better).
-                    Some(a) => Progress {
-                        not_started: a.not_started(),
-                        running: a.running,
-                        completed: a.completed,
-                        failed: a.failed,
-                        unrun: a.unrun,
-                        ..Progress::default()
-                    },
+                    Some(a) => Progress::of_array(a),
                     None => Progress::of_job(record, STARTED),
                 });
             };

@@ -347,6 +347,20 @@ impl Progress {
         p
     }
 
+    /// What a dependency on a whole array sees of its tasks, from the array's own counts (a
+    /// task dispatched and not yet started among the running; the first to end each way
+    /// unnamed): the controller's verdicts and `xce job`'s list alike.
+    pub fn of_array(p: &crate::types::ArrayProgress) -> Progress {
+        Progress {
+            not_started: p.not_started(),
+            running: p.running,
+            completed: p.completed,
+            failed: p.failed,
+            unrun: p.unrun,
+            ..Progress::default()
+        }
+    }
+
     /// Counts `n` of its running jobs as not started: tasks of an array dispatched but not
     /// yet reported started, which [`StartedAt::Report`] does not count as started.
     pub fn not_yet_started(&mut self, n: u64) {

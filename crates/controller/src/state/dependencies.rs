@@ -77,18 +77,13 @@ impl Parents for Lookup<'_> {
             // first task that failed (or ended unrun with a record of its own).
             (None, Some(p)) => {
                 let mut progress = Progress {
-                    not_started: p.not_started(),
-                    running: p.running,
-                    completed: p.completed,
-                    failed: p.failed,
-                    unrun: p.unrun,
                     first_failed: (p.failed > 0 && self.decided_by_an_end(parent.id))
                         .then(|| self.state.first_task_ended(parent.id, Standing::Failed))
                         .flatten(),
                     first_unrun: (p.unrun > 0 && self.decided_by_an_end(parent.id))
                         .then(|| self.state.first_task_ended(parent.id, Standing::Unrun))
                         .flatten(),
-                    ..Progress::default()
+                    ..Progress::of_array(p)
                 };
                 if self.state.started_at() == StartedAt::Report {
                     progress.not_yet_started(self.state.index.dispatched_tasks_of(parent.id));

@@ -23,8 +23,13 @@ pub(super) fn dispatched(job: &mut Job, version: u32) {
 /// dispatched before the raise to 12 counted already: a count never passes the attempt.
 pub(super) fn started(job: &mut Job, version: u32) {
     if version >= DISPATCH_AHEAD {
-        job.runs = job.runs.saturating_add(1).min(job.attempt);
+        count_run(job);
     }
+}
+
+/// Counts `job`'s current attempt as a run; never past the attempt.
+fn count_run(job: &mut Job) {
+    job.runs = job.runs.saturating_add(1).min(job.attempt);
 }
 
 /// `job`'s current attempt ends as `end` (`None`: its host was lost), at active version
@@ -38,6 +43,6 @@ pub(super) fn ended(job: &mut Job, version: u32, end: Option<&JobEnd>) -> bool {
     if matches!(end, Some(JobEnd::Failed(reason)) if reason == KILLED_BEFORE_START) {
         return false;
     }
-    job.runs = job.runs.saturating_add(1).min(job.attempt);
+    count_run(job);
     true
 }
