@@ -518,3 +518,108 @@ async fn a_cleanly_stopped_scheduler_hands_its_lease_over_at_once() {
     let ids = submit_n(&client, work.path(), 3, "echo ran >> $XCE_JOB_ID.runs").await;
     wait_all_done(&cluster, &ids, Duration::from_secs(30)).await;
 }
+
+/// Submits `sh -c script` of `cpus` cpus with a time limit of `limit_s` seconds.
+async fn submit_limited(client: &Client, cwd: &Path, cpus: u32, limit_s: u32, script: &str) -> u64 {
+    let spec = JobSpec {
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        cwd: cwd.to_string_lossy().into_owned(),
+        resources: xce_client::types::Resources::new(cpus, 0),
+        limits: xce_client::types::Limits {
+            time_limit_s: Some(limit_s),
+        },
+        ..JobSpec::default()
+    };
+    let op = Submit {
+        token: RequestToken::random(),
+        spec,
+        script: None,
+    };
+    client.call(op).await.unwrap()
+}
+
+/// Backfill (the scheduler's default): on a host of 2 cpus, one running 1-cpu job with an
+/// 8-second limit holds back a 2-cpu job, which gets a reserved start at that job's limit.
+/// Short jobs submitted after the wide one fill the free cpu before it, as they end before
+/// its reservation; a long one that would delay it waits, saying why; and the wide job
+/// starts as the running one reaches its limit, before the long one.
+#[tokio::test]
+async fn a_wide_job_starts_at_its_reservation_while_short_jobs_backfill_before_it() {
+    let cluster = Cluster::builder()
+        .controllers(1)
+        .workers(
+            1,
+            &[
+                "--heartbeat-ms",
+                "200",
+                "--cpus",
+                "2",
+                "--mem-mb",
+                "1024",
+                "--kill-grace-ms",
+                "500",
+            ],
+        )
+        .schedulers(1, SCHEDULER_ARGS)
+        .start();
+    cluster.wait_version().await;
+    cluster.wait_active_scheduler().await;
+    let work = tempfile::tempdir().unwrap();
+    let client = cluster.client();
+    let running = submit_limited(&client, work.path(), 1, 8, "sleep 60").await;
+    cluster
+        .wait_job(running, "running", |j| j.state == JobState::Running)
+        .await;
+    let wide = submit_limited(&client, work.path(), 2, 30, "true").await;
+    cluster
+        .wait_job(wide, "waiting for room", |j| j.pend_reason.is_some())
+        .await;
+    let long = submit_limited(&client, work.path(), 1, 300, "true").await;
+    let mut short = Vec::new();
+    for _ in 0..3 {
+        short.push(submit_limited(&client, work.path(), 1, 2, "true").await);
+    }
+    for id in &short {
+        cluster
+            .wait_job(*id, "backfilled and done", |j| j.state.is_final())
+            .await;
+    }
+    let wide_now = cluster.job(wide).await.unwrap();
+    assert_eq!(wide_now.state, JobState::Pending, "{wide_now:?}");
+    let long_now = cluster
+        .wait_job(long, "told it would delay a reservation", |j| {
+            j.pend_reason.as_deref() == Some(RESERVED)
+        })
+        .await;
+    assert_eq!(
+        long_now.pend_code,
+        Some(xce_client::types::PendCode::Priority)
+    );
+    let first = cluster
+        .wait_job(running, "ended at its limit", |j| j.state.is_final())
+        .await;
+    assert_eq!(first.result, Some(xce_client::types::JobResult::Timeout));
+    let wide_done = cluster.wait_job(wide, "done", |j| j.state.is_final()).await;
+    let long_done = cluster.wait_job(long, "done", |j| j.state.is_final()).await;
+    let start = |j: &xce_client::types::Job| j.start_time_ms.unwrap();
+    let end = |j: &xce_client::types::Job| j.end_time_ms.unwrap();
+    assert!(start(&wide_done) >= end(&first));
+    assert!(
+        start(&long_done) >= end(&wide_done),
+        "the long job delayed the wide one"
+    );
+    for id in &short {
+        let j = cluster.job(*id).await.unwrap();
+        assert_eq!(
+            j.result,
+            Some(xce_client::types::JobResult::Completed),
+            "{j:?}"
+        );
+        assert!(end(&j) <= end(&first), "job {id} ran after the reservation");
+    }
+    cluster.assert_no_errors();
+}
+
+/// The scheduler's text for a job held back by a reservation, as its users read it.
+const RESERVED: &str =
+    "waiting behind the reserved start of a higher-priority job, which it would delay";

@@ -10,9 +10,11 @@ mod cluster;
 mod cpu;
 mod failover;
 mod jobs;
+mod replay;
 mod scale;
 mod sched;
 mod submit;
+mod swf;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +49,10 @@ enum Bench {
     /// primary's memory and in the first page of `xce jobs`; how soon a dependent job is
     /// dispatched once its parent ends; the drain of single jobs and of an array.
     Arrays(arrays::ArraysArgs),
+    /// A workload trace (Standard Workload Format) replayed through the scheduler's own
+    /// placement code on a virtual clock: utilisation, mean wait and bounded slowdown, FCFS or
+    /// backfill.
+    Replay(replay::ReplayArgs),
 }
 
 /// Prints one metric line.
@@ -107,6 +113,7 @@ fn main() -> anyhow::Result<()> {
             Bench::Sched(args) => sched::run(args).await,
             Bench::Api(args) => api::run(&args).await,
             Bench::Arrays(args) => arrays::run(&args).await,
+            Bench::Replay(args) => replay::run(&args).await,
         }
     })
 }

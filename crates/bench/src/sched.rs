@@ -69,6 +69,9 @@ pub struct SchedArgs {
     /// many more rounds of jobs, which its worker starts as its jobs end (0: none).
     #[arg(long, default_value_t = 0)]
     dispatch_ahead: u32,
+    /// Reservations a round in the backfill round (`backfill_round_ms`).
+    #[arg(long, default_value_t = xce_scheduler::config::DEFAULT_BACKFILL_DEPTH)]
+    depth: u32,
 }
 
 impl SchedArgs {
@@ -101,6 +104,7 @@ fn now_ms() -> u64 {
 pub async fn run(args: SchedArgs) -> anyhow::Result<()> {
     if args.pending > 0 {
         placement(&args).await?;
+        backfill_round(args.pending, args.hosts.max(1), args.depth);
     }
     let limited = latency_and_drain(&args).await?;
     if args.compare_unlimited && args.slots > 0 {
@@ -491,6 +495,102 @@ async fn wait_started(client: &Client, id: u64) -> anyhow::Result<u64> {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     bail!("job {id} did not start within 30 s")
+}
+
+/// One scheduling round with backfill active, in process: the scheduler's own planning
+/// code (`plan_at`) over `pending` jobs on `hosts` hosts of 32 cpus, each half full of jobs
+/// with time limits; one pending job in 100 wants a whole host, so up to `depth` of them get
+/// reservations and every job after the first is checked against them. Prints the round's
+/// time, its placements per second, and the time of a round of the scheduler's batch size.
+fn backfill_round(pending: usize, hosts: usize, depth: u32) {
+    use xce_client::types::{HostState, JobUsers};
+    use xce_scheduler::view::{HostView, PendingJob, PlacedJob, QueueView, View};
+    const CPUS: u32 = 32;
+    let now = now_ms();
+    let mut view = View {
+        backfill_depth: depth,
+        ..View::default()
+    };
+    view.queues.insert(
+        "normal".into(),
+        QueueView {
+            priority: 0,
+            active: true,
+        },
+    );
+    let mut seq = 0u64;
+    let mut next = move |n: u64| {
+        seq = seq
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seq >> 33) % n
+    };
+    for h in 0..hosts {
+        let name = format!("sim{h}");
+        view.hosts.insert(
+            name.clone(),
+            HostView {
+                capacity: xce_client::types::Resources::new(CPUS, 0),
+                state: HostState::Ok,
+                job_users: JobUsers::Any,
+                queues_starts: false,
+            },
+        );
+        for j in 0..CPUS / 2 {
+            let limit = 60 + next(7200) as u32;
+            let mut job = PlacedJob::dispatched(
+                name.clone(),
+                xce_client::types::Resources::new(1, 0),
+                Some(limit),
+            );
+            job.started_ms = Some(now - next(u64::from(limit) * 1000));
+            view.placed
+                .insert(10_000_000 + (h as u64) * 64 + u64::from(j), job);
+        }
+    }
+    for id in 1..=pending as u64 {
+        let cpus = if id % 100 == 0 { CPUS } else { 1 };
+        view.pending.insert(
+            id,
+            PendingJob {
+                queue: "normal".into(),
+                priority: 0,
+                need: xce_client::types::Resources::new(cpus, 0),
+                user: String::new(),
+                pend_reason: None,
+                hold: false,
+                begin_time_ms: None,
+                waits_for_dependency: false,
+                array_room: None,
+                array_of: None,
+                time_limit_s: Some(60 + next(7200) as u32),
+            },
+        );
+    }
+    let none = std::collections::HashSet::new();
+    let reserved = std::collections::HashMap::new();
+    let time = |max: usize| {
+        let began = Instant::now();
+        let plan = xce_scheduler::place::plan_at(&view, &none, &reserved, max, now);
+        (began.elapsed().as_secs_f64(), plan)
+    };
+    let (whole, plan) = time(usize::MAX);
+    let (batch, _) = time(xce_scheduler::pipeline::MAX_BATCH);
+    eprintln!(
+        "xce-bench sched: a backfill round over {pending} pending jobs on {hosts} hosts placed {} and reserved {} in {:.1} ms ({:.1} ms for a batch of {})",
+        plan.placements.len(),
+        plan.reservations.len(),
+        whole * 1e3,
+        batch * 1e3,
+        xce_scheduler::pipeline::MAX_BATCH
+    );
+    metric("backfill_round_ms", whole * 1e3, "ms");
+    metric(
+        "backfill_placements_per_s",
+        plan.placements.len() as f64 / whole.max(1e-9),
+        "placements/s",
+    );
+    metric("backfill_batch_round_ms", batch * 1e3, "ms");
 }
 
 #[cfg(test)]

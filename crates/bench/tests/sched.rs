@@ -25,6 +25,9 @@ fn sched_prints_the_documented_metric_lines_with_positive_values() {
     assert!(stderr.contains("cores allow at most"), "{stderr}");
     let expected = [
         "placement_throughput",
+        "backfill_round_ms",
+        "backfill_placements_per_s",
+        "backfill_batch_round_ms",
         "submit_to_running_p50_ms",
         "submit_to_running_p99_ms",
         "drain_throughput",

@@ -7,6 +7,7 @@
 //! joins as a scheduler and re-reads the whole view (its calls: the lease, reads, decisions),
 //! and one that carries the event subscription.
 
+pub mod backfill;
 pub mod config;
 pub mod lease;
 pub mod metrics;
@@ -55,6 +56,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         views_tx,
         events_seen.clone(),
         config.dispatch_ahead,
+        config.backfill_depth,
     ));
     // The lease has a client of its own: its renewals never wait behind a full re-read
     // (which runs inside the main client's rejoin, and may take seconds on a big cluster).
@@ -72,7 +74,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
             Arc::new(metrics::registry()),
         ));
     }
-    info!(scheduler = %config.name, dispatch_ahead = config.dispatch_ahead, "scheduler starting");
+    info!(
+        scheduler = %config.name,
+        dispatch_ahead = config.dispatch_ahead,
+        backfill_depth = config.backfill_depth,
+        "scheduler starting"
+    );
     let mut tasks: Vec<(&str, JoinHandle<()>)> = vec![
         (
             "lease",
@@ -171,6 +178,7 @@ fn rejoin_action(
     views: watch::Sender<Option<view::Loaded>>,
     events_seen: Arc<std::sync::atomic::AtomicU64>,
     dispatch_ahead: u32,
+    backfill_depth: u32,
 ) -> xce_client::RejoinFn<xce_client::transport::CapnpTransport> {
     let views = Arc::new(views);
     Arc::new(move |client: Client| {
@@ -189,6 +197,7 @@ fn rejoin_action(
             client.call(join).await?;
             let mut view = view::load(&client).await?;
             view.dispatch_ahead = dispatch_ahead;
+            view.backfill_depth = backfill_depth;
             views.send_replace(Some(view::Loaded {
                 view,
                 events_before,

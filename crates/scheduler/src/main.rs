@@ -31,6 +31,11 @@ struct Args {
     /// default) sends nothing ahead.
     #[arg(long, env = "XCE_DISPATCH_AHEAD", value_name = "ROUNDS")]
     dispatch_ahead: Option<u32>,
+    /// Backfill: reserve a start for up to N of the highest-priority jobs that do not fit yet,
+    /// and start a later job only where it delays none of them (1 is EASY backfill). 0 is
+    /// strict priority: nothing passes a job that does not fit. Default 100.
+    #[arg(long, env = "XCE_BACKFILL_DEPTH", value_name = "N")]
+    backfill_depth: Option<u32>,
     #[command(flatten)]
     daemon: xce_daemon::DaemonArgs,
 }
@@ -52,6 +57,7 @@ fn real_main() -> anyhow::Result<()> {
         retry_attempts: args.retry_attempts,
         metrics_listen: args.metrics_listen,
         dispatch_ahead: args.dispatch_ahead,
+        backfill_depth: args.backfill_depth,
         tls: d.tls,
     };
     let config = config::resolve(over, file)?;

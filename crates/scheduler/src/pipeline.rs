@@ -743,6 +743,7 @@ mod tests {
             waits_for_dependency: false,
             array_room: None,
             array_of: None,
+            time_limit_s: None,
         }
     }
 
@@ -861,6 +862,7 @@ mod tests {
             view::ArrayView {
                 need: Resources::new(1, 0),
                 room: None,
+                time_limit_s: None,
             },
         );
         me.dirty = true;

@@ -6,11 +6,13 @@
 //! user's jobs ([`may_run`]); hosts that are not `ok` and queues that are inactive are skipped. Among the hosts it fits, a job goes to the one
 //! with the most free cpus (load is spread, not packed).
 //!
-//! The rule for a job that cannot be placed is **strict priority**: once a job that would fit
-//! some host were it empty is blocked, no job after it in the order is placed in this round,
-//! so a smaller job never overtakes (and so never delays) a blocked higher-priority one. A job
-//! that fits no host even when empty can never run here; it does not block the others (they
-//! cannot delay it), and its reason says so. Backfill comes later.
+//! A job that cannot be placed now but would fit some host were it empty is *blocked*. With
+//! backfill ([`crate::backfill`], `--backfill-depth`), the first blocked jobs get a reserved
+//! start, and a later job starts only where it delays none of them. Otherwise, and where no
+//! start can be reserved, the rule is **strict priority**: no job after a blocked one is placed
+//! in this round, so a smaller job never overtakes (and so never delays) it. A job that fits no
+//! host even when empty can never run here; it does not block the others (they cannot delay
+//! it), and its reason says so.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -18,11 +20,18 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use xce_client::fit::{fits, fits_ahead, may_run, Resources};
 use xce_client::types::{HostState, JobId, PendCode, PendReason, Placement};
 
+use crate::backfill::{Backfill, Reservation};
 use crate::view::View;
 
 /// Reason for the jobs behind a blocked higher-priority one. Fixed text, so that it changes
 /// (and is published) once, not every time the blocking job changes.
 pub const BEHIND: &str = "waiting behind a higher-priority job that does not fit yet";
+
+/// Reason for a job that would fit now, but only where it would delay the start reserved for
+/// a higher-priority job.
+/// Read as `priority` where a cluster keeps the text alone (format 6).
+pub const RESERVED: &str =
+    "waiting behind the reserved start of a higher-priority job, which it would delay";
 
 /// One round's decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,6 +43,8 @@ pub struct Plan {
     /// The earliest begin time (ms since the epoch) of a job that waits for one: the next
     /// round is due then, whatever else happens.
     pub wake_at_ms: Option<u64>,
+    /// Starts reserved for blocked jobs, highest priority first.
+    pub reservations: Vec<Reservation>,
 }
 
 /// Decides up to `max` placements from `view`. Jobs in `in_flight` (decided, not yet
@@ -84,6 +95,7 @@ pub fn plan_at(
         .collect();
     order.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
     let mut out = Plan::default();
+    let mut backfill = Backfill::new(view, now_ms);
     let mut blocked = false;
     // Tasks placed this round, by array: counted against its throttle.
     let mut placed_of: HashMap<JobId, u64> = HashMap::new();
@@ -122,16 +134,29 @@ pub fn plan_at(
                     // An array places as many of its tasks as it may and hosts hold, each
                     // placement splitting its next task off.
                     let tasks = job.array_room.unwrap_or(1);
+                    let (need, limit) = (&job.need, job.time_limit_s);
                     let mut short = None;
                     for _ in 0..tasks {
                         if out.placements.len() >= max {
                             break;
                         }
                         let host = free
-                            .take(&job.need, &job.user)
-                            .or_else(|why| free.take_ahead(&job.need, &job.user).ok_or(why));
+                            .take(need, &job.user, |name, cap, load| {
+                                backfill.admits(name, cap, load, need, limit)
+                            })
+                            .or_else(|why| match why {
+                                // A job sent ahead starts as soon as room frees, ahead of
+                                // any reservation there.
+                                Short::Room(_) if !backfill.reserving() => {
+                                    free.take_ahead(need, &job.user).ok_or(why)
+                                }
+                                _ => Err(why),
+                            });
                         match host {
-                            Ok(host) => out.placements.push(Placement { id, host }),
+                            Ok(host) => {
+                                backfill.placed(&host, need, limit);
+                                out.placements.push(Placement { id, host });
+                            }
                             Err(why) => {
                                 short = Some(why);
                                 break;
@@ -143,16 +168,16 @@ pub fn plan_at(
                     }
                     let placed_any = out.placements.last().is_some_and(|p| p.id == id);
                     match short {
-                        // The rest of an array waits for room, holding back what comes after.
-                        Some(_) if placed_any => {
-                            blocked = true;
-                            None
-                        }
-                        Some(why) => {
-                            blocked = true;
-                            Some((PendCode::Resources, why.into()))
-                        }
                         None => None,
+                        Some(why) => {
+                            // The rest of an array waits for room as a job that does not fit.
+                            blocked = backfill.blocked(id, need, limit, free.hosts_for(&job.user));
+                            match why {
+                                _ if placed_any => None,
+                                Short::Room(why) => Some((PendCode::Resources, why.into())),
+                                Short::Reserved => Some((PendCode::Priority, RESERVED.into())),
+                            }
+                        }
                     }
                 }
             },
@@ -164,7 +189,17 @@ pub fn plan_at(
             }
         }
     }
+    out.reservations = backfill.into_reservations();
     out
+}
+
+/// Why a job that would fit some host when it is empty was not placed now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Short {
+    /// No host has room for it now; the text says what it lacks.
+    Room(String),
+    /// Some host has room now, but each would delay a reserved start.
+    Reserved,
 }
 
 /// Why a job fits no host even when it is empty, and its code; `None` when some host fits.
@@ -331,8 +366,15 @@ impl FreeHosts {
     }
 
     /// Places `need`, which fits some host when it is empty ([`FreeHosts::never_fits`]),
-    /// on the host with the most free cpus that fits it now; else says what it is short of.
-    fn take(&mut self, need: &Resources, user: &str) -> Result<String, String> {
+    /// on the host with the most free cpus that fits it now and that `admits` (name, capacity,
+    /// load) lets it start on; else says why not.
+    fn take(
+        &mut self,
+        need: &Resources,
+        user: &str,
+        mut admits: impl FnMut(&str, &Resources, &Resources) -> bool,
+    ) -> Result<String, Short> {
+        let mut room = false;
         let found = self
             .by_free
             .iter()
@@ -340,11 +382,17 @@ impl FreeHosts {
             .take_while(|(free, _)| *free >= need.cpus)
             .find(|(_, name)| {
                 let (cap, load) = &self.hosts[name];
-                self.runs(name, user) && fits(cap, load, need).is_ok()
+                let fits_now = self.runs(name, user) && fits(cap, load, need).is_ok();
+                room |= fits_now;
+                fits_now && admits(name, cap, load)
             })
             .cloned();
         let Some((free, name)) = found else {
-            return Err(self.short_of(need));
+            return Err(if room {
+                Short::Reserved
+            } else {
+                Short::Room(self.short_of(need))
+            });
         };
         self.by_free.remove(&(free, name.clone()));
         if let Some((cap, load)) = self.hosts.get_mut(&name) {
@@ -375,6 +423,21 @@ impl FreeHosts {
             self.by_free.insert((cap.minus(load).cpus, name.clone()));
         }
         Some(name)
+    }
+
+    /// The hosts that run `user`'s jobs, with what each offers and holds, most free cpus first.
+    fn hosts_for<'a>(
+        &'a self,
+        user: &'a str,
+    ) -> impl Iterator<Item = (&'a str, &'a Resources, &'a Resources)> + 'a {
+        self.by_free
+            .iter()
+            .rev()
+            .filter(move |(_, name)| self.runs(name, user))
+            .filter_map(|(_, name)| {
+                let (cap, load) = self.hosts.get(name)?;
+                Some((name.as_str(), cap, load))
+            })
     }
 
     /// The reason for a job that would fit some host when it is empty, but fits none now.
@@ -455,6 +518,7 @@ mod tests {
                 waits_for_dependency: false,
                 array_room: None,
                 array_of: None,
+                time_limit_s: None,
             },
         );
     }
@@ -499,10 +563,7 @@ mod tests {
         for (i, host) in ["w1", "w1", "w1", "w2", "w2"].iter().enumerate() {
             v.placed.insert(
                 100 + i as JobId,
-                PlacedJob {
-                    host: host.to_string(),
-                    need: r(1, 0),
-                },
+                PlacedJob::dispatched(host.to_string(), r(1, 0), None),
             );
         }
         let p = plan(&v, &f, &res, 100);
@@ -578,6 +639,7 @@ mod tests {
             crate::view::ArrayView {
                 need: r(1, 0),
                 room: Some(1),
+                time_limit_s: None,
             },
         );
         let p = plan(&v, &f, &res, 100);
@@ -660,13 +722,8 @@ mod tests {
     #[test]
     fn a_blocked_job_holds_back_the_smaller_ones_behind_it() {
         let mut v = view(&[("w1", 4, 0)], &[("normal", 30, true)]);
-        v.placed.insert(
-            9,
-            PlacedJob {
-                host: "w1".into(),
-                need: r(2, 0),
-            },
-        );
+        v.placed
+            .insert(9, PlacedJob::dispatched("w1".into(), r(2, 0), None));
         pend(&mut v, 1, "normal", 0, r(4, 0));
         pend(&mut v, 2, "normal", 0, r(1, 0));
         let (f, res) = none();
@@ -785,6 +842,209 @@ mod tests {
         );
     }
 
+    /// A view at time 0 for backfill: `w1` with `cpus`, placed jobs (cpus, limit s, started
+    /// at 0), pending jobs in priority order (cpus, limit s).
+    fn timed(
+        cpus: u32,
+        depth: u32,
+        placed: &[(u32, Option<u32>)],
+        pending: &[(u32, Option<u32>)],
+    ) -> View {
+        let mut v = view(&[("w1", cpus, 0)], &[("q", 0, true)]);
+        v.backfill_depth = depth;
+        for (i, (cpus, limit)) in placed.iter().enumerate() {
+            let mut job = PlacedJob::dispatched("w1".into(), r(*cpus, 0), *limit);
+            job.started_ms = Some(0);
+            v.placed.insert(100 + i as JobId, job);
+        }
+        for (i, (cpus, limit)) in pending.iter().enumerate() {
+            let id = i as JobId + 1;
+            pend(&mut v, id, "q", 0, r(*cpus, 0));
+            v.pending.get_mut(&id).unwrap().time_limit_s = *limit;
+        }
+        v
+    }
+
+    #[test]
+    fn short_jobs_backfill_before_a_reserved_start_and_longer_ones_wait() {
+        // 2 of 4 cpus run until 100 s. Job 1 (4 cpus) can start at 100 s; job 2 ends by 60 s
+        // and goes now; jobs 3 (to 200 s) and 4 (no limit) would delay job 1.
+        let pending = [(4, Some(50)), (1, Some(60)), (1, Some(200)), (1, None)];
+        let v = timed(4, 100, &[(2, Some(100))], &pending);
+        let (f, res) = none();
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(placed_ids(&p), vec![2]);
+        assert_eq!(
+            p.reservations,
+            vec![
+                Reservation {
+                    id: 1,
+                    host: "w1".into(),
+                    start_ms: 100_000
+                },
+                // Jobs 3 and 4 are reserved after job 1 in turn.
+                Reservation {
+                    id: 3,
+                    host: "w1".into(),
+                    start_ms: 150_000
+                },
+                Reservation {
+                    id: 4,
+                    host: "w1".into(),
+                    start_ms: 150_000
+                },
+            ]
+        );
+        let reasons: Vec<(JobId, PendCode)> =
+            p.reasons.iter().map(|(id, r)| (*id, r.code)).collect();
+        assert_eq!(
+            reasons,
+            vec![
+                (1, PendCode::Resources),
+                (3, PendCode::Priority),
+                (4, PendCode::Priority)
+            ]
+        );
+        assert_eq!(p.reasons[1].1.text, RESERVED);
+        // Strict priority (depth 0) places nothing behind job 1.
+        let v = timed(4, 0, &[(2, Some(100))], &pending);
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert!(p.placements.is_empty() && p.reservations.is_empty());
+        assert_eq!(p.reasons[1].1.text, BEHIND);
+    }
+
+    #[test]
+    fn with_no_end_known_nothing_passes_a_blocked_job() {
+        // The running job has no limit: job 1's start cannot be reserved, so job 2 (which
+        // fits now) must not pass it.
+        let v = timed(4, 100, &[(2, None)], &[(4, Some(50)), (1, Some(10))]);
+        let (f, res) = none();
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert!(p.placements.is_empty() && p.reservations.is_empty());
+        assert_eq!(p.reasons[1].1.text, BEHIND);
+    }
+
+    #[test]
+    fn beyond_the_depth_a_blocked_job_holds_nothing_back() {
+        // EASY (depth 1): job 1 is reserved at 100 s; job 2 gets no reservation; job 3
+        // fits in the gap and starts though job 2 waits.
+        let pending = [(4, Some(50)), (3, Some(50)), (2, Some(100))];
+        let v = timed(4, 1, &[(2, Some(100))], &pending);
+        let (f, res) = none();
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(placed_ids(&p), vec![3]);
+        assert_eq!(p.reservations.len(), 1);
+        // A job that ends after the reservation, but on resources it does not need, may start
+        // too: 8 cpus, 4 run to 100 s, job 1 needs 6 from 100 s; a 2-cpu job with no limit fits
+        // beside it for ever, a third 1-cpu job of no limit does not.
+        let pending = [(6, Some(50)), (2, None), (1, None)];
+        let v = timed(8, 1, &[(4, Some(100))], &pending);
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(placed_ids(&p), vec![2]);
+        assert_eq!(
+            p.reasons.last().map(|(id, r)| (*id, r.text.as_str())),
+            Some((3, RESERVED))
+        );
+    }
+
+    /// A view with time limits and starts, for backfill's properties.
+    fn arb_timed_view() -> impl Strategy<Value = (View, u64)> {
+        let hosts = prop::collection::vec(1u32..6, 1..4);
+        let limit = prop_oneof![1 => Just(None), 4 => (1u32..100).prop_map(Some)];
+        let placed = prop::collection::vec(
+            (
+                0usize..4,
+                1u32..4,
+                limit.clone(),
+                prop_oneof![Just(None), (0u64..50_000).prop_map(Some)],
+                any::<bool>(),
+            ),
+            0..8,
+        );
+        let pending = prop::collection::vec((1u32..6, limit, -1i32..2), 0..20);
+        (hosts, placed, pending, 0u32..6, 50_000u64..60_000).prop_map(
+            |(hosts, placed, pending, depth, now)| {
+                let named: Vec<(String, u32, u64)> = hosts
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("w{i}"), *c, 0))
+                    .collect();
+                let refs: Vec<(&str, u32, u64)> =
+                    named.iter().map(|(n, c, m)| (n.as_str(), *c, *m)).collect();
+                let mut v = view(&refs, &[("q", 0, true)]);
+                v.backfill_depth = depth;
+                for (i, (h, cpus, limit, started, suspended)) in placed.into_iter().enumerate() {
+                    if h < hosts.len() {
+                        let mut job = PlacedJob::dispatched(format!("w{h}"), r(cpus, 0), limit);
+                        job.started_ms = started;
+                        job.suspended = suspended && started.is_some();
+                        v.placed.insert(1000 + i as JobId, job);
+                    }
+                }
+                for (i, (cpus, limit, prio)) in pending.into_iter().enumerate() {
+                    let id = i as JobId + 1;
+                    pend(&mut v, id, "q", prio, r(cpus, 0));
+                    v.pending.get_mut(&id).unwrap().time_limit_s = limit;
+                }
+                (v, now)
+            },
+        )
+    }
+
+    proptest! {
+        /// Whatever backfill starts and reserves, each host's committed future (what runs, to
+        /// its estimated end; what starts now, to its limit; every reservation's window) never
+        /// needs more than the host has at any time beyond what ran there already: so no start
+        /// delays a reservation, as jobs only end sooner than their estimates. And a placed
+        /// job never comes after a blocked one that got no reservation within the depth.
+        #[test]
+        fn backfill_never_overcommits_any_host_at_any_time((v, now) in arb_timed_view()) {
+            let (f, res) = none();
+            let p = plan_at(&v, &f, &res, 1000, now);
+            prop_assert!(p.reservations.len() <= v.backfill_depth as usize);
+            // (host, from, until, cpus): everything committed.
+            let mut windows: Vec<(String, u64, Option<u64>, u32)> = Vec::new();
+            for job in v.placed.values() {
+                let end = crate::backfill::ends_at(job, now, v.sends_ahead());
+                windows.push((job.host.clone(), now, end, job.need.cpus));
+            }
+            for pl in &p.placements {
+                let job = &v.pending[&pl.id];
+                let end = job.time_limit_s.map(|l| now + u64::from(l) * 1000);
+                windows.push((pl.host.clone(), now, end, job.need.cpus));
+            }
+            for rsv in &p.reservations {
+                prop_assert!(rsv.start_ms >= now);
+                let job = &v.pending[&rsv.id];
+                let end = job.time_limit_s.map(|l| rsv.start_ms + u64::from(l) * 1000);
+                windows.push((rsv.host.clone(), rsv.start_ms, end, job.need.cpus));
+            }
+            for (name, host) in &v.hosts {
+                let mine: Vec<_> = windows.iter().filter(|w| &w.0 == name).collect();
+                let at = |t: u64| -> u32 {
+                    mine.iter()
+                        .filter(|(_, from, until, _)| *from <= t && until.is_none_or(|u| t < u))
+                        .map(|w| w.3)
+                        .sum()
+                };
+                let already = at(now).saturating_sub(
+                    p.placements.iter().filter(|pl| &pl.host == name)
+                        .map(|pl| v.pending[&pl.id].need.cpus).sum::<u32>()
+                        + p.reservations.iter().filter(|rs| &rs.host == name && rs.start_ms == now)
+                        .map(|rs| v.pending[&rs.id].need.cpus).sum::<u32>(),
+                );
+                // Jobs there before the round may over-fill a host (sent ahead, or a test's
+                // making); what the round adds must fit beside them.
+                let cap = host.capacity.cpus.max(already);
+                let mut times: Vec<u64> = mine.iter().flat_map(|w| [Some(w.1), w.2]).flatten().collect();
+                times.push(now);
+                for t in times {
+                    prop_assert!(at(t) <= cap, "{} over-committed at {}: {} of {}; {:?}", name, t, at(t), cap, p);
+                }
+            }
+        }
+    }
+
     fn arb_view() -> impl Strategy<Value = View> {
         let hosts = prop::collection::vec(
             (
@@ -861,10 +1121,7 @@ mod tests {
                     if h < hosts.len() {
                         v.placed.insert(
                             1000 + i as JobId,
-                            PlacedJob {
-                                host: format!("w{h}"),
-                                need: r(cpus, mem),
-                            },
+                            PlacedJob::dispatched(format!("w{h}"), r(cpus, mem), None),
                         );
                     }
                 }

@@ -35,6 +35,8 @@ pub struct PendingJob {
     /// For a task split off into a job of its own (requeued, released): its array, whose
     /// throttle it counts against.
     pub array_of: Option<JobId>,
+    /// How long it may run once started (`None`: no limit): what backfill plans with.
+    pub time_limit_s: Option<u32>,
 }
 
 /// An array's own record, as placing its split-off tasks needs it: what each task takes, and
@@ -43,13 +45,34 @@ pub struct PendingJob {
 pub struct ArrayView {
     pub need: Resources,
     pub room: Option<u64>,
+    pub time_limit_s: Option<u32>,
 }
 
-/// A placed job (dispatched, running or suspended): what it holds on its host.
+/// A placed job (dispatched, running or suspended): what it holds on its host, and until
+/// when at the latest (its start plus its time limit: [`crate::backfill::ends_at`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlacedJob {
     pub host: String,
     pub need: Resources,
+    pub time_limit_s: Option<u32>,
+    /// When it started (ms since the epoch): the controller's record in a full read, this
+    /// scheduler's clock when the event saying so came (later, so never an early estimate).
+    /// `None`: dispatched, not started.
+    pub started_ms: Option<u64>,
+    pub suspended: bool,
+}
+
+impl PlacedJob {
+    /// A job just placed on `host`, not started yet.
+    pub fn dispatched(host: String, need: Resources, time_limit_s: Option<u32>) -> PlacedJob {
+        PlacedJob {
+            host,
+            need,
+            time_limit_s,
+            started_ms: None,
+            suspended: false,
+        }
+    }
 }
 
 /// A host as placement needs it.
@@ -95,6 +118,9 @@ pub struct View {
     /// Rounds of a host's resources this scheduler sends ahead of its free room
     /// (`--dispatch-ahead`; 0: none).
     pub dispatch_ahead: u32,
+    /// How many blocked jobs a round reserves a start for (`--backfill-depth`; 0: strict
+    /// priority, [`crate::backfill`]).
+    pub backfill_depth: u32,
 }
 
 impl View {
@@ -107,6 +133,7 @@ impl View {
     /// Adds or updates a job from a full read.
     pub fn put_job(&mut self, job: &Job) {
         let need = job.spec.resources.clone();
+        let time_limit_s = job.spec.limits.time_limit_s;
         self.pending.remove(&job.id);
         self.placed.remove(&job.id);
         self.arrays.remove(&job.id);
@@ -117,6 +144,7 @@ impl View {
                 ArrayView {
                     need: need.clone(),
                     room: throttle.map(|t| u64::from(t).saturating_sub(progress.running)),
+                    time_limit_s,
                 },
             );
         }
@@ -146,6 +174,7 @@ impl View {
                             p.pending.len().min(throttle.saturating_sub(p.running))
                         }),
                         array_of: job.array_task.map(|t| t.array_id),
+                        time_limit_s,
                     },
                 );
             }
@@ -155,6 +184,11 @@ impl View {
                     PlacedJob {
                         host: host.clone(),
                         need,
+                        time_limit_s,
+                        started_ms: job
+                            .start_time_ms
+                            .filter(|_| job.state != JobState::Dispatched),
+                        suspended: job.state == JobState::Suspended,
                     },
                 );
             }
@@ -165,13 +199,8 @@ impl View {
     /// Records that this scheduler's placement of pending job `id` on `host` was made.
     pub fn placed_now(&mut self, id: JobId, host: String) {
         if let Some(job) = self.pending.remove(&id) {
-            self.placed.insert(
-                id,
-                PlacedJob {
-                    host,
-                    need: job.need,
-                },
-            );
+            self.placed
+                .insert(id, PlacedJob::dispatched(host, job.need, job.time_limit_s));
         }
     }
 
@@ -256,14 +285,19 @@ impl View {
         // A task placed takes what its array's tasks take: no read needed.
         let task_need = || {
             let array = array_of?;
-            self.arrays.get(&array).map(|a| a.need.clone())
+            self.arrays
+                .get(&array)
+                .map(|a| (a.need.clone(), a.time_limit_s, None))
         };
-        let need = match (self.pending.get(&id), self.placed.get(&id)) {
-            (Some(p), _) => p.need.clone(),
-            (None, Some(p)) => p.need.clone(),
+        // What it takes, for how long, and since when it runs (as this view knew it).
+        let (need, time_limit_s, started_ms) = match (self.pending.get(&id), self.placed.get(&id)) {
+            (Some(p), _) => (p.need.clone(), p.time_limit_s, None),
+            // Resumed: what is left of its limit is at most its whole limit from now.
+            (None, Some(p)) if p.suspended => (p.need.clone(), p.time_limit_s, None),
+            (None, Some(p)) => (p.need.clone(), p.time_limit_s, p.started_ms),
             (None, None) if state.is_final() => return Followup::Nothing,
             (None, None) => match (task_need(), is_placed(state) && host.is_some()) {
-                (Some(need), true) => need,
+                (Some(known), true) => known,
                 _ => return Followup::FetchJob(id),
             },
         };
@@ -288,12 +322,29 @@ impl View {
                 }
             }
             (JobState::Dispatched | JobState::Running | JobState::Suspended, Some(host)) => {
+                let known = self
+                    .placed
+                    .get(&id)
+                    .map(|p| (p.started_ms.is_some(), p.suspended));
+                if known == Some((true, state == JobState::Suspended)) {
+                    // No change of state: its time limit may have changed (`xce update`),
+                    // which backfill's estimate of its end must know.
+                    return Followup::FetchJob(id);
+                }
                 self.pending.remove(&id);
+                // Its start as this view first heard of it: at or after the real one.
+                let started_ms = match state {
+                    JobState::Dispatched => None,
+                    _ => started_ms.or_else(|| Some(xce_client::when::now_ms())),
+                };
                 self.placed.insert(
                     id,
                     PlacedJob {
                         host: host.to_string(),
                         need,
+                        time_limit_s,
+                        started_ms,
+                        suspended: state == JobState::Suspended,
                     },
                 );
             }

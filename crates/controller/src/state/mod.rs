@@ -448,6 +448,9 @@ struct Seen {
     dependency_state: Option<xce_client::types::DependencyState>,
     /// An array's tasks waiting in it and placed: the scheduler reads it again on a change.
     array: Option<(u64, u64)>,
+    /// A placed job's new time limit (`xce update`) moves its end, which the scheduler's
+    /// backfill plans with: it reads the job again on an event that changes nothing else.
+    time_limit_s: Option<u32>,
 }
 
 impl Seen {
@@ -462,6 +465,7 @@ impl Seen {
             result: job.result,
             dependency_state: job.dependency_state,
             array: job.array.as_ref().map(|p| (p.pending.len(), p.running)),
+            time_limit_s: job.spec.limits.time_limit_s,
         }
     }
 }
