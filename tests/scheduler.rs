@@ -571,9 +571,21 @@ async fn a_wide_job_starts_at_its_reservation_while_short_jobs_backfill_before_i
         .wait_job(running, "running", |j| j.state == JobState::Running)
         .await;
     let wide = submit_limited(&client, work.path(), 2, 30, "true").await;
-    cluster
-        .wait_job(wide, "waiting for room", |j| j.pend_reason.is_some())
+    // Its reserved start: never before the running job's limit ends (the scheduler heard of
+    // that start no sooner than it was), shown in its JSON.
+    let reserved = cluster
+        .wait_job(wide, "given its reserved start", |j| {
+            j.expected_start_ms.is_some()
+        })
         .await;
+    let first_start = cluster.job(running).await.unwrap().start_time_ms.unwrap();
+    let at = reserved.expected_start_ms.unwrap();
+    assert!(
+        (first_start + 8_000..first_start + 60_000).contains(&at),
+        "reserved at {at}, the running job started at {first_start} with 8 s"
+    );
+    let shown = xce_tests::json_of(&cluster.xce_ok(&["-o", "json", "job", &wide.to_string()]));
+    assert!(shown["expected_start"].is_string(), "{shown}");
     let long = submit_limited(&client, work.path(), 1, 300, "true").await;
     let mut short = Vec::new();
     for _ in 0..3 {
@@ -600,6 +612,10 @@ async fn a_wide_job_starts_at_its_reservation_while_short_jobs_backfill_before_i
         .await;
     assert_eq!(first.result, Some(xce_client::types::JobResult::Timeout));
     let wide_done = cluster.wait_job(wide, "done", |j| j.state.is_final()).await;
+    assert_eq!(
+        wide_done.expected_start_ms, None,
+        "a started job has no reservation"
+    );
     let long_done = cluster.wait_job(long, "done", |j| j.state.is_final()).await;
     let start = |j: &xce_client::types::Job| j.start_time_ms.unwrap();
     let end = |j: &xce_client::types::Job| j.end_time_ms.unwrap();

@@ -7,7 +7,7 @@
 //! older build refuses the data dir, and a scheduler of this build sends jobs ahead to a
 //! worker of this build. And this build starting on the data dirs and the backups that the
 //! builds of older formats wrote (the committed fixtures, `tests/fixtures/store-format-N`: 6,
-//! 7, 8, 10 and 11; format 10 stores jobs and states as 9 does, and 11 as 10 does).
+//! 7, 8, 10, 11 and 12; format 10 stores jobs and states as 9 does, and 11 as 10 does).
 
 #![allow(clippy::unwrap_used)]
 
@@ -35,8 +35,8 @@ const WORKER_ARGS: &[&str] = &["--heartbeat-ms", "200", "--cpus", "1"];
 const SCHEDULER_ARGS: &[&str] = &["--lease-ttl-ms", "1500"];
 
 /// The store format of the build the upgrade starts from, and of this one.
-const OLDER: u32 = 11;
-const THIS: u32 = 12;
+const OLDER: u32 = 12;
+const THIS: u32 = 13;
 
 /// The directory holding the binaries a rolling upgrade starts from (xce-controller,
 /// xce-worker, xce-scheduler): `XCE_UPGRADE_FROM` (an absolute path), else what
@@ -280,6 +280,20 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
         probe(&cluster, &cwd, &now).await;
     }
     assert_eq!(client.call(GetCluster).await.unwrap().active_version, OLDER);
+    // What the new version adds is refused by name until the raise: an account.
+    let charged = [
+        "submit",
+        "-q",
+        "probe",
+        "--account",
+        "physics",
+        "--",
+        "true",
+    ];
+    let refused = cluster.xce(&charged);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("account needs cluster version 13"), "{said}");
 
     // The last member onto this build: the primary raises the version by itself.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -297,6 +311,9 @@ async fn a_rolling_upgrade_from_the_previous_format_fails_no_call_and_then_raise
     // What the older version judged is judged alike after the raise.
     let id = client.call(on_a_task_of(array, &cwd)).await.unwrap();
     ended_completed(&cluster, id, "raised").await;
+    // And what the new version adds is taken.
+    let id = submitted_id(&cluster.xce_ok(&[&["-o", "json"], &charged[..]].concat()));
+    assert_eq!(cluster.job(id).await.unwrap().spec.account, "physics");
     let out = cluster.xce_ok(&[
         "-o", "json", "submit", "-q", "probe", "--cwd", &cwd, "--array", "0-3", "-d", &aftercorr,
         "--", "true",
@@ -538,6 +555,10 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     // Every attempt of an older build's counted as a run (format 12 counts reported starts).
     let attempt = map["attempt"].clone();
     map.entry("runs").or_insert(attempt);
+    // Charged to no account, with no start reserved (format 13).
+    map.entry("account").or_insert(serde_json::json!(""));
+    map.entry("expected_start")
+        .or_insert(serde_json::Value::Null);
     job
 }
 
@@ -570,6 +591,12 @@ async fn a_format_10_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
 #[tokio::test]
 async fn a_format_11_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
     serves_the_fixture_of(11).await;
+}
+
+/// Format 12's fixture adds each job's count of runs (attempts that started).
+#[tokio::test]
+async fn a_format_12_cluster_s_data_dirs_and_backup_are_served_by_this_build() {
+    serves_the_fixture_of(12).await;
 }
 
 /// The data dirs of a three-controller cluster written by the build of store format `format`

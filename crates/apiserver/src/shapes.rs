@@ -68,6 +68,11 @@ pub struct SubmitRequest {
     #[serde(default)]
     #[schema(schema_with = array_schema)]
     pub array: Option<String>,
+    /// The account the job's use is charged to (as Slurm's `--account`); none or `""`: the
+    /// user's default account where the cluster has accounts, else none.
+    #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9._-]{0,64}$")]
+    pub account: Option<String>,
     #[serde(default)]
     pub name: Option<String>,
     /// Default: the cluster's default queue (`normal`).

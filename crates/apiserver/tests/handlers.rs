@@ -112,6 +112,7 @@ fn job(id: u64) -> Job {
         dependency_state: None,
         array: None,
         array_task: None,
+        expected_start_ms: None,
     }
 }
 

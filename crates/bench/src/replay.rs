@@ -240,6 +240,7 @@ fn pending(job: &SwfJob) -> PendingJob {
         time_limit_s: job
             .requested_s
             .map(|r| u32::try_from(r).unwrap_or(u32::MAX)),
+        expected_start_ms: None,
     }
 }
 

@@ -564,6 +564,7 @@ fn backfill_round(pending: usize, hosts: usize, depth: u32) {
                 array_room: None,
                 array_of: None,
                 time_limit_s: Some(60 + next(7200) as u32),
+                expected_start_ms: None,
             },
         );
     }

@@ -127,6 +127,24 @@ pub const COLUMNS: &[Column] = &[
         value: |j| ms_shown(j.end_time_ms),
     },
     Column {
+        name: "expected_start",
+        header: "EXPECTED_START",
+        width: 21,
+        value: |j| ms_shown(j.expected_start_ms),
+    },
+    Column {
+        name: "account",
+        header: "ACCOUNT",
+        width: 12,
+        value: |j| {
+            if j.spec.account.is_empty() {
+                "-".to_string()
+            } else {
+                j.spec.account.clone()
+            }
+        },
+    },
+    Column {
         name: "attempt",
         header: "ATTEMPT",
         width: 8,
@@ -268,6 +286,7 @@ mod tests {
             dependency_state: None,
             array: None,
             array_task: None,
+            expected_start_ms: None,
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

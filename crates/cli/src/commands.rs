@@ -110,6 +110,10 @@ pub struct SubmitArgs {
     /// in --stdout name the array and the task.
     #[arg(long, short = 'a', value_name = "INDICES[%N]")]
     array: Option<String>,
+    /// Charge the job's use to this account (as Slurm's --account); default: your default
+    /// account where the cluster has accounts.
+    #[arg(long, short = 'A', value_name = "ACCOUNT")]
+    account: Option<String>,
     /// The job script (read now: it may be gone once submitted) and its arguments; without
     /// one, the script is read from standard input.
     #[arg(value_name = "SCRIPT", allow_hyphen_values = true)]
@@ -194,6 +198,7 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         dependency,
         kill_on_invalid_dep,
         array,
+        account,
         script,
         command,
     } = line;
@@ -240,6 +245,7 @@ fn overridden(written: SubmitArgs, line: SubmitArgs, matches: &clap::ArgMatches)
         dependency: pick!(dependency),
         kill_on_invalid_dep: pick!(kill_on_invalid_dep),
         array: pick!(array),
+        account: pick!(account),
         script,
         command,
     }
@@ -934,6 +940,7 @@ fn batch_options(f: Format, args: &SubmitArgs, spec: &mut JobSpec) {
             })
     });
     spec.kill_on_invalid_dep = args.kill_on_invalid_dep;
+    spec.account = args.account.clone().unwrap_or_default();
     spec.array = args.array.as_deref().map(|text| {
         text.parse()
             .unwrap_or_else(|e: xce_client::array::ArrayError| {
@@ -1149,6 +1156,7 @@ async fn submit(cli: &Cli, given: &SubmitArgs, matches: Option<&clap::ArgMatches
         dependency: None,
         kill_on_invalid_dep: None,
         array: None,
+        account: String::new(),
     };
     batch_options(f, args, &mut spec);
     let (c, hint) = client(cli);

@@ -131,6 +131,8 @@ pub struct JobRules {
     pub max_array_tasks: u64,
     /// The most jobs one user may have submitted and not yet ended (`State::submits_of`).
     pub max_submitted_per_user: Option<u64>,
+    /// Who a job may be charged to (`accounts:` and `users:`).
+    pub accounts: crate::state::accounts::Accounts,
 }
 
 impl Default for JobRules {
@@ -142,6 +144,7 @@ impl Default for JobRules {
             kill_on_invalid_dep: false,
             max_array_tasks: xce_client::array::DEFAULT_MAX_TASKS,
             max_submitted_per_user: None,
+            accounts: crate::state::accounts::Accounts::default(),
         }
     }
 }
@@ -251,6 +254,7 @@ impl JobsFile {
             kill_on_invalid_dep: self.kill_on_invalid_dep,
             max_array_tasks: self.max_array_tasks,
             max_submitted_per_user: self.max_submitted_per_user,
+            accounts: crate::state::accounts::Accounts::default(),
         })
     }
 }
@@ -272,6 +276,11 @@ pub struct FileConfig {
     pub limits: LimitsConfig,
     /// Rules for submitted jobs.
     pub jobs: JobsFile,
+    /// The account tree jobs are charged to (`NAME: {shares, users, accounts}`); none: any
+    /// account name is a label.
+    pub accounts: BTreeMap<String, crate::state::accounts::AccountFile>,
+    /// Users' settings (`NAME: {default_account}`).
+    pub users: BTreeMap<String, crate::state::accounts::UserFile>,
     /// Keep the cluster at this version even once every member runs a newer build, so that
     /// a rollback to the older build stays possible (as CockroachDB's
     /// `preserve_downgrade_option`); remove it to let the primary raise the version.
@@ -421,7 +430,13 @@ impl Config {
             raft: file.raft,
             hosts: file.hosts,
             limits: file.limits,
-            jobs: file.jobs.rules(&file.queues)?,
+            jobs: crate::state::accounts::Accounts::new(&file.accounts, &file.users)
+                .map_err(ConfigError::Invalid)
+                .and_then(|accounts| {
+                    let mut rules = file.jobs.rules(&file.queues)?;
+                    rules.accounts = accounts;
+                    Ok(rules)
+                })?,
             hold_version: file.hold_version,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),

@@ -189,6 +189,7 @@ fn spec(u: &mut Unstructured<'_>) -> Result<JobSpec> {
         } else {
             None
         },
+        account: pick(u, &["", "", "physics"])?,
     })
 }
 
@@ -490,7 +491,11 @@ fn command(u: &mut Unstructured<'_>) -> Result<Command> {
             reasons: (0..u.int_in_range(0..=3)?)
                 .map(|_| {
                     let code = *u.choose(PendCode::ALL)?;
-                    Ok((job_id(u)?, PendReason::new(code, pick(u, &["no room"])?)))
+                    let mut reason = PendReason::new(code, pick(u, &["no room"])?);
+                    if u.ratio(1, 3)? {
+                        reason.expected_start_ms = Some(u.int_in_range(0..=10_000)?);
+                    }
+                    Ok((job_id(u)?, reason))
                 })
                 .collect::<Result<_>>()?,
         },
@@ -580,6 +585,7 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 dependency_state: None,
                 array: None,
                 array_task: None,
+                expected_start_ms: None,
             }))
         })
         .collect::<Result<_>>()?;

@@ -136,6 +136,7 @@ fn spec() -> JobSpec {
         dependency: None,
         kill_on_invalid_dep: None,
         array: None,
+        account: "physics".into(),
     }
 }
 
@@ -161,6 +162,7 @@ fn job() -> Job {
         dependency_state: None,
         array: None,
         array_task: None,
+        expected_start_ms: None,
     }
 }
 

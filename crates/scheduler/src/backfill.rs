@@ -183,6 +183,15 @@ impl<'v> Backfill<'v> {
         !self.reservations.is_empty()
     }
 
+    /// The start reserved for job `id` this round, if one was.
+    pub fn reserved(&self, id: JobId) -> Option<u64> {
+        self.reservations
+            .iter()
+            .rev()
+            .find(|r| r.id == id)
+            .map(|r| r.start_ms)
+    }
+
     /// The reservations made, in priority order.
     pub fn into_reservations(self) -> Vec<Reservation> {
         self.reservations

@@ -406,12 +406,13 @@ impl Picker {
     }
 
     /// Reads the cluster's version again, every few seconds, while this scheduler would send
-    /// jobs ahead but the cluster's apply does not take them yet.
+    /// jobs ahead, or publish the starts it reserves, but the cluster does not take them yet.
     async fn read_version(&mut self, client: &Client) -> Result<(), ClientError> {
         const EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-        let waits = self.view.dispatch_ahead > 0
-            && self.view.version < xce_client::version::DISPATCH_AHEAD
-            && self.version_read.is_none_or(|at| at.elapsed() >= EVERY);
+        let version = self.view.version;
+        let ahead = self.view.dispatch_ahead > 0 && version < xce_client::version::DISPATCH_AHEAD;
+        let reserves = self.view.backfill_depth > 0 && version < xce_client::version::ACCOUNTING;
+        let waits = (ahead || reserves) && self.version_read.is_none_or(|at| at.elapsed() >= EVERY);
         if !waits {
             return Ok(());
         }
@@ -496,6 +497,10 @@ impl Picker {
             .retain(|(id, r)| self.reasons_sent.get(id) != Some(r));
         for (id, r) in &planned.reasons {
             self.reasons_sent.insert(*id, r.clone());
+            // What the controller will hold: a reserved start is sent again only once it moved.
+            if let Some(job) = self.view.pending.get_mut(id) {
+                job.expected_start_ms = r.expected_start_ms;
+            }
         }
         for p in &planned.placements {
             let need = self
@@ -744,6 +749,7 @@ mod tests {
             array_room: None,
             array_of: None,
             time_limit_s: None,
+            expected_start_ms: None,
         }
     }
 

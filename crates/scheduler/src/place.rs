@@ -183,14 +183,33 @@ pub fn plan_at(
             },
         };
         if let Some((code, text)) = reason {
-            if job.pend_reason.as_deref() != Some(&*text) {
-                out.reasons
-                    .push((id, PendReason::new(code, text.into_owned())));
+            let expected = backfill
+                .reserved(id)
+                .filter(|_| view.version >= xce_client::version::ACCOUNTING)
+                .map(|at| at.div_ceil(1000) * 1000);
+            if job.pend_reason.as_deref() != Some(&*text) || moved(job.expected_start_ms, expected)
+            {
+                let mut reason = PendReason::new(code, text.into_owned());
+                reason.expected_start_ms = expected;
+                out.reasons.push((id, reason));
             }
         }
     }
     out.reservations = backfill.into_reservations();
     out
+}
+
+/// How far a reserved start may move before it is published again: it is an estimate (each
+/// round recomputes it from the ends of what runs), and every publication is a write.
+pub const EXPECTED_START_SLACK_MS: u64 = 5_000;
+
+/// Whether a job's reserved start, as published (`was`), should be published again as `now`.
+fn moved(was: Option<u64>, now: Option<u64>) -> bool {
+    match (was, now) {
+        (Some(a), Some(b)) => a.abs_diff(b) >= EXPECTED_START_SLACK_MS,
+        (None, None) => false,
+        _ => true,
+    }
 }
 
 /// Why a job that would fit some host when it is empty was not placed now.
@@ -519,6 +538,7 @@ mod tests {
                 array_room: None,
                 array_of: None,
                 time_limit_s: None,
+                expected_start_ms: None,
             },
         );
     }
@@ -911,6 +931,35 @@ mod tests {
         let p = plan_at(&v, &f, &res, 100, 0);
         assert!(p.placements.is_empty() && p.reservations.is_empty());
         assert_eq!(p.reasons[1].1.text, BEHIND);
+    }
+
+    /// From version 13 a reserved job's reason carries its start (rounded up to a second),
+    /// published again only once it moved by the slack.
+    #[test]
+    fn a_reserved_start_is_published_with_the_reason_from_version_13() {
+        let (f, res) = none();
+        let mut v = timed(4, 100, &[(2, Some(100))], &[(4, Some(50))]);
+        v.version = 12;
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(p.reasons[0].1.expected_start_ms, None);
+        v.version = 13;
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(p.reasons[0].1.expected_start_ms, Some(100_000));
+        // Known as published: not sent again while it stays within the slack...
+        let job = v.pending.get_mut(&1).unwrap();
+        job.pend_reason = Some(p.reasons[0].1.text.clone());
+        job.expected_start_ms = Some(100_000 + EXPECTED_START_SLACK_MS - 1000);
+        assert!(plan_at(&v, &f, &res, 100, 0).reasons.is_empty());
+        // ...and sent once it moved further.
+        v.pending.get_mut(&1).unwrap().expected_start_ms = Some(100_000 + EXPECTED_START_SLACK_MS);
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(p.reasons[0].1.expected_start_ms, Some(100_000));
+        // A start 1 ms into a second is published as the next second.
+        let mut v = timed(4, 100, &[(2, Some(100))], &[(4, Some(50))]);
+        v.version = 13;
+        v.placed.values_mut().for_each(|j| j.started_ms = Some(1));
+        let p = plan_at(&v, &f, &res, 100, 0);
+        assert_eq!(p.reasons[0].1.expected_start_ms, Some(101_000));
     }
 
     #[test]

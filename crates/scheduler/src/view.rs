@@ -37,6 +37,9 @@ pub struct PendingJob {
     pub array_of: Option<JobId>,
     /// How long it may run once started (`None`: no limit): what backfill plans with.
     pub time_limit_s: Option<u32>,
+    /// The start backfill reserved for it, as the controller last knew it (so a new one is
+    /// published only when it moved).
+    pub expected_start_ms: Option<u64>,
 }
 
 /// An array's own record, as placing its split-off tasks needs it: what each task takes, and
@@ -175,6 +178,7 @@ impl View {
                         }),
                         array_of: job.array_task.map(|t| t.array_id),
                         time_limit_s,
+                        expected_start_ms: job.expected_start_ms,
                     },
                 );
             }

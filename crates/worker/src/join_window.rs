@@ -156,6 +156,7 @@ mod tests {
             dependency_state: None,
             array: None,
             array_task: None,
+            expected_start_ms: None,
         }
     }
 

@@ -142,6 +142,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         dependency_state: None,
         array: None,
         array_task: None,
+        expected_start_ms: None,
     }
 }
 

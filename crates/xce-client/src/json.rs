@@ -95,6 +95,12 @@ shape! {
         /// On an array's own record: its spec as submitted and how its tasks stand;
         /// `null` on any other job.
         pub array: Option<ArrayJson>,
+        /// The account its use is charged to (`--account`, or the user's default where the
+        /// cluster has accounts); `""`: none.
+        pub account: String,
+        /// RFC 3339, UTC: for a pending job whose start backfill reserved, when it starts at
+        /// the latest (Slurm's `squeue --start`); `null` for any other job.
+        pub expected_start: Option<String>,
     }
 }
 
@@ -136,6 +142,7 @@ impl From<&Job> for JobJson {
             dependency_state,
             array,
             array_task,
+            expected_start_ms,
         } = job;
         let JobSpec {
             name,
@@ -160,6 +167,7 @@ impl From<&Job> for JobJson {
             dependency,
             kill_on_invalid_dep,
             array: array_spec,
+            account,
         } = spec;
         let output = host
             .as_deref()
@@ -227,6 +235,8 @@ impl From<&Job> for JobJson {
                 }),
                 _ => None,
             },
+            account: account.clone(),
+            expected_start: expected_start_ms.map(rfc3339),
         }
     }
 }

@@ -120,6 +120,7 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
             option::of(dependency()),
             option::of(any::<bool>()),
             option::of(array_spec()),
+            text(),
         ),
     )
         .prop_map(
@@ -132,7 +133,7 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
                 priority,
                 limits,
                 script,
-                (dependency, kill_on_invalid_dep, array),
+                (dependency, kill_on_invalid_dep, array, account),
             )| {
                 let ScriptFields {
                     script,
@@ -165,6 +166,7 @@ pub fn spec() -> impl Strategy<Value = JobSpec> {
                     dependency,
                     kill_on_invalid_dep,
                     array,
+                    account,
                 }
             },
         )
@@ -338,6 +340,7 @@ pub fn job() -> impl Strategy<Value = Job> {
             option::of(prop::sample::select(crate::types::DependencyState::ALL)),
             option::of(array_progress()),
             option::of(array_task()),
+            opt_ms(),
         ),
     )
         .prop_map(
@@ -347,7 +350,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (result, host, attempt, runs),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
-                (cancelled_by, dependency_state, array, array_task),
+                (cancelled_by, dependency_state, array, array_task, expected_start_ms),
             )| Job {
                 id,
                 spec,
@@ -370,6 +373,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 dependency_state,
                 array,
                 array_task,
+                expected_start_ms,
             },
         )
 }
@@ -386,7 +390,11 @@ pub fn job_result() -> impl Strategy<Value = JobResult> {
 
 /// Any reason a pending job waits.
 pub fn pend_reason() -> impl Strategy<Value = PendReason> {
-    (pend_code(), text()).prop_map(|(code, text)| PendReason { code, text })
+    (pend_code(), text(), opt_ms()).prop_map(|(code, text, expected_start_ms)| PendReason {
+        code,
+        text,
+        expected_start_ms,
+    })
 }
 
 /// Whose jobs a host runs.

@@ -112,6 +112,10 @@ pub struct JobSpec {
     /// Submitted as an array of tasks (`--array`): this record holds them until each is
     /// split off into a job of its own as it is placed.
     pub array: Option<crate::array::ArraySpec>,
+    /// The account its use is charged to (`--account`); empty: none. Where the controller's
+    /// configuration has accounts, the submit fills in the user's default and refuses an
+    /// account the user is not in (from cluster version 13).
+    pub account: String,
 }
 
 pub use crate::script::ScriptId;
@@ -236,6 +240,8 @@ impl PendCode {
 pub struct PendReason {
     pub code: PendCode,
     pub text: String,
+    /// The start reserved for the job, which no later job may delay (ms since the epoch).
+    pub expected_start_ms: Option<u64>,
 }
 
 impl PendReason {
@@ -244,6 +250,7 @@ impl PendReason {
         PendReason {
             code,
             text: text.into(),
+            expected_start_ms: None,
         }
     }
 }
@@ -288,6 +295,10 @@ pub struct Job {
     pub array: Option<ArrayProgress>,
     /// A task of an array: which, and what its environment says of the array.
     pub array_task: Option<ArrayTask>,
+    /// When a pending job is expected to start at the latest: the start the scheduler's
+    /// backfill reserved for it (ms since the epoch; from cluster version 13). `None` for a
+    /// job with no reservation.
+    pub expected_start_ms: Option<u64>,
 }
 
 /// An array's tasks, as its own record keeps them: those not yet split off (one set of index

@@ -27,6 +27,10 @@ pub const TASK_DEPENDENCIES: u32 = 11;
 /// worker holds until room frees: dispatch ahead.
 pub const DISPATCH_AHEAD: u32 = 12;
 
+/// The first cluster version with accounts (`--account`) and the expected start of a job
+/// whose start backfill reserved.
+pub const ACCOUNTING: u32 = 13;
+
 /// What names an environment over [`crate::export::MAX_ENV_BYTES`], which format 8 takes (up
 /// to the script limit, with which it shares the budget) and older ones refuse.
 pub const BIG_ENV: &str = "env over 64 KiB";
@@ -34,6 +38,9 @@ pub const BIG_ENV: &str = "env over 64 KiB";
 /// The cluster version `spec` needs, and the field that needs it (the newest version's
 /// first, in the controller's order); `None` when every version takes it.
 pub fn needed_by(spec: &JobSpec) -> Option<(u32, &'static str)> {
+    if !spec.account.is_empty() {
+        return Some((ACCOUNTING, "account"));
+    }
     if spec.dependency.as_ref().is_some_and(names_tasks) {
         return Some((
             TASK_DEPENDENCIES,

@@ -212,6 +212,7 @@ pub fn write_spec(mut b: w::job_spec::Builder<'_>, s: &JobSpec) {
     if let Some(array) = &s.array {
         b.set_array(array.to_string());
     }
+    b.set_account(s.account.as_str());
 }
 
 /// Reads a script id: empty is none; any other length is no SHA-256.
@@ -335,6 +336,7 @@ pub fn read_spec(r: w::job_spec::Reader<'_>) -> Result<JobSpec, SpecError> {
         array: opt_text(text(r.get_array()?)?)
             .map(|a| a.parse())
             .transpose()?,
+        account: text(r.get_account()?)?,
     })
 }
 
@@ -349,6 +351,10 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     b.set_attempt(j.attempt);
     b.set_has_runs(true);
     b.set_runs(j.runs);
+    if let Some(at) = j.expected_start_ms {
+        b.set_has_expected_start(true);
+        b.set_expected_start_ms(at);
+    }
     if let Some(code) = j.exit_code {
         b.set_has_exit_code(true);
         b.set_exit_code(code);
@@ -405,6 +411,9 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         },
         exit_code: r.get_has_exit_code().then(|| r.get_exit_code()),
         signal: r.get_has_signal().then(|| r.get_signal()),
+        expected_start_ms: r
+            .get_has_expected_start()
+            .then(|| r.get_expected_start_ms()),
         submit_time_ms: r.get_submit_time_ms(),
         start_time_ms: opt_ms(r.get_start_time_ms()),
         end_time_ms: opt_ms(r.get_end_time_ms()),
@@ -615,6 +624,10 @@ pub fn write_pend_reason(mut b: w::pend_reason::Builder<'_>, id: u64, r: &PendRe
     b.set_job_id(id);
     b.set_reason(r.text.as_str());
     b.set_code(Some(r.code).to_wire());
+    if let Some(at) = r.expected_start_ms {
+        b.set_has_expected_start(true);
+        b.set_expected_start_ms(at);
+    }
 }
 
 /// Reads why a pending job waits. A code an older scheduler did not send (`none`) or a newer
@@ -622,7 +635,17 @@ pub fn write_pend_reason(mut b: w::pend_reason::Builder<'_>, id: u64, r: &PendRe
 pub fn read_pend_reason(r: w::pend_reason::Reader<'_>) -> Result<(u64, PendReason), Error> {
     let text = text(r.get_reason()?)?;
     let code = opt_enum(r.get_code()).unwrap_or_else(|| PendCode::of_v6_text(&text));
-    Ok((r.get_job_id(), PendReason { code, text }))
+    let expected_start_ms = r
+        .get_has_expected_start()
+        .then(|| r.get_expected_start_ms());
+    Ok((
+        r.get_job_id(),
+        PendReason {
+            code,
+            text,
+            expected_start_ms,
+        },
+    ))
 }
 
 /// Writes a refused placement.
@@ -1067,6 +1090,7 @@ pub(crate) mod tests {
                 dependency: Some("afterok:1:2,after:3".parse().unwrap()),
                 kill_on_invalid_dep: Some(true),
                 array: Some("1-9:2,20%3".parse().unwrap()),
+                account: "physics".into(),
             },
             state: JobState::Exited,
             pend_reason: None,
@@ -1093,6 +1117,7 @@ pub(crate) mod tests {
                 max: 20,
                 step: 1,
             }),
+            expected_start_ms: None,
         }
     }
 

@@ -89,6 +89,8 @@ struct JobSpec {
   killOnInvalidDep @21 :Bool;
   # An array of tasks, in `--array`'s syntax (`0-999%50`); empty: a plain job.
   array @22 :Text;
+  # The account its use is charged to (`--account`); empty: none, or the user's default.
+  account @23 :Text;
 }
 
 # An array's own record: its tasks not yet split off (index runs, `--array`'s syntax) and
@@ -196,6 +198,8 @@ struct Job {
   arrayTask @20 :ArrayTask;   # Unset: no task.
   hasRuns @21 :Bool;   # False from a controller older than this field: read `attempt`.
   runs @22 :UInt32;    # How many of its attempts started.
+  hasExpectedStart @23 :Bool;   # A pending job with a start reserved by backfill:
+  expectedStartMs @24 :UInt64;  # when, at the latest (ms since the epoch).
 }
 
 enum JobAction {
@@ -484,6 +488,8 @@ struct PendReason {
   jobId @0 :UInt64;
   reason @1 :Text;
   code @2 :PendCode;
+  hasExpectedStart @3 :Bool;   # The start backfill reserved for it:
+  expectedStartMs @4 :UInt64;  # ms since the epoch.
 }
 
 # A scheduler the primary has heard from recently; `active` holds the unexpired lease.

@@ -153,6 +153,7 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         dependency,
         kill_on_invalid_dep,
         array,
+        account,
     } = req;
     let array = array
         .as_deref()
@@ -221,6 +222,7 @@ fn spec_of(req: SubmitRequest) -> Result<JobSpec, ApiError> {
         dependency,
         kill_on_invalid_dep,
         array,
+        account: account.unwrap_or_default(),
     })
 }
 

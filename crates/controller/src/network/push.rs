@@ -487,6 +487,7 @@ mod tests {
             dependency_state: None,
             array: None,
             array_task: None,
+            expected_start_ms: None,
         };
         (job, (script_bytes > 0).then(|| vec![b'x'; script_bytes]))
     }

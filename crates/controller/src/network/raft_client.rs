@@ -757,6 +757,7 @@ mod tests {
                     throttle: Some(u32::MAX),
                 }
             }),
+            account: "a".repeat(64),
         };
         // The script and the environment share one budget.
         let body = validate::MAX_SCRIPT_BYTES - xce_client::export::size(&spec.env);

@@ -163,6 +163,7 @@ impl State {
             dependency_state: array.dependency_state,
             array: None,
             array_task: Some(task),
+            expected_start_ms: None,
         };
         let task_id = job.id;
         self.next_job_id += 1;

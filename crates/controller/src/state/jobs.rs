@@ -139,6 +139,7 @@ impl State {
             dependency_state: None,
             array: None,
             array_task: None,
+            expected_start_ms: None,
         };
         super::arrays::start(&mut job);
         self.judge_new(&mut job, at_ms);

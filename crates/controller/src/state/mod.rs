@@ -10,6 +10,7 @@
 //! the thin `apply` dispatch and the one transition helper per resource through which every
 //! change passes, so that indexes and events can never be forgotten by a command.
 
+pub mod accounts;
 mod arrays;
 mod command;
 mod dependencies;
@@ -346,6 +347,13 @@ impl State {
         let seen = Seen::of(job);
         let class = job.array_task.map(|_| Standing::of(job));
         let out = f(job);
+        // A start is reserved only for a pending job waiting for room: placed, held, waiting
+        // for a dependency or given any other reason, it has none.
+        if job.state != xce_client::types::JobState::Pending
+            || job.pend_code != Some(xce_client::types::PendCode::Resources)
+        {
+            job.expected_start_ms = None;
+        }
         // A task's move is its array's to count.
         let task_move = match (job.array_task, class) {
             (Some(t), Some(from)) if Standing::of(job) != from => {
@@ -451,6 +459,8 @@ struct Seen {
     /// A placed job's new time limit (`xce update`) moves its end, which the scheduler's
     /// backfill plans with: it reads the job again on an event that changes nothing else.
     time_limit_s: Option<u32>,
+    /// The start backfill reserved for it, shown with the job.
+    expected_start_ms: Option<u64>,
 }
 
 impl Seen {
@@ -466,6 +476,7 @@ impl Seen {
             dependency_state: job.dependency_state,
             array: job.array.as_ref().map(|p| (p.pending.len(), p.running)),
             time_limit_s: job.spec.limits.time_limit_s,
+            expected_start_ms: job.expected_start_ms,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! (`at_ms`), like every time in the state.
 
 use xce_client::types::{DependencyState, JobId, JobState, PendReason, Placement, Refusal};
+use xce_client::version::ACCOUNTING;
 use xce_proto::Status;
 
 use super::{Outcome, State};
@@ -155,9 +156,12 @@ impl State {
                     )
             });
             if pending {
+                let version = self.active_version;
                 self.update_job(id, |job| {
                     job.pend_code = Some(reason.code);
                     job.pend_reason = Some(reason.text);
+                    job.expected_start_ms =
+                        reason.expected_start_ms.filter(|_| version >= ACCOUNTING);
                 });
             }
         }

@@ -65,6 +65,12 @@ pub fn validate_spec(spec: &JobSpec) -> Result<(), String> {
         validate_user_name(&spec.user)?;
     }
     check_size("queue", spec.queue.len(), MAX_NAME_BYTES)?;
+    if !spec.account.is_empty() && (spec.account.len() > 64 || !name_chars_ok(&spec.account)) {
+        return Err(format!(
+            "account: {:?} must be 1 to 64 letters, digits, '-', '_' or '.'",
+            spec.account
+        ));
+    }
     check_size("cwd", spec.cwd.len(), MAX_PATH_BYTES)?;
     check_size(
         "command",

@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{OLDEST_FORMAT, STORE_FORMAT};
-use crate::state::stored::{self, migrate, v10, v6, v7, v8};
+use crate::state::stored::{self, migrate, v10, v12, v6, v7, v8};
 use crate::state::{BackupPart, State};
 
 /// About how large a part of jobs is: one Raft entry far below the 32 MiB append limit
@@ -74,6 +74,7 @@ pub fn encode(
             9..=11 => {
                 postcard::to_stdvec(&migrate::downgrade_backup_part_10(part).map_err(refused)?)?
             }
+            12 => postcard::to_stdvec(&migrate::downgrade_backup_part_12(part).map_err(refused)?)?,
             _ => postcard::to_stdvec(&part)?,
         };
         frames.push(frame);
@@ -120,6 +121,11 @@ pub fn decode_part(format: u32, frame: &[u8]) -> Result<BackupPart, BackupError>
             let old: v10::BackupPart =
                 postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
             Ok(migrate::upgrade_backup_part_10(old))
+        }
+        12 => {
+            let old: v12::BackupPart =
+                postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string()))?;
+            Ok(migrate::upgrade_backup_part_12(old))
         }
         _ => postcard::from_bytes(frame).map_err(|e| corrupt(e.to_string())),
     }

@@ -22,12 +22,12 @@ use serde::de::{self, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Batch, Identity};
-use crate::state::stored::{self, migrate, v10, v6, v7, v8, v9, CommandRecord};
+use crate::state::stored::{self, migrate, v10, v12, v6, v7, v8, v9, CommandRecord};
 use crate::state::Command;
 
 /// The newest store format (and cluster version) this build reads and writes. Raised with
 /// every change of a stored record; the golden-bytes tests in `state::stored` fail until it is.
-pub const STORE_FORMAT: u32 = 12;
+pub const STORE_FORMAT: u32 = 13;
 
 /// The oldest store format this build reads (and writes while a cluster's active version is
 /// still that old). Data of an older one is refused by name.
@@ -135,6 +135,13 @@ impl Serialize for Batch {
                     .map_err(serde::ser::Error::custom)?;
                 (mark, self.at_ms, old).serialize(s)
             }
+            12 => {
+                let old: Vec<v12::CommandRecord> = records
+                    .map(migrate::downgrade_command_12)
+                    .collect::<Result<_, _>>()
+                    .map_err(serde::ser::Error::custom)?;
+                (mark, self.at_ms, old).serialize(s)
+            }
             _ => {
                 let records: Vec<CommandRecord> = records.collect();
                 (mark, self.at_ms, records).serialize(s)
@@ -192,6 +199,11 @@ impl<'de> Deserialize<'de> for Batch {
                         let old: Vec<v10::CommandRecord> =
                             seq.next_element()?.ok_or_else(missing)?;
                         old.into_iter().map(migrate::upgrade_command_10).collect()
+                    }
+                    12 => {
+                        let old: Vec<v12::CommandRecord> =
+                            seq.next_element()?.ok_or_else(missing)?;
+                        old.into_iter().map(migrate::upgrade_command_12).collect()
                     }
                     _ => seq.next_element()?.ok_or_else(missing)?,
                 };

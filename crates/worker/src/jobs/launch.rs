@@ -295,6 +295,8 @@ impl Jobs {
             kill_on_invalid_dep: _,
             // A task reaches its host as a job of its own (its array in `job.array_task`).
             array: _,
+            // The controller's business: who the job's use is charged to.
+            account: _,
         } = &job.spec;
         let run_as = match self.settings.job_users {
             xce_client::types::JobUsers::EachUser { root } => Some(RunAs {

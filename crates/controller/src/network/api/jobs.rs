@@ -76,6 +76,12 @@ pub(super) async fn submit(
                 )
             })
             .and_then(|()| time_limit::check(&spec, rules.max_time_limit_s))
+            .and_then(|()| {
+                let version = this.node.active_version();
+                rules
+                    .accounts
+                    .charge(&mut spec, version >= xce_client::version::ACCOUNTING)
+            })
             .and_then(|()| script_of(&spec, body, rules.max_script_bytes))
             .map_err(|message| ReplyHeader::status(Status::Invalid, message))
             .map(|script| (spec, script))

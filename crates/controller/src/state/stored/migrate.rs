@@ -1,15 +1,16 @@
-//! Between the current records (format 12) and every older format this build reads, one step
+//! Between the current records (format 13) and every older format this build reads, one step
 //! per format, chained: format 6 ↔ 7 is `super::step6`, 7 ↔ 8 is `super::step7`, 8 ↔ 9 is
 //! `super::step8`, 9 ↔ 10 (commands only: formats 9 and 10 store jobs and states alike) is
 //! `super::step9`; format 11 stores every record as format 10 does (it changed what the
-//! apply judges: dependencies on tasks and `aftercorr`), and 10/11 ↔ 12 (a job's count of
-//! attempts that started) is `super::step10`. `upgrade_*` reads old
+//! apply judges: dependencies on tasks and `aftercorr`), 10/11 ↔ 12 (a job's count of
+//! attempts that started) is `super::step10`, and 12 ↔ 13 (accounts, reserved starts) is
+//! `super::step12`. `upgrade_*` reads old
 //! data as current records; `downgrade_*` writes what a cluster whose active version is older
 //! replicates, refusing by [`NotInFormat`] what that format cannot hold.
 
-use super::{step10, step6, step7, step8, step9};
+use super::{step10, step12, step6, step7, step8, step9};
 use super::{
-    v10, v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord,
+    v10, v12, v6, v7, v8, v9, Command, CommandRecord, HostStoredRecord, JobRecord, StateRecord,
 };
 use crate::state::BackupPart;
 
@@ -21,8 +22,8 @@ pub use step6::{pend_code_of_v6, result_of_v6, NotInFormat, Unwritten};
 /// entry) applies. `RaiseVersion` is never converted: it is proposed only once every member
 /// reads the format it raises to.
 pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
-    use xce_client::version::{needed_by, DISPATCH_AHEAD, TASK_DEPENDENCIES};
-    if format >= DISPATCH_AHEAD || matches!(cmd, Command::RaiseVersion { .. }) {
+    use xce_client::version::{needed_by, ACCOUNTING, TASK_DEPENDENCIES};
+    if format >= ACCOUNTING || matches!(cmd, Command::RaiseVersion { .. }) {
         return Ok(cmd);
     }
     // Stored alike, but judged only from version 11 on (refused by the apply before).
@@ -33,6 +34,7 @@ pub fn fit_format(format: u32, cmd: Command) -> Result<Command, NotInFormat> {
     }
     let record = CommandRecord::from(cmd);
     let up = match format {
+        12 => upgrade_command_12(downgrade_command_12(record)?),
         10 | 11 => upgrade_command_10(downgrade_command_10(record)?),
         9 => upgrade_command_9(downgrade_command_9(record)?),
         8 => upgrade_command_8(downgrade_command_8(record)?),
@@ -66,7 +68,12 @@ pub fn upgrade_command_9(c: v9::CommandRecord) -> CommandRecord {
 
 /// A format-10 (or 11) command as a current record.
 pub fn upgrade_command_10(c: v10::CommandRecord) -> CommandRecord {
-    step10::upgrade_command(c)
+    upgrade_command_12(step10::upgrade_command(c))
+}
+
+/// A format-12 command as a current record.
+pub fn upgrade_command_12(c: v12::CommandRecord) -> CommandRecord {
+    step12::upgrade_command(c)
 }
 
 /// A current command as format 6 holds it, or what that format cannot hold.
@@ -91,7 +98,12 @@ pub fn downgrade_command_9(c: CommandRecord) -> Result<v9::CommandRecord, NotInF
 
 /// A current command as formats 10 and 11 hold it, or what they cannot hold.
 pub fn downgrade_command_10(c: CommandRecord) -> Result<v10::CommandRecord, NotInFormat> {
-    step10::downgrade_command(c)
+    step10::downgrade_command(downgrade_command_12(c)?)
+}
+
+/// A current command as format 12 holds it, or what it cannot hold.
+pub fn downgrade_command_12(c: CommandRecord) -> Result<v12::CommandRecord, NotInFormat> {
+    step12::downgrade_command(c)
 }
 
 /// A format-6 job as a current record.
@@ -100,6 +112,7 @@ pub fn upgrade_job_6(j: v6::JobRecord) -> Result<JobRecord, Unwritten> {
         .map(step7::upgrade_job)
         .map(step8::upgrade_job)
         .map(step10::upgrade_job)
+        .map(step12::upgrade_job)
 }
 
 /// A current job as format 6 holds it.
@@ -119,7 +132,12 @@ pub fn downgrade_job_8(j: JobRecord) -> Result<v8::JobRecord, NotInFormat> {
 
 /// A current job as formats 9 to 11 hold it.
 pub fn downgrade_job_10(j: JobRecord) -> Result<v10::JobRecord, NotInFormat> {
-    step10::downgrade_job(j)
+    step10::downgrade_job(downgrade_job_12(j)?)
+}
+
+/// A current job as format 12 holds it.
+pub fn downgrade_job_12(j: JobRecord) -> Result<v12::JobRecord, NotInFormat> {
+    step12::downgrade_job(j)
 }
 
 /// A format-6 state as a current record, at active version 6.
@@ -139,7 +157,12 @@ pub fn upgrade_state_8(s: v8::StateRecord) -> StateRecord {
 
 /// A format-9, 10 or 11 state as a current record.
 pub fn upgrade_state_10(s: v10::StateRecord) -> StateRecord {
-    step10::upgrade_state(s)
+    upgrade_state_12(step10::upgrade_state(s))
+}
+
+/// A format-12 state as a current record.
+pub fn upgrade_state_12(s: v12::StateRecord) -> StateRecord {
+    step12::upgrade_state(s)
 }
 
 /// A current state as format 6 holds it.
@@ -159,10 +182,15 @@ pub fn downgrade_state_8(s: StateRecord) -> Result<v8::StateRecord, NotInFormat>
 
 /// A current state as formats 9 to 11 hold it.
 pub fn downgrade_state_10(s: StateRecord) -> Result<v10::StateRecord, NotInFormat> {
-    step10::downgrade_state(s)
+    step10::downgrade_state(downgrade_state_12(s)?)
 }
 
-/// A current host as format 6 holds it (formats 7 to 11 store hosts as the current one does).
+/// A current state as format 12 holds it.
+pub fn downgrade_state_12(s: StateRecord) -> Result<v12::StateRecord, NotInFormat> {
+    step12::downgrade_state(s)
+}
+
+/// A current host as format 6 holds it (formats 7 to 13 store hosts as the current one does).
 pub fn downgrade_host_6(h: HostStoredRecord) -> Result<v6::HostStoredRecord, NotInFormat> {
     step6::downgrade_host(h)
 }
@@ -184,7 +212,12 @@ pub fn upgrade_backup_part_8(p: v8::BackupPart) -> BackupPart {
 
 /// A format-9, 10 or 11 backup part as the current one.
 pub fn upgrade_backup_part_10(p: v10::BackupPart) -> BackupPart {
-    step10::upgrade_backup_part(p)
+    upgrade_backup_part_12(step10::upgrade_backup_part(p))
+}
+
+/// A format-12 backup part as the current one.
+pub fn upgrade_backup_part_12(p: v12::BackupPart) -> BackupPart {
+    step12::upgrade_backup_part(p)
 }
 
 /// The current backup part as format 6 holds it.
@@ -204,5 +237,10 @@ pub fn downgrade_backup_part_8(p: BackupPart) -> Result<v8::BackupPart, NotInFor
 
 /// The current backup part as formats 9 to 11 hold it.
 pub fn downgrade_backup_part_10(p: BackupPart) -> Result<v10::BackupPart, NotInFormat> {
-    step10::downgrade_backup_part(p)
+    step10::downgrade_backup_part(downgrade_backup_part_12(p)?)
+}
+
+/// The current backup part as format 12 holds it.
+pub fn downgrade_backup_part_12(p: BackupPart) -> Result<v12::BackupPart, NotInFormat> {
+    step12::downgrade_backup_part(p)
 }

@@ -6,7 +6,7 @@
 //!
 //! This module holds the records of the current format ([`crate::store::STORE_FORMAT`]), the
 //! conversions between them and the domain types, and how a state becomes a snapshot. Older
-//! formats are frozen in modules of their own (`v6`, `v7`, `v8`), read (and, while the cluster's
+//! formats are frozen in modules of their own (`v6` to `v12`), read (and, while the cluster's
 //! active version is older, written) through `migrate`, which chains one step per format. Which format a batch
 //! or snapshot was written in travels with its bytes (`crate::store::format`).
 
@@ -24,11 +24,13 @@ macro_rules! same_variants {
 pub mod migrate;
 mod mirror;
 mod step10;
+mod step12;
 mod step6;
 mod step7;
 mod step8;
 mod step9;
 pub mod v10;
+pub mod v12;
 pub mod v6;
 pub mod v7;
 pub mod v8;
@@ -357,6 +359,8 @@ pub struct SpecRecord {
     pub kill_on_invalid_dep: Option<bool>,
     /// Its tasks, when it is an array (format 9 on).
     pub array: Option<ArraySpecRecord>,
+    /// The account its use is charged to; empty: none (format 13 on).
+    pub account: String,
 }
 
 /// A job as stored in a snapshot.
@@ -386,6 +390,8 @@ pub struct JobRecord {
     pub array_task: Option<ArrayTaskRecord>,
     /// How many of its attempts started (format 12 on; before, every attempt counted).
     pub runs: u32,
+    /// The start backfill reserved for it, while pending (format 13 on).
+    pub expected_start_ms: Option<u64>,
 }
 
 mirror_structs! {
@@ -393,12 +399,12 @@ mirror_structs! {
     SpecRecord <=> JobSpec {
         name, user, queue, command, env, cwd, resources, priority, limits, script, stdout, stderr,
         open_mode, hold, begin_time_ms, warn_signal, no_requeue, dependency, kill_on_invalid_dep,
-        array,
+        array, account,
     }
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
         submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
-        array, array_task, runs,
+        array, array_task, runs, expected_start_ms,
     }
     ArrayTaskRecord <=> xce_client::types::ArrayTask { array_id, index, count, min, max, step }
     WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
@@ -407,7 +413,7 @@ mirror_structs! {
     }
     HostAttributesRecord <=> HostAttributes { name, resources, spool_dir, job_users }
     HeldRecord <=> HeldJob { id, attempt, phase }
-    PendReasonRecord <=> PendReason { code, text }
+    ReasonRecord <=> PendReason { code, text, expected_start_ms }
     QueueDefRecord <=> QueueDef { name, priority, on_host_lost }
 }
 
@@ -450,11 +456,19 @@ pub enum EndRecord {
     },
 }
 
-/// Why a pending job waits, as stored.
+/// Why a pending job waits, as formats 7 to 12 store it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendReasonRecord {
     pub code: PendCodeRecord,
     pub text: String,
+}
+
+/// Why a pending job waits, and the start reserved for it, as stored (format 13 on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonRecord {
+    pub code: PendCodeRecord,
+    pub text: String,
+    pub expected_start_ms: Option<u64>,
 }
 
 /// A command as stored in the log, variant for variant with [`Command`]. Append new variants
@@ -534,7 +548,7 @@ pub enum CommandRecord {
     SetPendReasons {
         token: u128,
         epoch: u64,
-        reasons: Vec<(u64, PendReasonRecord)>,
+        reasons: Vec<(u64, ReasonRecord)>,
     },
     CreateToken {
         token: u128,
@@ -955,6 +969,12 @@ impl Serialize for SnapshotView<'_> {
                 rec.serialize_field("queues", &queues())?;
                 rec.serialize_field("hosts", &Seq::of(hosts))?;
             }
+            12 => {
+                let jobs = jobs.map(migrate::downgrade_job_12);
+                rec.serialize_field("jobs", &Seq::of(jobs.map(Fallible)))?;
+                rec.serialize_field("queues", &queues())?;
+                rec.serialize_field("hosts", &Seq::of(hosts))?;
+            }
             _ => {
                 rec.serialize_field("jobs", &Seq::of(jobs))?;
                 rec.serialize_field("queues", &queues())?;
@@ -1052,6 +1072,10 @@ pub fn decode_state(bytes: &[u8]) -> Result<StateRecord, crate::store::format::F
         (9..=11, body) => {
             let old: v10::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
             Ok(migrate::upgrade_state_10(old))
+        }
+        (12, body) => {
+            let old: v12::StateRecord = postcard::from_bytes(body).map_err(FormatError::decode)?;
+            Ok(migrate::upgrade_state_12(old))
         }
         (_, body) => postcard::from_bytes(body).map_err(FormatError::decode),
     }

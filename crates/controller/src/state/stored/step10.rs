@@ -1,5 +1,5 @@
 //! The step between store formats 10 (and 11, which stores alike) and 12: format-10 records to
-//! format-12 ones (`upgrade_*`, when old data is read: infallible) and back (`downgrade_*`,
+//! format-12 ones (`super::v12`) (`upgrade_*`, when old data is read: infallible) and back (`downgrade_*`,
 //! while the cluster's active version is still 10 or 11). Format 12 adds a job's count of
 //! attempts that started (`runs`); before, every dispatch counted as a run, so the way up
 //! derives it from the attempt, and the way down refuses a job whose count differs by
@@ -9,8 +9,7 @@
 
 use super::step6::NotInFormat;
 use super::v10;
-use super::{CommandRecord, JobRecord, StateRecord};
-use crate::state::BackupPart;
+use super::v12::{BackupPart, CommandRecord, JobRecord, StateRecord};
 
 /// A format-10 job as a format-12 one: each of its attempts counted as a run.
 pub fn upgrade_job(j: v10::JobRecord) -> JobRecord {

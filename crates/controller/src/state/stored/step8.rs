@@ -9,9 +9,9 @@
 
 use super::step6::NotInFormat;
 use super::v10::{BackupPart, JobRecord, StateRecord};
+use super::v12::SpecRecord;
 use super::v8;
 use super::v9::CommandRecord;
-use super::SpecRecord;
 
 /// What format 8 cannot hold, by the name a user knows it by.
 fn not_in_8(what: &'static str) -> NotInFormat {

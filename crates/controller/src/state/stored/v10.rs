@@ -3,16 +3,18 @@
 //! the apply judges). **Never edit these types**: data dirs, logs and backups of formats 10
 //! and 11 are read through them, and formats 6 to 9 are reached through them (`super::step8`,
 //! `super::step9`); `super::step10` converts them to and from format 12. Records that no
-//! later format changed (a spec, a host, a queue) are the current module's.
+//! later format changed (a host, a queue) are the current module's; a spec is format 12's
+//! (`super::v12`).
 
 use serde::{Deserialize, Serialize};
 
+use super::v12::SpecRecord;
 use super::{
     ArrayProgressRecord, ArrayTaskRecord, DependencyStateRecord, EndIntentRecord, EndRecord,
     HeldRecord, HostActionRecord, HostAttributesRecord, HostStoredRecord, JobActionRecord,
     JobChangesRecord, JobResultRecord, JobStateRecord, OutcomeRecord, PendCodeRecord,
     PendReasonRecord, QueueActionRecord, QueueDefRecord, QueueRecord, RoleRecord, RunsRecord,
-    SchedulerLeaseRecord, SpecRecord, TaskOpRecord, UserTokenRecord,
+    SchedulerLeaseRecord, TaskOpRecord, UserTokenRecord,
 };
 
 /// A job as stored in a snapshot.

@@ -2,15 +2,16 @@
 //! wrote them. **Never edit these types**: logs of format 9 are read through them, and
 //! formats 6 to 8 are reached through them (`super::step8`); `super::step9` converts them to
 //! and from format 10. Its jobs and states are format 10's (`super::v10`); records that no
-//! later format changed (a spec) are the current module's.
+//! later format changed are the current module's; its specs are format 12's (`super::v12`).
 
 use serde::{Deserialize, Serialize};
 
 use super::v10::{JobRecord, StateRecord};
+use super::v12::SpecRecord;
 use super::EndIntentRecord;
 use super::{
     EndRecord, HeldRecord, HostActionRecord, HostAttributesRecord, JobActionRecord,
-    JobChangesRecord, PendReasonRecord, QueueActionRecord, QueueDefRecord, RoleRecord, SpecRecord,
+    JobChangesRecord, PendReasonRecord, QueueActionRecord, QueueDefRecord, RoleRecord,
 };
 
 /// A command as stored in the log in format 9.
