@@ -585,7 +585,18 @@ async fn a_wide_job_starts_at_its_reservation_while_short_jobs_backfill_before_i
         "reserved at {at}, the running job started at {first_start} with 8 s"
     );
     let shown = xce_tests::json_of(&cluster.xce_ok(&["-o", "json", "job", &wide.to_string()]));
-    assert!(shown["expected_start"].is_string(), "{shown}");
+    let at_text = shown["expected_start"].as_str().unwrap().to_string();
+    // `xce jobs --start` (squeue --start) lists it with that time.
+    let listed = cluster.xce_ok(&["jobs", "--start"]);
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&format!("{wide} ")))
+        .unwrap_or_else(|| panic!("job {wide} not in {listed}"));
+    assert!(
+        line.contains(&at_text) && line.contains("resources"),
+        "{line}"
+    );
     let long = submit_limited(&client, work.path(), 1, 300, "true").await;
     let mut short = Vec::new();
     for _ in 0..3 {

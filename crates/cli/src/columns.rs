@@ -192,6 +192,9 @@ pub const COLUMNS: &[Column] = &[
 /// What `xce jobs` shows without `--format`.
 pub const DEFAULT: &str = "id,state,queue,user,host,command";
 
+/// What `xce jobs --start` shows: pending jobs and their reserved starts.
+pub const START: &str = "id,user,queue,expected_start,pend_code,reason";
+
 /// Every column's name, for `--help` and errors.
 pub fn names() -> String {
     COLUMNS

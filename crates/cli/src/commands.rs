@@ -275,9 +275,13 @@ pub struct JobsArgs {
     since: Option<String>,
     /// The text table's columns, comma-separated, as `sacct --format`: any of id, name,
     /// state, result, queue, user, host, cpus, mem_mb, time_limit, priority, submit, start,
-    /// end, attempt, runs, exit_code, pend_code, reason, command.
+    /// end, expected_start, account, attempt, runs, exit_code, pend_code, reason, command.
     #[arg(long, value_name = "COLUMNS", default_value = columns::DEFAULT)]
     format: String,
+    /// Pending jobs with when each is expected to start, where the scheduler reserved it a
+    /// start (as `squeue --start`): columns id, user, queue, expected_start, pend_code, reason.
+    #[arg(long, conflicts_with_all = ["state", "format"])]
+    start: bool,
     /// At most this many jobs (the lowest ids first); all of them by default.
     #[arg(long)]
     limit: Option<usize>,
@@ -386,14 +390,23 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
     let (c, hint) = client(&cli);
     match cli.command {
         Command::Jobs(args) => {
-            let columns = columns::parse(&args.format).unwrap_or_else(|e| fail(f, "invalid", &e));
+            let format = if args.start {
+                columns::START
+            } else {
+                &args.format
+            };
+            let columns = columns::parse(format).unwrap_or_else(|e| fail(f, "invalid", &e));
             let since = args.since.as_deref().map(|text| {
                 when::parse(text, when::now_ms(), when::TimeOfDay::Last)
                     .unwrap_or_else(|e| fail(f, "invalid", &format!("since: {e}")))
             });
             let filter = JobFilter {
                 queue: args.queue,
-                states: args.state,
+                states: if args.start {
+                    vec![JobState::Pending]
+                } else {
+                    args.state
+                },
                 user: args.user,
                 name: args.name,
                 results: args.result,

@@ -1,6 +1,7 @@
 //! The scheduler's Prometheus metrics (`--metrics-listen`): placements made (their rate is
 //! placements per second), pending reasons published, decisions that needed extended
-//! retry, whether this scheduler holds the lease, and the jobs it sees pending.
+//! retry, whether this scheduler holds the lease, the jobs it sees pending, and the starts
+//! backfill reserved.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -15,6 +16,8 @@ pub static REFUSED: AtomicU64 = AtomicU64::new(0);
 pub static PENDING: AtomicI64 = AtomicI64::new(0);
 /// 1 while this scheduler holds the lease.
 pub static ACTIVE: AtomicI64 = AtomicI64::new(0);
+/// Starts backfill reserved in the last round.
+pub static RESERVATIONS: AtomicI64 = AtomicI64::new(0);
 
 /// The registry `--metrics-listen` serves.
 pub fn registry() -> Registry {
@@ -46,6 +49,11 @@ pub fn registry() -> Registry {
                 "pending_jobs",
                 "Pending jobs in this scheduler's view",
                 PENDING.load(Ordering::Relaxed),
+            ),
+            Figure::Gauge(
+                "reservations",
+                "Starts backfill reserved for blocked jobs in the last round",
+                RESERVATIONS.load(Ordering::Relaxed),
             ),
         ]
     })));

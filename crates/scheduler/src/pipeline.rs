@@ -490,6 +490,10 @@ impl Picker {
         }
         let in_flight: HashSet<JobId> = self.in_flight.keys().copied().collect();
         let mut planned = plan(&self.view, &in_flight, &self.reserved(), MAX_BATCH);
+        crate::metrics::RESERVATIONS.store(
+            i64::try_from(planned.reservations.len()).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
         self.wake_at_ms = planned.wake_at_ms;
         self.dirty = planned.placements.len() >= MAX_BATCH;
         planned
