@@ -347,10 +347,15 @@ impl State {
         let seen = Seen::of(job);
         let class = job.array_task.map(|_| Standing::of(job));
         let out = f(job);
-        // A start is reserved only for a pending job waiting for room: placed, held, waiting
-        // for a dependency or given any other reason, it has none.
+        // A start is reserved only for a pending job waiting for room, or behind another's
+        // reservation: placed, held, waiting for a dependency or given any other reason, it
+        // has none.
+        use xce_client::types::PendCode;
         if job.state != xce_client::types::JobState::Pending
-            || job.pend_code != Some(xce_client::types::PendCode::Resources)
+            || !matches!(
+                job.pend_code,
+                Some(PendCode::Resources | PendCode::Priority)
+            )
         {
             job.expected_start_ms = None;
         }

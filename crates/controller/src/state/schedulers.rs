@@ -234,6 +234,53 @@ mod tests {
         )
     }
 
+    /// From version 13 a pending job keeps the start the scheduler reserved for it while it
+    /// waits for room or behind another's reservation; a reason of another kind, or its
+    /// placement, clears it; below 13 none is kept.
+    #[test]
+    fn a_reserved_start_is_kept_while_the_job_waits_for_it() {
+        let reason = |code, at: Option<u64>| PendReason {
+            code,
+            text: "waiting".into(),
+            expected_start_ms: at,
+        };
+        let set = |s: &mut State, id, r: PendReason| {
+            s.apply(
+                10,
+                Command::SetPendReasons {
+                    token: RequestToken::random(),
+                    epoch: 1,
+                    reasons: vec![(id, r)],
+                },
+            )
+        };
+        for version in [12, 13] {
+            let mut s = State::default();
+            s.active_version = version;
+            register(&mut s, "w1", 1);
+            let id = submit(&mut s, 1);
+            assert_eq!(acquire(&mut s, 0, "s1"), Outcome::Leased { epoch: 1 });
+            set(&mut s, id, reason(PendCode::Resources, Some(5_000)));
+            let kept = (version >= 13).then_some(5_000);
+            assert_eq!(
+                s.job(id).unwrap().expected_start_ms,
+                kept,
+                "version {version}"
+            );
+            set(&mut s, id, reason(PendCode::Priority, Some(6_000)));
+            let kept = (version >= 13).then_some(6_000);
+            assert_eq!(s.job(id).unwrap().expected_start_ms, kept);
+            set(&mut s, id, reason(PendCode::Held, Some(7_000)));
+            assert_eq!(s.job(id).unwrap().expected_start_ms, None);
+            set(&mut s, id, reason(PendCode::Resources, Some(8_000)));
+            assert_eq!(
+                batch(&mut s, 20, 1, &[(id, "w1")]),
+                Outcome::Placed { refused: vec![] }
+            );
+            assert_eq!(s.job(id).unwrap().expected_start_ms, None, "placed");
+        }
+    }
+
     #[test]
     fn one_holder_at_a_time_and_a_new_holder_gets_a_new_epoch() {
         let mut s = State::default();
