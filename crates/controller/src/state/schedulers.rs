@@ -255,8 +255,10 @@ mod tests {
             )
         };
         for version in [12, 13] {
-            let mut s = State::default();
-            s.active_version = version;
+            let mut s = State {
+                active_version: version,
+                ..State::default()
+            };
             register(&mut s, "w1", 1);
             let id = submit(&mut s, 1);
             assert_eq!(acquire(&mut s, 0, "s1"), Outcome::Leased { epoch: 1 });
