@@ -509,6 +509,7 @@ fn backfill_round(pending: usize, hosts: usize, depth: u32) {
     let now = now_ms();
     let mut view = View {
         backfill_depth: depth,
+        backfill_slack_ms: xce_scheduler::config::DEFAULT_BACKFILL_SLACK_MS,
         ..View::default()
     };
     view.queues.insert(

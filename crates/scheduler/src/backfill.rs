@@ -3,9 +3,10 @@
 //!
 //! Each host's future is a [`Profile`]: its load from now on as a step function, from what
 //! its placed jobs hold and when each will have ended at the latest, its start plus its time
-//! limit. A job with no limit, one suspended, and one that is not started where jobs may wait
-//! on their host (dispatch ahead) hold their share for ever: an estimate here may be late,
-//! never early. A blocked job gets the earliest start at which some host fits it for its whole
+//! limit plus a slack (`--backfill-slack-ms`: a job at its limit is sent SIGTERM and killed
+//! only after its worker's kill grace, and its start lags its dispatch). A job with no limit,
+//! one suspended, and one that is not started where jobs may wait on their host (dispatch
+//! ahead) hold their share for ever: an estimate here may be late, never early. A blocked job gets the earliest start at which some host fits it for its whole
 //! time limit, and that window is added to the host's profile; a later job may start now only
 //! on a host whose profile fits it until its own limit ends. Every job ends by its limit, so a
 //! host's load only ever falls sooner than its profile says, and a reservation is never delayed
@@ -136,18 +137,20 @@ impl Profile {
     }
 }
 
-/// When a placed job will have given its room back at the latest; `None`: not known, for ever.
-pub fn ends_at(job: &PlacedJob, now_ms: u64, sends_ahead: bool) -> Option<u64> {
+/// When a placed job will have given its room back at the latest, `slack_ms` after its limit;
+/// `None`: not known, for ever.
+pub fn ends_at(job: &PlacedJob, now_ms: u64, sends_ahead: bool, slack_ms: u64) -> Option<u64> {
     let limit_ms = u64::from(job.time_limit_s?) * 1000;
     if job.suspended {
         return None;
     }
-    match job.started_ms {
-        Some(start) => Some(start.saturating_add(limit_ms).max(now_ms)),
+    let end = match job.started_ms {
+        Some(start) => start.saturating_add(limit_ms),
         // A job sent ahead may wait on its host behind the jobs there.
-        None if sends_ahead => None,
-        None => Some(now_ms.saturating_add(limit_ms)),
-    }
+        None if sends_ahead => return None,
+        None => now_ms.saturating_add(limit_ms),
+    };
+    Some(end.saturating_add(slack_ms).max(now_ms))
 }
 
 /// A round's reservations and the hosts' profiles they are made in.
@@ -156,6 +159,8 @@ pub struct Backfill<'v> {
     view: &'v View,
     depth: u32,
     now_ms: u64,
+    /// Added to every job's end: what a job may run past its limit.
+    slack_ms: u64,
     /// The view's placed jobs' ends by host, once a profile is needed.
     ends: Option<HashMap<&'v str, Vec<(u64, Resources)>>>,
     /// This round's placements: (host, need, end).
@@ -171,6 +176,7 @@ impl<'v> Backfill<'v> {
             view,
             depth: view.backfill_depth,
             now_ms,
+            slack_ms: view.backfill_slack_ms,
             ends: None,
             placed: Vec::new(),
             profiles: HashMap::new(),
@@ -197,13 +203,24 @@ impl<'v> Backfill<'v> {
         self.reservations
     }
 
-    fn end_of(&self, time_limit_s: Option<u32>) -> Option<u64> {
-        time_limit_s.map(|l| self.now_ms.saturating_add(u64::from(l) * 1000))
+    /// How long a job of `time_limit_s` may hold its room once it starts.
+    fn held_for(&self, time_limit_s: Option<u32>) -> Option<u64> {
+        time_limit_s.map(|l| (u64::from(l) * 1000).saturating_add(self.slack_ms))
     }
 
-    /// Records a placement made this round on `host` (after the host's load took it).
-    pub fn placed(&mut self, host: &str, need: &Resources, time_limit_s: Option<u32>) {
-        let end = self.end_of(time_limit_s);
+    fn end_of(&self, time_limit_s: Option<u32>) -> Option<u64> {
+        self.held_for(time_limit_s)
+            .map(|d| self.now_ms.saturating_add(d))
+    }
+
+    /// Records a placement made this round on `host` (after the host's load took it); one
+    /// sent `ahead` of the host's room waits there behind its jobs, so its end is not known.
+    pub fn placed(&mut self, host: &str, need: &Resources, time_limit_s: Option<u32>, ahead: bool) {
+        let end = if ahead {
+            None
+        } else {
+            self.end_of(time_limit_s)
+        };
         if let Some(profile) = self.profiles.get_mut(host) {
             profile.hold(self.now_ms, end, need);
         }
@@ -243,7 +260,7 @@ impl<'v> Backfill<'v> {
         if self.reservations.len() >= self.depth as usize {
             return false;
         }
-        let duration = time_limit_s.map(|l| u64::from(l) * 1000);
+        let duration = self.held_for(time_limit_s);
         let mut best: Option<(u64, &str)> = None;
         for (name, capacity, load) in hosts {
             if fits(capacity, &Resources::default(), need).is_err() {
@@ -275,12 +292,12 @@ impl<'v> Backfill<'v> {
     /// `host`'s profile, made on first use from its load now and the ends of what it holds.
     fn profile(&mut self, host: &str, capacity: &Resources, load: &Resources) -> &Profile {
         if !self.profiles.contains_key(host) {
-            let (view, now_ms) = (self.view, self.now_ms);
+            let (view, now_ms, slack_ms) = (self.view, self.now_ms, self.slack_ms);
             let sends_ahead = view.sends_ahead();
             let ends_by_host = self.ends.get_or_insert_with(|| {
                 let mut by_host: HashMap<&str, Vec<(u64, Resources)>> = HashMap::new();
                 for job in view.placed.values() {
-                    if let Some(end) = ends_at(job, now_ms, sends_ahead) {
+                    if let Some(end) = ends_at(job, now_ms, sends_ahead, slack_ms) {
                         by_host
                             .entry(job.host.as_str())
                             .or_default()

@@ -33,6 +33,8 @@ pub struct FileConfig {
     pub dispatch_ahead: Option<u32>,
     /// Blocked jobs given a reserved start each round, as `--backfill-depth`.
     pub backfill_depth: Option<u32>,
+    /// What backfill adds to every job's end, as `--backfill-slack-ms`.
+    pub backfill_slack_ms: Option<u64>,
     /// Log format and level (`format: text|json`, `level:`); the flags win.
     pub log: xce_daemon::logging::LogFile,
 }
@@ -48,6 +50,7 @@ pub struct Overrides {
     pub metrics_listen: Option<String>,
     pub dispatch_ahead: Option<u32>,
     pub backfill_depth: Option<u32>,
+    pub backfill_slack_ms: Option<u64>,
     pub tls: TlsArgs,
 }
 
@@ -72,6 +75,11 @@ pub struct Config {
     /// How many of the highest-priority jobs that do not fit yet get a reserved start each
     /// round, which later jobs may not delay ([`crate::backfill`]); 0: strict priority.
     pub backfill_depth: u32,
+    /// How long past its time limit backfill counts a job as holding its room: the workers'
+    /// kill grace (a job at its limit gets SIGTERM, and SIGKILL only that long after) and the
+    /// lag of a start behind its dispatch. Under it, a job backfilled to end just before a
+    /// reserved start could still hold its room at that start.
+    pub backfill_slack_ms: u64,
 }
 
 /// Why a configuration was rejected.
@@ -111,6 +119,9 @@ pub const DEFAULT_REREAD_MS: u64 = 60_000;
 pub const DEFAULT_BACKFILL_DEPTH: u32 = 100;
 /// The most reservations a round may make: each is a search over every host's profile.
 pub const MAX_BACKFILL_DEPTH: u32 = 10_000;
+/// Backfill's slack by default: the workers' default kill grace (10 s) and 2 s for a start's
+/// lag behind its dispatch.
+pub const DEFAULT_BACKFILL_SLACK_MS: u64 = 12_000;
 
 /// Reads the YAML file.
 pub fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -182,6 +193,10 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
             "backfill_depth: {backfill_depth} reservations, at most {MAX_BACKFILL_DEPTH}"
         )));
     }
+    let backfill_slack_ms = over
+        .backfill_slack_ms
+        .or(file.backfill_slack_ms)
+        .unwrap_or(DEFAULT_BACKFILL_SLACK_MS);
     let tls = over.tls.resolve(&file.tls)?;
     let metrics_listen = match over.metrics_listen.or(file.metrics_listen) {
         Some(addr) => Some(
@@ -200,6 +215,7 @@ pub fn resolve(over: Overrides, file: FileConfig) -> Result<Config, ConfigError>
         metrics_listen,
         dispatch_ahead,
         backfill_depth,
+        backfill_slack_ms,
     })
 }
 

@@ -56,7 +56,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> anyhow::
         views_tx,
         events_seen.clone(),
         config.dispatch_ahead,
-        config.backfill_depth,
+        (config.backfill_depth, config.backfill_slack_ms),
     ));
     // The lease has a client of its own: its renewals never wait behind a full re-read
     // (which runs inside the main client's rejoin, and may take seconds on a big cluster).
@@ -178,7 +178,7 @@ fn rejoin_action(
     views: watch::Sender<Option<view::Loaded>>,
     events_seen: Arc<std::sync::atomic::AtomicU64>,
     dispatch_ahead: u32,
-    backfill_depth: u32,
+    (backfill_depth, backfill_slack_ms): (u32, u64),
 ) -> xce_client::RejoinFn<xce_client::transport::CapnpTransport> {
     let views = Arc::new(views);
     Arc::new(move |client: Client| {
@@ -198,6 +198,7 @@ fn rejoin_action(
             let mut view = view::load(&client).await?;
             view.dispatch_ahead = dispatch_ahead;
             view.backfill_depth = backfill_depth;
+            view.backfill_slack_ms = backfill_slack_ms;
             views.send_replace(Some(view::Loaded {
                 view,
                 events_before,

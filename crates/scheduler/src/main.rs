@@ -36,6 +36,11 @@ struct Args {
     /// strict priority: nothing passes a job that does not fit. Default 100.
     #[arg(long, env = "XCE_BACKFILL_DEPTH", value_name = "N")]
     backfill_depth: Option<u32>,
+    /// How long past its time limit backfill counts a job as holding its room: at least the
+    /// workers' kill grace (a job at its limit is killed only that long after SIGTERM).
+    /// Default 12000.
+    #[arg(long, env = "XCE_BACKFILL_SLACK_MS", value_name = "MS")]
+    backfill_slack_ms: Option<u64>,
     #[command(flatten)]
     daemon: xce_daemon::DaemonArgs,
 }
@@ -58,6 +63,7 @@ fn real_main() -> anyhow::Result<()> {
         metrics_listen: args.metrics_listen,
         dispatch_ahead: args.dispatch_ahead,
         backfill_depth: args.backfill_depth,
+        backfill_slack_ms: args.backfill_slack_ms,
         tls: d.tls,
     };
     let config = config::resolve(over, file)?;

@@ -294,7 +294,15 @@ impl Picker {
     /// Events applied since the read began may or may not be in it: what they touched is
     /// read again. Returns false when too many came to know (then read everything again).
     fn install(&mut self, loaded: view::Loaded) -> bool {
-        self.view = loaded.view;
+        let before = std::mem::replace(&mut self.view, loaded.view);
+        // A resume this view heard of outlives the re-read, whose record does not say how long
+        // the job was suspended.
+        for (id, job) in self.view.placed.iter_mut() {
+            let heard = before.placed.get(id).and_then(|p| p.started_ms);
+            if let (Some(heard), Some(read)) = (heard, job.started_ms) {
+                job.started_ms = Some(heard.max(read));
+            }
+        }
         self.confirmed_unseen
             .retain(|_, (_, confirmed)| *confirmed > loaded.began);
         self.tasks_unseen

@@ -144,17 +144,19 @@ pub fn plan_at(
                             .take(need, &job.user, |name, cap, load| {
                                 backfill.admits(name, cap, load, need, limit)
                             })
+                            .map(|host| (host, false))
                             .or_else(|why| match why {
                                 // A job sent ahead starts as soon as room frees, ahead of
                                 // any reservation there.
-                                Short::Room(_) if !backfill.reserving() => {
-                                    free.take_ahead(need, &job.user).ok_or(why)
-                                }
+                                Short::Room(_) if !backfill.reserving() => free
+                                    .take_ahead(need, &job.user)
+                                    .map(|host| (host, true))
+                                    .ok_or(why),
                                 _ => Err(why),
                             });
                         match host {
-                            Ok(host) => {
-                                backfill.placed(&host, need, limit);
+                            Ok((host, ahead)) => {
+                                backfill.placed(&host, need, limit, ahead);
                                 out.placements.push(Placement { id, host });
                             }
                             Err(why) => {
@@ -962,6 +964,26 @@ mod tests {
         assert_eq!(p.reasons[0].1.expected_start_ms, Some(101_000));
     }
 
+    /// The slack counts on both sides: a running job holds its room that long past its limit
+    /// (so the reserved start is that much later, when the room is surely free), and a job
+    /// that would start now must end, slack and all, before it.
+    #[test]
+    fn the_slack_counts_for_running_jobs_and_for_jobs_that_would_start() {
+        let (f, res) = none();
+        let pending = [(4, Some(50)), (1, Some(60))];
+        for (slack_ms, placed, reserved_at) in [
+            (0, vec![2], 100_000),
+            (20_000, vec![2], 120_000),
+            (30_000, vec![2], 130_000),
+        ] {
+            let mut v = timed(4, 100, &[(2, Some(100))], &pending);
+            v.backfill_slack_ms = slack_ms;
+            let p = plan_at(&v, &f, &res, 100, 0);
+            assert_eq!(placed_ids(&p), placed, "slack {slack_ms}");
+            assert_eq!(p.reservations[0].start_ms, reserved_at, "slack {slack_ms}");
+        }
+    }
+
     #[test]
     fn with_no_end_known_nothing_passes_a_blocked_job() {
         // The running job has no limit: job 1's start cannot be reserved, so job 2 (which
@@ -1011,8 +1033,9 @@ mod tests {
             0..8,
         );
         let pending = prop::collection::vec((1u32..6, limit, -1i32..2), 0..20);
-        (hosts, placed, pending, 0u32..6, 50_000u64..60_000).prop_map(
-            |(hosts, placed, pending, depth, now)| {
+        let slack = prop_oneof![Just(0u64), 1u64..10_000];
+        (hosts, placed, pending, (0u32..6, slack), 50_000u64..60_000).prop_map(
+            |(hosts, placed, pending, (depth, slack), now)| {
                 let named: Vec<(String, u32, u64)> = hosts
                     .iter()
                     .enumerate()
@@ -1022,6 +1045,7 @@ mod tests {
                     named.iter().map(|(n, c, m)| (n.as_str(), *c, *m)).collect();
                 let mut v = view(&refs, &[("q", 0, true)]);
                 v.backfill_depth = depth;
+                v.backfill_slack_ms = slack;
                 for (i, (h, cpus, limit, started, suspended)) in placed.into_iter().enumerate() {
                     if h < hosts.len() {
                         let mut job = PlacedJob::dispatched(format!("w{h}"), r(cpus, 0), limit);
@@ -1054,18 +1078,18 @@ mod tests {
             // (host, from, until, cpus): everything committed.
             let mut windows: Vec<(String, u64, Option<u64>, u32)> = Vec::new();
             for job in v.placed.values() {
-                let end = crate::backfill::ends_at(job, now, v.sends_ahead());
+                let end = crate::backfill::ends_at(job, now, v.sends_ahead(), v.backfill_slack_ms);
                 windows.push((job.host.clone(), now, end, job.need.cpus));
             }
             for pl in &p.placements {
                 let job = &v.pending[&pl.id];
-                let end = job.time_limit_s.map(|l| now + u64::from(l) * 1000);
+                let end = job.time_limit_s.map(|l| now + u64::from(l) * 1000 + v.backfill_slack_ms);
                 windows.push((pl.host.clone(), now, end, job.need.cpus));
             }
             for rsv in &p.reservations {
                 prop_assert!(rsv.start_ms >= now);
                 let job = &v.pending[&rsv.id];
-                let end = job.time_limit_s.map(|l| rsv.start_ms + u64::from(l) * 1000);
+                let end = job.time_limit_s.map(|l| rsv.start_ms + u64::from(l) * 1000 + v.backfill_slack_ms);
                 windows.push((rsv.host.clone(), rsv.start_ms, end, job.need.cpus));
             }
             for (name, host) in &v.hosts {

@@ -124,6 +124,8 @@ pub struct View {
     /// How many blocked jobs a round reserves a start for (`--backfill-depth`; 0: strict
     /// priority, [`crate::backfill`]).
     pub backfill_depth: u32,
+    /// What backfill adds to every job's end (`--backfill-slack-ms`).
+    pub backfill_slack_ms: u64,
 }
 
 impl View {
@@ -138,7 +140,9 @@ impl View {
         let need = job.spec.resources.clone();
         let time_limit_s = job.spec.limits.time_limit_s;
         self.pending.remove(&job.id);
-        self.placed.remove(&job.id);
+        // A start this view heard of later (a resume) than the record's stands: the record
+        // does not say how long the job was suspended.
+        let heard = self.placed.remove(&job.id).and_then(|p| p.started_ms);
         self.arrays.remove(&job.id);
         if let (Some(progress), false) = (&job.array, job.state.is_final()) {
             let throttle = job.spec.array.as_ref().and_then(|a| a.throttle);
@@ -191,7 +195,8 @@ impl View {
                         time_limit_s,
                         started_ms: job
                             .start_time_ms
-                            .filter(|_| job.state != JobState::Dispatched),
+                            .filter(|_| job.state != JobState::Dispatched)
+                            .map(|at| heard.map_or(at, |h| h.max(at))),
                         suspended: job.state == JobState::Suspended,
                     },
                 );
