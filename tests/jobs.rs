@@ -1043,3 +1043,41 @@ async fn a_thawed_worker_starts_no_attempt_that_was_superseded_while_it_was_froz
     cluster.xce_ok(&["kill", &id.to_string()]);
     cluster.wait_job(id, "killed", |j| j.state.is_final()).await;
 }
+
+/// The shim measures what an attempt used at its end (its cgroup's CPU time and peak memory,
+/// or its reaped children's), and says so with the end: a job that spins for a while shows
+/// its CPU time in the worker's log.
+#[tokio::test]
+async fn an_attempt_s_cpu_time_and_memory_are_measured_at_its_end() {
+    let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
+    cluster.wait_host("w1", HostState::Ok).await;
+    let spin = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--", "sh", "-c", spin]);
+    let id = xce_tests::submitted_id(&out);
+    cluster.xce_ok(&["dispatch", &id.to_string(), "w1"]);
+    let job = cluster.wait_job(id, "ended", |j| j.state.is_final()).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    let log = &cluster.local.workers[0].log;
+    let line = wait_for(
+        "the end's usage in the log",
+        Duration::from_secs(10),
+        || async {
+            let text = std::fs::read_to_string(log).ok()?;
+            text.lines()
+                .find(|l| l.contains("job ended") && l.contains("cpu_user_ms="))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    let figure = |name: &str| -> u64 {
+        let at = line.find(&format!("{name}=")).unwrap() + name.len() + 1;
+        line[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(figure("cpu_user_ms") + figure("cpu_sys_ms") >= 50, "{line}");
+    assert!(figure("max_rss_kb") > 0, "{line}");
+}

@@ -392,6 +392,21 @@ impl JobCgroup {
         }
     }
 
+    /// What the job used, where its cgroup counts it: CPU time (user and system, ms) from
+    /// v2's `cpu.stat`, and the most memory it held (KiB) from v2's `memory.peak` or v1's
+    /// `memory.max_usage_in_bytes` (`crate::usage`). Read before the cgroup is removed.
+    pub fn usage(&self) -> (Option<(u64, u64)>, Option<u64>) {
+        let cpu = self
+            .read_each("cpu.stat")
+            .iter()
+            .find_map(|text| crate::usage::cpu_of_v2_stat(text));
+        let peak = ["memory.peak", "memory.max_usage_in_bytes"]
+            .iter()
+            .flat_map(|name| self.read_each(name))
+            .find_map(|text| crate::usage::kib_of_bytes(&text));
+        (cpu, peak)
+    }
+
     /// Whether the kernel's OOM killer killed anything in the cgroup.
     pub fn oom_killed(&self) -> bool {
         ["memory.events", "memory.oom_control"]

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod procs;
 pub mod shim;
+pub mod usage;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

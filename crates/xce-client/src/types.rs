@@ -386,6 +386,19 @@ pub struct ArrayTask {
     pub step: u32,
 }
 
+/// What one attempt of a job used, as its host measured it at its end: from the job's cgroup
+/// where it has one, else from the kernel's accounting of the shim's reaped children (`wait4`
+/// rusage). The accounting issue's history and fair share are built on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// CPU time in user mode, milliseconds.
+    pub cpu_user_ms: u64,
+    /// CPU time in the kernel on its behalf, milliseconds.
+    pub cpu_sys_ms: u64,
+    /// The most memory it held resident at once, KiB (0: not measured).
+    pub max_rss_kb: u64,
+}
+
 /// What `xce update` (and hold/release) changes in a job: each field set is changed, the
 /// others are kept. A pending job takes every one; a running one only a new time limit.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

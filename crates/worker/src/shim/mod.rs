@@ -186,9 +186,11 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         procs::signal_group(pid, Signal::SIGKILL);
     }
     let out_of_memory = job.cgroup.as_ref().is_some_and(JobCgroup::oom_killed);
+    let (cgroup_cpu, cgroup_peak) = job.cgroup.as_ref().map_or((None, None), JobCgroup::usage);
     if let Some(cg) = &job.cgroup {
         cg.remove();
     }
+    let usage = crate::usage::combine(cgroup_cpu, cgroup_peak, crate::usage::of_children());
     let reporting = stopping.map_or(Reporting::End, |s| s.cause.reporting());
     if reporting == Reporting::Unreported {
         info!("job stopped; its end is not reported, so the primary requeues it");
@@ -209,7 +211,13 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         end if out_of_memory && end != JobEnd::Exit(0) => JobEnd::OutOfMemory,
         end => end,
     };
-    info!(?end, "job ended");
+    info!(
+        ?end,
+        cpu_user_ms = usage.cpu_user_ms,
+        cpu_sys_ms = usage.cpu_sys_ms,
+        max_rss_kb = usage.max_rss_kb,
+        "job ended"
+    );
     let report = Report::finished(spec.id, spec.attempt, end);
     let record = records.path(spec.id, spec.attempt);
     // The record becomes the end report; only when it cannot is the report written apart and
