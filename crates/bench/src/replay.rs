@@ -226,22 +226,10 @@ pub fn replay(trace: &Trace, hosts: u32, cpus: u32, depth: u32) -> Outcome {
 
 /// A trace's job as the scheduler's view holds a pending one.
 fn pending(job: &SwfJob) -> PendingJob {
-    PendingJob {
-        queue: String::new(),
-        priority: 0,
-        need: Resources::new(job.procs, 0),
-        user: String::new(),
-        pend_reason: None,
-        hold: false,
-        begin_time_ms: None,
-        waits_for_dependency: false,
-        array_room: None,
-        array_of: None,
-        time_limit_s: job
-            .requested_s
-            .map(|r| u32::try_from(r).unwrap_or(u32::MAX)),
-        expected_start_ms: None,
-    }
+    let limit = job
+        .requested_s
+        .map(|r| u32::try_from(r).unwrap_or(u32::MAX));
+    PendingJob::plain("", 0, Resources::new(job.procs, 0), limit)
 }
 
 #[cfg(test)]

@@ -553,20 +553,12 @@ fn backfill_round(pending: usize, hosts: usize, depth: u32) {
         let cpus = if id % 100 == 0 { CPUS } else { 1 };
         view.pending.insert(
             id,
-            PendingJob {
-                queue: "normal".into(),
-                priority: 0,
-                need: xce_client::types::Resources::new(cpus, 0),
-                user: String::new(),
-                pend_reason: None,
-                hold: false,
-                begin_time_ms: None,
-                waits_for_dependency: false,
-                array_room: None,
-                array_of: None,
-                time_limit_s: Some(60 + next(7200) as u32),
-                expected_start_ms: None,
-            },
+            PendingJob::plain(
+                "normal",
+                0,
+                xce_client::types::Resources::new(cpus, 0),
+                Some(60 + next(7200) as u32),
+            ),
         );
     }
     let none = std::collections::HashSet::new();

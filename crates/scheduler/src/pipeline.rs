@@ -749,20 +749,7 @@ mod tests {
 
     /// A pending one-cpu job of queue `normal`.
     fn one_cpu_job() -> crate::view::PendingJob {
-        crate::view::PendingJob {
-            queue: "normal".into(),
-            priority: 0,
-            need: Resources::new(1, 0),
-            user: String::new(),
-            pend_reason: None,
-            hold: false,
-            begin_time_ms: None,
-            waits_for_dependency: false,
-            array_room: None,
-            array_of: None,
-            time_limit_s: None,
-            expected_start_ms: None,
-        }
+        crate::view::PendingJob::plain("normal", 0, Resources::new(1, 0), None)
     }
 
     /// Regression: the publisher's answer came before the job's "dispatched" event, the job

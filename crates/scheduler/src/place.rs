@@ -526,23 +526,8 @@ mod tests {
     }
 
     fn pend(v: &mut View, id: JobId, queue: &str, priority: i32, need: Resources) {
-        v.pending.insert(
-            id,
-            PendingJob {
-                queue: queue.into(),
-                priority,
-                need,
-                user: String::new(),
-                pend_reason: None,
-                hold: false,
-                begin_time_ms: None,
-                waits_for_dependency: false,
-                array_room: None,
-                array_of: None,
-                time_limit_s: None,
-                expected_start_ms: None,
-            },
-        );
+        v.pending
+            .insert(id, PendingJob::plain(queue, priority, need, None));
     }
 
     fn placed_ids(p: &Plan) -> Vec<JobId> {

@@ -42,6 +42,27 @@ pub struct PendingJob {
     pub expected_start_ms: Option<u64>,
 }
 
+impl PendingJob {
+    /// A plain job of `queue` needing `need` for `time_limit_s` (`None`: no limit), with no
+    /// user, reason, hold, begin time or dependency: what a simulation or a benchmark places.
+    pub fn plain(queue: &str, priority: i32, need: Resources, time_limit_s: Option<u32>) -> Self {
+        PendingJob {
+            queue: queue.to_string(),
+            priority,
+            need,
+            user: String::new(),
+            pend_reason: None,
+            hold: false,
+            begin_time_ms: None,
+            waits_for_dependency: false,
+            array_room: None,
+            array_of: None,
+            time_limit_s,
+            expected_start_ms: None,
+        }
+    }
+}
+
 /// An array's own record, as placing its split-off tasks needs it: what each task takes, and
 /// how many more may run at once (its throttle less its running tasks; `None`: no throttle).
 #[derive(Debug, Clone, PartialEq, Eq)]
