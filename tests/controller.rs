@@ -354,6 +354,7 @@ async fn a_plain_connection_cannot_report_dispatch_or_reach_raft() {
                     id,
                     attempt: 1,
                     end: JobEnd::Exit(0),
+                    usage: None,
                 },
             )
             .await

@@ -804,6 +804,7 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
         id,
         attempt: 1,
         end: JobEnd::Exit(5),
+        usage: None,
     };
     as_w1.call(end).await.unwrap();
     drop(as_w1);
@@ -828,6 +829,7 @@ async fn a_report_the_primary_applied_before_a_worker_restart_is_acknowledged_by
         id,
         attempt,
         end: JobEnd::Exit(0),
+        usage: None,
     };
     let refused = |r: Result<(), ClientError>, status: Status| match r {
         Err(ClientError::Status { status: s, message }) => {
@@ -1046,7 +1048,7 @@ async fn a_thawed_worker_starts_no_attempt_that_was_superseded_while_it_was_froz
 
 /// The shim measures what an attempt used at its end (its cgroup's CPU time and peak memory,
 /// or its reaped children's), and says so with the end: a job that spins for a while shows
-/// its CPU time in the worker's log.
+/// its CPU time in the worker's log and, through the end report, in the job.
 #[tokio::test]
 async fn an_attempt_s_cpu_time_and_memory_are_measured_at_its_end() {
     let cluster = Cluster::start_full(1, Some(CONFIG), 1, WORKER_ARGS);
@@ -1080,4 +1082,11 @@ async fn an_attempt_s_cpu_time_and_memory_are_measured_at_its_end() {
     };
     assert!(figure("cpu_user_ms") + figure("cpu_sys_ms") >= 50, "{line}");
     assert!(figure("max_rss_kb") > 0, "{line}");
+    // The end report carries it to the job (JSON `cpu_time_s`, `max_rss_mb`, `elapsed_s`).
+    let shown = xce_tests::json_of(&cluster.xce_ok(&["-o", "json", "job", &id.to_string()]));
+    let cpu = shown["cpu_time_s"].as_f64().unwrap();
+    let logged = (figure("cpu_user_ms") + figure("cpu_sys_ms")) as f64 / 1000.0;
+    assert!((cpu - logged).abs() < 0.0015, "{shown} against {line}");
+    assert!(shown["max_rss_mb"].as_f64().unwrap() > 0.0, "{shown}");
+    assert!(shown["elapsed_s"].as_f64().unwrap() >= 0.0, "{shown}");
 }

@@ -358,6 +358,7 @@ async fn a_worker_certificate_cannot_report_another_hosts_job() {
         id,
         attempt: running.attempt,
         end: xce_client::types::JobEnd::Exit(0),
+        usage: None,
     };
     let unjoined = ask(finished.clone()).await;
     assert_eq!(unjoined.status, Status::Perm, "{unjoined:?}");

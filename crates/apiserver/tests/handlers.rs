@@ -113,6 +113,7 @@ fn job(id: u64) -> Job {
         array: None,
         array_task: None,
         expected_start_ms: None,
+        usage: None,
     }
 }
 

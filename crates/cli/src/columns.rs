@@ -290,6 +290,7 @@ mod tests {
             array: None,
             array_task: None,
             expected_start_ms: None,
+            usage: None,
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

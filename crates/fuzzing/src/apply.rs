@@ -447,6 +447,15 @@ fn command(u: &mut Unstructured<'_>) -> Result<Command> {
             attempt: attempt(u)?,
             host: pick(u, HOSTS)?,
             end: end(u)?,
+            usage: if u.ratio(1, 2)? {
+                Some(xce_client::types::Usage {
+                    cpu_user_ms: u.arbitrary()?,
+                    cpu_sys_ms: u.arbitrary()?,
+                    max_rss_kb: u.arbitrary()?,
+                })
+            } else {
+                None
+            },
         },
         10 => Command::HostLost {
             name: pick(u, HOSTS)?,
@@ -586,6 +595,7 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 array: None,
                 array_task: None,
                 expected_start_ms: None,
+                usage: None,
             }))
         })
         .collect::<Result<_>>()?;

@@ -163,6 +163,7 @@ fn job() -> Job {
         array: None,
         array_task: None,
         expected_start_ms: None,
+        usage: None,
     }
 }
 

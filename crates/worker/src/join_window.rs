@@ -157,6 +157,7 @@ mod tests {
             array: None,
             array_task: None,
             expected_start_ms: None,
+            usage: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub struct Report {
     pub attempt: u32,
     /// `None` for the start report; how the attempt ended for the end report.
     pub end: Option<JobEnd>,
+    /// With the end: what the attempt used, as its shim measured it.
+    pub usage: Option<xce_client::types::Usage>,
 }
 
 impl Report {
@@ -55,6 +57,7 @@ impl Report {
             id,
             attempt,
             end: None,
+            usage: None,
         }
     }
 
@@ -65,6 +68,15 @@ impl Report {
             id,
             attempt,
             end: Some(end),
+            usage: None,
+        }
+    }
+
+    /// This end report with what the attempt used.
+    pub fn with_usage(self, usage: xce_client::types::Usage) -> Report {
+        Report {
+            usage: Some(usage),
+            ..self
         }
     }
 
@@ -88,13 +100,18 @@ impl Report {
 /// A report as its outbox file holds it: the worker's own file type, so that a serde
 /// attribute on a client type can never change what a restarted worker must read back.
 /// JSON, `{"token":N,"id":N,"attempt":N,"end":null|{"Exit":N}|{"Signal":N}|{"Failed":"..."}
-/// |"OutOfMemory"|{"TimedOut":{"exit_code":N|null,"signal":N|null}}}`.
+/// |"OutOfMemory"|{"TimedOut":{"exit_code":N|null,"signal":N|null}}}`, then, on an end
+/// measured, `,"usage":{"cpu_user_ms":N,"cpu_sys_ms":N,"max_rss_kb":N}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct ReportFile {
     token: u128,
     id: JobId,
     attempt: u32,
     end: Option<EndFile>,
+    /// Appended, and left out when nothing was measured: a file written before reads as
+    /// measuring nothing, and an older worker reads a newer file as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usage: Option<xce_client::types::Usage>,
 }
 
 /// How an attempt ended, as a report file holds it.
@@ -124,6 +141,7 @@ impl From<&Report> for ReportFile {
                 JobEnd::OutOfMemory => EndFile::OutOfMemory,
                 JobEnd::TimedOut { exit_code, signal } => EndFile::TimedOut { exit_code, signal },
             }),
+            usage: r.usage,
         }
     }
 }
@@ -141,6 +159,7 @@ impl From<ReportFile> for Report {
                 EndFile::OutOfMemory => JobEnd::OutOfMemory,
                 EndFile::TimedOut { exit_code, signal } => JobEnd::TimedOut { exit_code, signal },
             }),
+            usage: f.usage,
         }
     }
 }
@@ -459,6 +478,7 @@ mod tests {
                     id: 7,
                     attempt: 1,
                     end: Some(JobEnd::Exit(5)),
+                    usage: None,
                 },
                 r#"{"token":12345,"id":7,"attempt":1,"end":{"Exit":5}}"#,
             ),
@@ -468,6 +488,7 @@ mod tests {
                     id: 8,
                     attempt: 2,
                     end: None,
+                    usage: None,
                 },
                 r#"{"token":340282366920938463463374607431768211455,"id":8,"attempt":2,"end":null}"#,
             ),
@@ -477,6 +498,7 @@ mod tests {
                     id: 9,
                     attempt: 3,
                     end: Some(JobEnd::Failed("no such file".into())),
+                    usage: None,
                 },
                 r#"{"token":1,"id":9,"attempt":3,"end":{"Failed":"no such file"}}"#,
             ),
@@ -486,8 +508,23 @@ mod tests {
                     id: 9,
                     attempt: 4,
                     end: Some(JobEnd::Signal(9)),
+                    usage: None,
                 },
                 r#"{"token":2,"id":9,"attempt":4,"end":{"Signal":9}}"#,
+            ),
+            (
+                Report {
+                    token: RequestToken(3),
+                    id: 10,
+                    attempt: 1,
+                    end: Some(JobEnd::Exit(0)),
+                    usage: Some(xce_client::types::Usage {
+                        cpu_user_ms: 1500,
+                        cpu_sys_ms: 20,
+                        max_rss_kb: 4096,
+                    }),
+                },
+                r#"{"token":3,"id":10,"attempt":1,"end":{"Exit":0},"usage":{"cpu_user_ms":1500,"cpu_sys_ms":20,"max_rss_kb":4096}}"#,
             ),
         ];
         for (report, golden) in cases {

@@ -143,6 +143,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         array: None,
         array_task: None,
         expected_start_ms: None,
+        usage: None,
     }
 }
 

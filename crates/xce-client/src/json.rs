@@ -101,6 +101,13 @@ shape! {
         /// RFC 3339, UTC: for a pending job whose start backfill reserved, when it starts at
         /// the latest (Slurm's `squeue --start`); `null` for any other job.
         pub expected_start: Option<String>,
+        /// CPU time its attempts used, user and system, in seconds, as their hosts measured
+        /// it; `null` until an attempt that reported it ended.
+        pub cpu_time_s: Option<f64>,
+        /// The most memory an attempt held resident at once, in MiB; `null` as `cpu_time_s`.
+        pub max_rss_mb: Option<f64>,
+        /// Seconds from its (last) start to its end; `null` until it ended having started.
+        pub elapsed_s: Option<f64>,
     }
 }
 
@@ -143,6 +150,7 @@ impl From<&Job> for JobJson {
             array,
             array_task,
             expected_start_ms,
+            usage,
         } = job;
         let JobSpec {
             name,
@@ -237,6 +245,12 @@ impl From<&Job> for JobJson {
             },
             account: account.clone(),
             expected_start: expected_start_ms.map(rfc3339),
+            cpu_time_s: usage.map(|u| u.cpu_user_ms.saturating_add(u.cpu_sys_ms) as f64 / 1000.0),
+            max_rss_mb: usage.map(|u| u.max_rss_kb as f64 / 1024.0),
+            elapsed_s: match (start_time_ms, end_time_ms) {
+                (Some(start), Some(end)) => Some(end.saturating_sub(*start) as f64 / 1000.0),
+                _ => None,
+            },
         }
     }
 }

@@ -341,6 +341,7 @@ pub fn job() -> impl Strategy<Value = Job> {
             option::of(array_progress()),
             option::of(array_task()),
             opt_ms(),
+            option::of(usage()),
         ),
     )
         .prop_map(
@@ -350,7 +351,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (result, host, attempt, runs),
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
-                (cancelled_by, dependency_state, array, array_task, expected_start_ms),
+                (cancelled_by, dependency_state, array, array_task, expected_start_ms, usage),
             )| Job {
                 id,
                 spec,
@@ -374,8 +375,20 @@ pub fn job() -> impl Strategy<Value = Job> {
                 array,
                 array_task,
                 expected_start_ms,
+                usage,
             },
         )
+}
+
+/// Any usage of an attempt.
+pub fn usage() -> impl Strategy<Value = crate::types::Usage> {
+    (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(cpu_user_ms, cpu_sys_ms, max_rss_kb)| {
+        crate::types::Usage {
+            cpu_user_ms,
+            cpu_sys_ms,
+            max_rss_kb,
+        }
+    })
 }
 
 /// Any pending code.

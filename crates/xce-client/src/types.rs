@@ -299,6 +299,10 @@ pub struct Job {
     /// backfill reserved for it (ms since the epoch; from cluster version 13). `None` for a
     /// job with no reservation.
     pub expected_start_ms: Option<u64>,
+    /// What its attempts used, as their hosts measured them at their ends (CPU summed, the
+    /// largest peak of memory); `None` until an attempt that reported it ended (from cluster
+    /// version 13).
+    pub usage: Option<Usage>,
 }
 
 /// An array's tasks, as its own record keeps them: those not yet split off (one set of index

@@ -355,6 +355,9 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
         b.set_has_expected_start(true);
         b.set_expected_start_ms(at);
     }
+    if let Some(u) = &j.usage {
+        write_usage(b.reborrow().init_usage(), u);
+    }
     if let Some(code) = j.exit_code {
         b.set_has_exit_code(true);
         b.set_exit_code(code);
@@ -414,6 +417,11 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         expected_start_ms: r
             .get_has_expected_start()
             .then(|| r.get_expected_start_ms()),
+        usage: if r.has_usage() {
+            Some(read_usage(r.get_usage()?))
+        } else {
+            None
+        },
         submit_time_ms: r.get_submit_time_ms(),
         start_time_ms: opt_ms(r.get_start_time_ms()),
         end_time_ms: opt_ms(r.get_end_time_ms()),
@@ -749,6 +757,22 @@ pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttribut
         spool_dir: text(r.get_spool_dir()?)?,
         job_users: read_job_users(r.get_job_users()?)?,
     })
+}
+
+/// Writes what a job's attempts used.
+pub fn write_usage(mut b: w::usage::Builder<'_>, u: &crate::types::Usage) {
+    b.set_cpu_user_ms(u.cpu_user_ms);
+    b.set_cpu_sys_ms(u.cpu_sys_ms);
+    b.set_max_rss_kb(u.max_rss_kb);
+}
+
+/// Reads what a job's attempts used.
+pub fn read_usage(r: w::usage::Reader<'_>) -> crate::types::Usage {
+    crate::types::Usage {
+        cpu_user_ms: r.get_cpu_user_ms(),
+        cpu_sys_ms: r.get_cpu_sys_ms(),
+        max_rss_kb: r.get_max_rss_kb(),
+    }
 }
 
 /// Writes how a job ended.
@@ -1118,6 +1142,7 @@ pub(crate) mod tests {
                 step: 1,
             }),
             expected_start_ms: None,
+            usage: None,
         }
     }
 

@@ -200,6 +200,7 @@ struct Job {
   runs @22 :UInt32;    # How many of its attempts started.
   hasExpectedStart @23 :Bool;   # A pending job with a start reserved by backfill:
   expectedStartMs @24 :UInt64;  # when, at the latest (ms since the epoch).
+  usage @25 :Usage;             # Unset: none reported yet.
 }
 
 enum JobAction {
@@ -311,7 +312,8 @@ interface Controller {
   # A worker reports a job attempt started or ended; idempotent per job and attempt. Only a
   # connection joined as a worker may; the host is the one it joined as (`host` is not read).
   jobStarted @13 (token :Token, host :Text, jobId :UInt64, attempt :UInt32) -> (header :ReplyHeader);
-  jobFinished @14 (token :Token, host :Text, jobId :UInt64, attempt :UInt32, end :JobEnd) -> (header :ReplyHeader);
+  jobFinished @14 (token :Token, host :Text, jobId :UInt64, attempt :UInt32, end :JobEnd,
+                   usage :Usage) -> (header :ReplyHeader);
 
   # Streams the state changes passing `filter` to `listener`, from this primary's next applied
   # entry on, until the listener fails or is released, or the controller drops it: when it
@@ -560,6 +562,14 @@ interface EventListener {
   events @0 (events :List(Event)) -> ();
   # The controller ended the subscription, and why.
   closed @1 (reason :Text) -> ();
+}
+
+# What a job's attempts used, as their hosts measured them; unset from a worker older than
+# the field.
+struct Usage {
+  cpuUserMs @0 :UInt64;
+  cpuSysMs @1 :UInt64;
+  maxRssKb @2 :UInt64;
 }
 
 # How a job attempt ended, as its worker saw it.

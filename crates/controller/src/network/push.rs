@@ -488,6 +488,7 @@ mod tests {
             array: None,
             array_task: None,
             expected_start_ms: None,
+            usage: None,
         };
         (job, (script_bytes > 0).then(|| vec![b'x'; script_bytes]))
     }

@@ -874,6 +874,7 @@ mod tests {
                 attempt: u32::MAX,
                 host: long(),
                 end: JobEnd::Failed("r".repeat(validate::MAX_REASON_BYTES)),
+                usage: None,
             },
             Command::HostLost { name: long() },
             Command::Barrier {

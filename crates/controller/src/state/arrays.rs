@@ -164,6 +164,7 @@ impl State {
             array: None,
             array_task: Some(task),
             expected_start_ms: None,
+            usage: None,
         };
         let task_id = job.id;
         self.next_job_id += 1;

@@ -105,6 +105,8 @@ pub enum Command {
         attempt: u32,
         host: String,
         end: JobEnd,
+        /// What the attempt used, as its shim measured it (from version 13).
+        usage: Option<xce_client::types::Usage>,
     },
     /// The primary's liveness tracking: a host stayed unavailable beyond the grace period;
     /// its placed jobs are lost (requeued or exited, per queue policy).

@@ -1085,6 +1085,7 @@ mod tests {
                 attempt: 1,
                 host: "w1".into(),
                 end: JobEnd::Exit(0),
+                usage: None,
             },
         );
         assert_eq!(dep(&s, 2).0, Some(DependencyState::Satisfied));

@@ -140,6 +140,7 @@ impl State {
             array: None,
             array_task: None,
             expected_start_ms: None,
+            usage: None,
         };
         super::arrays::start(&mut job);
         self.judge_new(&mut job, at_ms);
@@ -384,6 +385,7 @@ impl State {
         attempt: u32,
         host: &str,
         end: JobEnd,
+        usage: Option<xce_client::types::Usage>,
     ) -> Outcome {
         if let Err(rejected) = self.check_current(id, attempt, host) {
             return rejected;
@@ -391,6 +393,7 @@ impl State {
         let intent = self.intents.remove(&id);
         let version = self.active_version;
         self.update_job(id, |job| {
+            super::usage::add(job, usage);
             if super::runs::ended(job, version, Some(&end)) {
                 job.start_time_ms.get_or_insert(at_ms);
             }

@@ -30,6 +30,7 @@ pub mod stored;
 mod tasks;
 pub mod time_limit;
 mod update;
+mod usage;
 mod users;
 pub(crate) mod validate;
 mod version;
@@ -311,8 +312,9 @@ impl State {
                 attempt,
                 host,
                 end,
+                usage,
                 ..
-            } => self.job_finished(at_ms, id, attempt, &host, end),
+            } => self.job_finished(at_ms, id, attempt, &host, end, usage),
             Command::RaiseVersion { to } => self.raise_version(to),
         };
         self.settle_dependencies(at_ms);

@@ -128,6 +128,7 @@ pub fn finish_on(
             attempt,
             host: host.into(),
             end,
+            usage: None,
         },
     )
 }

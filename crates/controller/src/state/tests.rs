@@ -225,6 +225,7 @@ fn command() -> impl Strategy<Value = Command> {
                 attempt,
                 host,
                 end,
+                usage: None,
             }
         }),
         (1u64..4).prop_map(|term| Command::Barrier {

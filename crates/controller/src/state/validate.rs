@@ -412,6 +412,7 @@ mod command_tests {
             attempt: 1,
             host: "w1".into(),
             end: JobEnd::Failed("x".repeat(MAX_REASON_BYTES + 1)),
+            usage: None,
         };
         assert!(validate_command(&cmd)
             .unwrap_err()

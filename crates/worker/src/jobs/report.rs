@@ -68,6 +68,7 @@ impl Jobs {
                         id: report.id,
                         attempt: report.attempt,
                         end: end.clone(),
+                        usage: report.usage,
                     };
                     publish_until_done(&self.client, op, &mut stop).await
                 }

@@ -218,7 +218,7 @@ fn run(spec: &ShimSpec) -> std::io::Result<i32> {
         max_rss_kb = usage.max_rss_kb,
         "job ended"
     );
-    let report = Report::finished(spec.id, spec.attempt, end);
+    let report = Report::finished(spec.id, spec.attempt, end).with_usage(usage);
     let record = records.path(spec.id, spec.attempt);
     // The record becomes the end report; only when it cannot is the report written apart and
     // the record forgotten.

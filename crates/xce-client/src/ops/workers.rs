@@ -64,6 +64,8 @@ pub struct JobFinished {
     pub id: JobId,
     pub attempt: u32,
     pub end: JobEnd,
+    /// What the attempt used, as its shim measured it (`None`: not measured).
+    pub usage: Option<crate::types::Usage>,
 }
 
 impl Op for JobFinished {
@@ -78,6 +80,9 @@ impl Op for JobFinished {
             req.get().set_job_id(self.id);
             req.get().set_attempt(self.attempt);
             wire::write_end(req.get().init_end(), &self.end);
+            if let Some(u) = &self.usage {
+                wire::write_usage(req.get().init_usage(), u);
+            }
             let resp = req.send().promise.await?;
             header_only(resp.get()?.get_header()?)
         }

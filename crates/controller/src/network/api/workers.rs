@@ -60,6 +60,13 @@ pub(super) async fn finished(
     let p = params.get()?;
     let (id, attempt, token) = (p.get_job_id(), p.get_attempt(), p.get_token()?);
     let end = wire::read_end(p.get_end()?)?;
+    // An older worker measures nothing; a cluster below version 13 stores nothing of it
+    // (`stored::fit_format` drops it).
+    let usage = if p.has_usage() {
+        Some(wire::read_usage(p.get_usage()?))
+    } else {
+        None
+    };
     let header = report(this, "end", id, attempt, |host| {
         Ok(Command::JobFinished {
             token: wire::read_token(token),
@@ -67,6 +74,7 @@ pub(super) async fn finished(
             attempt,
             host,
             end,
+            usage,
         })
     })
     .await?;

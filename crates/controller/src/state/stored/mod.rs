@@ -392,6 +392,16 @@ pub struct JobRecord {
     pub runs: u32,
     /// The start backfill reserved for it, while pending (format 13 on).
     pub expected_start_ms: Option<u64>,
+    /// What its attempts used (format 13 on).
+    pub usage: Option<UsageRecord>,
+}
+
+/// What a job's attempts used, as stored (format 13 on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    pub cpu_user_ms: u64,
+    pub cpu_sys_ms: u64,
+    pub max_rss_kb: u64,
 }
 
 mirror_structs! {
@@ -404,8 +414,9 @@ mirror_structs! {
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
         submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
-        array, array_task, runs, expected_start_ms,
+        array, array_task, runs, expected_start_ms, usage,
     }
+    UsageRecord <=> xce_client::types::Usage { cpu_user_ms, cpu_sys_ms, max_rss_kb }
     ArrayTaskRecord <=> xce_client::types::ArrayTask { array_id, index, count, min, max, step }
     WarningRecord <=> xce_client::types::Warning { signal, before_s, leader_only }
     JobChangesRecord <=> xce_client::types::JobChanges {
@@ -525,6 +536,8 @@ pub enum CommandRecord {
         attempt: u32,
         host: String,
         end: EndRecord,
+        /// What the attempt used (format 13 on).
+        usage: Option<UsageRecord>,
     },
     HostLost {
         name: String,
@@ -639,7 +652,7 @@ mirror_variants! {
         SetHostAvailable { name, available },
         Dispatch { token, id, host },
         JobStarted { token, id, attempt, host },
-        JobFinished { token, id, attempt, host, end },
+        JobFinished { token, id, attempt, host, end, usage },
         HostLost { name },
         Barrier { term, queues },
         AcquireScheduler { token, name, instance, ttl_ms },

@@ -1,11 +1,11 @@
 //! The step between store formats 12 and 13: format-12 records to format-13 ones (`upgrade_*`,
 //! when old data is read: infallible) and back (`downgrade_*`, while the cluster's active
 //! version is still 12). Format 13 adds a job's account (in its spec) and the start backfill
-//! reserved for a pending job (on the job, and in the scheduler's reasons). The way up has no
-//! account and no reservation; the way down refuses an account by [`NotInFormat`] (the submit
-//! service fills in a default one only from version 13, and `needed_by` names it), and drops a
-//! reservation: it says when a job is expected to start, which a cluster of version 12 does
-//! not show, and nothing is judged by it. Lossless for everything format 12 holds:
+//! reserved for a pending job (on the job, and in the scheduler's reasons), and what a job's
+//! attempts used (on the job, and in the end reports). The way up has none of them; the way
+//! down refuses an account by [`NotInFormat`] (the submit service fills in a default one only
+//! from version 13, and `needed_by` names it), and drops a reservation and usage: what they
+//! say a cluster of version 12 does not show, and nothing is judged by them. Lossless for everything format 12 holds:
 //! `downgrade(upgrade(x)) == x` (property-tested in `stored::tests`).
 
 use super::step6::NotInFormat;
@@ -163,6 +163,7 @@ pub fn upgrade_job(j: v12::JobRecord) -> JobRecord {
         array_task,
         runs,
         expected_start_ms: None,
+        usage: None,
     }
 }
 
@@ -190,6 +191,7 @@ pub fn downgrade_job(j: JobRecord) -> Result<v12::JobRecord, NotInFormat> {
         array_task,
         runs,
         expected_start_ms: _,
+        usage: _,
     } = j;
     Ok(v12::JobRecord {
         id,
@@ -343,7 +345,6 @@ macro_rules! both_ways {
             SetHostAvailable { name, available },
             Dispatch { token, id, host },
             JobStarted { token, id, attempt, host },
-            JobFinished { token, id, attempt, host, end },
             HostLost { name },
             Barrier { term, queues },
             AcquireScheduler { token, name, instance, ttl_ms },
@@ -363,6 +364,14 @@ pub fn upgrade_command(c: v12::CommandRecord) -> CommandRecord {
     use v12::CommandRecord as Old;
     use CommandRecord as New;
     both_ways!(c, Old => New
+        Old::JobFinished { token, id, attempt, host, end } => New::JobFinished {
+            token,
+            id,
+            attempt,
+            host,
+            end,
+            usage: None,
+        },
         Old::Submit { token, spec, script } => New::Submit {
             token,
             spec: upgrade_spec(spec),
@@ -392,6 +401,13 @@ pub fn downgrade_command(c: CommandRecord) -> Result<v12::CommandRecord, NotInFo
     use v12::CommandRecord as Old;
     use CommandRecord as New;
     Ok(both_ways!(c, New => Old
+        New::JobFinished { token, id, attempt, host, end, usage: _ } => Old::JobFinished {
+            token,
+            id,
+            attempt,
+            host,
+            end,
+        },
         New::Submit { token, spec, script } => Old::Submit {
             token,
             spec: downgrade_spec(spec)?,
