@@ -555,10 +555,23 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     // Every attempt of an older build's counted as a run (format 12 counts reported starts).
     let attempt = map["attempt"].clone();
     map.entry("runs").or_insert(attempt);
-    // Charged to no account, with no start reserved (format 13).
+    // Charged to no account, with no start reserved, no usage measured (format 13); its
+    // elapsed time from the start and end it shows.
     map.entry("account").or_insert(serde_json::json!(""));
     map.entry("expected_start")
         .or_insert(serde_json::Value::Null);
+    map.entry("cpu_time_s").or_insert(serde_json::Value::Null);
+    map.entry("max_rss_mb").or_insert(serde_json::Value::Null);
+    let at = |key: &str| {
+        old[key].as_str().map(|t| {
+            xce_client::when::parse(t, 0, xce_client::when::TimeOfDay::Last).unwrap() / 1000
+        })
+    };
+    let elapsed = match (at("start_time"), at("end_time")) {
+        (Some(start), Some(end)) => serde_json::json!(end - start),
+        _ => serde_json::Value::Null,
+    };
+    map.entry("elapsed_s").or_insert(elapsed);
     job
 }
 

@@ -106,8 +106,9 @@ shape! {
         pub cpu_time_s: Option<f64>,
         /// The most memory an attempt held resident at once, in MiB; `null` as `cpu_time_s`.
         pub max_rss_mb: Option<f64>,
-        /// Seconds from its (last) start to its end; `null` until it ended having started.
-        pub elapsed_s: Option<f64>,
+        /// Whole seconds from its (last) start to its end, as `start_time` and `end_time` show
+        /// them (as Slurm's `Elapsed`); `null` until it ended having started.
+        pub elapsed_s: Option<u64>,
     }
 }
 
@@ -248,7 +249,7 @@ impl From<&Job> for JobJson {
             cpu_time_s: usage.map(|u| u.cpu_user_ms.saturating_add(u.cpu_sys_ms) as f64 / 1000.0),
             max_rss_mb: usage.map(|u| u.max_rss_kb as f64 / 1024.0),
             elapsed_s: match (start_time_ms, end_time_ms) {
-                (Some(start), Some(end)) => Some(end.saturating_sub(*start) as f64 / 1000.0),
+                (Some(start), Some(end)) => Some((end / 1000).saturating_sub(start / 1000)),
                 _ => None,
             },
         }
