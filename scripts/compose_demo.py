@@ -207,18 +207,22 @@ def main():
         submitter.stop.set()
         submitter.join(timeout=30)
 
-        listed, cursor = {}, None
-        while True:
-            path = "/v1/jobs?limit=1000" + (f"&cursor={cursor}" if cursor else "")
-            status, page = cluster.request("GET", path)
-            if status != 200:
-                raise SystemExit(f"compose-demo: listing jobs answered {status}: {page}")
-            for j in page["jobs"]:
-                listed.setdefault(j["name"], []).append(j["id"])
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
-        lost = [k for k, i in submitter.acked.items() if listed.get(k) != [i]]
+        # Live jobs, and those that ended long enough ago to have retired to history (one that
+        # retires between the two listings is in both).
+        listed = {}
+        for listing in ("/v1/jobs", "/v1/history"):
+            cursor = None
+            while True:
+                path = f"{listing}?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+                status, page = cluster.request("GET", path)
+                if status != 200:
+                    raise SystemExit(f"compose-demo: {listing} answered {status}: {page}")
+                for j in page["jobs"]:
+                    listed.setdefault(j["name"], set()).add(j["id"])
+                cursor = page.get("next_cursor")
+                if not cursor:
+                    break
+        lost = [k for k, i in submitter.acked.items() if listed.get(k) != {i}]
         errors = {}
         for (_, _, status) in submitter.calls:
             if status not in (200, 201):

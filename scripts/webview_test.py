@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -16,14 +17,16 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 
-def wait(what, timeout, check):
+def wait(what, timeout, check, shown=None):
+    """Polls check until it answers; on timeout, says what shown() reads then."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            last = f" (the page shows {shown()!r})" if shown else ""
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}{last}")
         time.sleep(0.1)
 
 
@@ -77,8 +80,12 @@ def shown_ids(driver):
 
 
 def main(xce):
+    # Jobs retire to history 15 s after their end: the first one has by the end of the test.
+    config = tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False)
+    config.write("history: {retire_after: 15s}\n")
+    config.close()
     dev = subprocess.Popen(
-        [xce, "dev", "-o", "json", "--workers", "1"],
+        [xce, "dev", "-o", "json", "--workers", "1", "--controller-config", config.name],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -158,9 +165,9 @@ def main(xce):
         held = submit(api, token, [], name="webview-held", script=script, hold=True)
         # One that waits for it: the table says so, until the held one has run.
         follower = submit(api, token, ["true"], name="webview-follower", dependency=f"afterok:{held}")
-        seen = []
-        wait(f"job {held} held on the page (seen: {seen})", 30,
-             lambda: seen.append(job_state(driver, held)) or seen[-1] == "pending (held)")
+        wait(f"job {held} held on the page", 30,
+             lambda: job_state(driver, held) == "pending (held)",
+             shown=lambda: job_state(driver, held))
         wait(f"job {follower} waiting on the page", 30,
              lambda: job_state(driver, follower) == "pending (dependency)")
         driver.execute_script(
@@ -194,6 +201,22 @@ def main(xce):
              lambda: f"{array}_0" in driver.execute_script(ids))
         print(f"webview: array {array} shown as {shown!r}, released, task {array}_0 on its own row")
 
+        # History: the first job, ended and retired, is listed there, done and completed.
+        driver.find_element(By.ID, "f-source").send_keys("history")
+        reloaded = [time.monotonic()]
+
+        def in_history():
+            # The listing is read again every 2 s until the job has retired.
+            if time.monotonic() - reloaded[0] > 2:
+                driver.find_element(By.ID, "apply").click()
+                reloaded[0] = time.monotonic()
+            return job_state(driver, job_id) == "done" and job_result(driver, job_id) == "completed"
+
+        wait(f"job {job_id} in history", 60, in_history, shown=lambda: shown_ids(driver))
+        states = texts(driver, "#jobs td.state")
+        assert set(states) <= {"done", "exited"}, f"history lists unended jobs: {states}"
+        print(f"webview: history lists job {job_id}, retired, as done and completed")
+
         for name in ("c1", "c2"):
             os.kill(pids[name], signal.SIGKILL)
         banner = wait(
@@ -213,6 +236,7 @@ def main(xce):
         except subprocess.TimeoutExpired:
             dev.kill()
             dev.wait()
+        os.unlink(config.name)
 
 
 if __name__ == "__main__":

@@ -406,9 +406,9 @@ async fn jobs_are_listed_by_name_result_and_time_in_the_columns_asked_for() {
             vec![&bad.to_string(), "bad", "failed", "3"]
         ]
     );
-    let unknown = cluster.xce(&["jobs", "--format", "id,elapsed"]);
+    let unknown = cluster.xce(&["jobs", "--format", "id,wallclock"]);
     assert!(!unknown.status.success());
-    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no column \"elapsed\""));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no column \"wallclock\""));
 }
 
 /// A job gets the submitting shell's environment (`--export`, default ALL) but nothing bound

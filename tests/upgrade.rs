@@ -555,9 +555,10 @@ fn as_this_build_shows(old: &serde_json::Value) -> serde_json::Value {
     // Every attempt of an older build's counted as a run (format 12 counts reported starts).
     let attempt = map["attempt"].clone();
     map.entry("runs").or_insert(attempt);
-    // Charged to no account, with no start reserved, no usage measured (format 13); its
-    // elapsed time from the start and end it shows.
+    // Charged to no account, with no start reserved, no usage measured and no record of its
+    // attempts (format 13); its elapsed time from the start and end it shows.
     map.entry("account").or_insert(serde_json::json!(""));
+    map.entry("attempts").or_insert(serde_json::json!([]));
     map.entry("expected_start")
         .or_insert(serde_json::Value::Null);
     map.entry("cpu_time_s").or_insert(serde_json::Value::Null);

@@ -88,6 +88,12 @@ pub enum Call {
         after: JobId,
         limit: u32,
     },
+    /// A page of retired jobs (`/v1/history`).
+    ListHistory {
+        filter: xce_client::history::HistoryFilter,
+        after: JobId,
+        limit: u32,
+    },
     ControlJob {
         id: JobId,
         action: JobAction,
@@ -123,6 +129,7 @@ pub enum Answer {
     Job(Job),
     Script(Vec<u8>),
     Jobs(JobPage),
+    History(xce_client::history::HistoryPage),
     Done,
     Queues(Vec<Queue>),
     Hosts(Vec<Host>),
@@ -304,6 +311,22 @@ impl Backend for ClusterBackend {
                 Call::GetTask { array, index } => {
                     Answer::Job(Self::act(client, who, GetTask { array, index }).await?)
                 }
+                Call::ListHistory {
+                    filter,
+                    after,
+                    limit,
+                } => Answer::History(
+                    Self::act(
+                        client,
+                        who,
+                        ops::ListHistory {
+                            filter,
+                            after,
+                            limit,
+                        },
+                    )
+                    .await?,
+                ),
                 Call::ControlTasks { array, tasks, op } => {
                     let op = ControlTasks {
                         token: RequestToken::random(),

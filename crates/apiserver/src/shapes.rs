@@ -322,6 +322,60 @@ pub struct ListJobsQuery {
     pub limit: Option<u32>,
 }
 
+/// One page of retired jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct HistoryPageJson {
+    pub jobs: Vec<JobJson>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+    /// Retired jobs the answering controller's history does not hold yet (it is catching
+    /// up): the page may lack some.
+    pub behind: u64,
+    /// History records read for this page: one that read the controller's bound holds fewer
+    /// jobs than asked, and a cursor to go on from.
+    pub scanned: u64,
+}
+
+/// `GET /v1/history` filters and paging, as `xce history` takes them.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    pub user: Option<String>,
+    pub account: Option<String>,
+    pub queue: Option<String>,
+    /// Only jobs of exactly this name.
+    pub name: Option<String>,
+    /// Job states, comma-separated (`done,exited`).
+    #[param(schema_with = job_states_schema)]
+    pub state: Option<String>,
+    /// Only jobs that ended with these results, comma-separated (`failed,timeout`).
+    #[param(schema_with = job_results_schema)]
+    pub result: Option<String>,
+    /// Only an array's own record and its tasks': the array's id.
+    #[param(pattern = r"^[0-9]{0,19}$")]
+    pub array: Option<String>,
+    /// Only these ids: `ID` or `FIRST-LAST` (either end may be left out).
+    #[param(pattern = r"^([0-9]{1,19}|[0-9]{0,19}-[0-9]{0,19})?$")]
+    pub id: Option<String>,
+    /// Only jobs whose `time_of` time is at or after this (the forms of `since` in
+    /// `GET /v1/jobs`).
+    #[param(schema_with = since_schema)]
+    pub since: Option<String>,
+    /// Only jobs whose `time_of` time is at or before this (the same forms).
+    #[param(schema_with = since_schema)]
+    pub until: Option<String>,
+    /// Which time `since` and `until` bound: `submit`, `start` or `end` (the default).
+    #[param(pattern = r"^(submit|start|end)?$")]
+    pub time_of: Option<String>,
+    /// Where the page starts: the `next_cursor` of the previous page.
+    #[param(pattern = r"^[0-9]{0,19}$")]
+    pub cursor: Option<String>,
+    /// Most jobs in the page (0 or none: 100; at most 1000).
+    #[param(minimum = 0, maximum = 1000)]
+    pub limit: Option<u32>,
+}
+
 /// `GET /v1/events` filters.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]

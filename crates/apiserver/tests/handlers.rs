@@ -19,7 +19,7 @@ use xce_apiserver::routes::{self, AppState};
 use xce_client::json::EventJson;
 use xce_client::ops::Submitted;
 use xce_client::tokens::Token;
-use xce_client::types::{Job, JobPage, JobSpec, JobState, RequestToken};
+use xce_client::types::{Job, JobPage, JobResult, JobSpec, JobState, RequestToken};
 use xce_client::{ClientError, Status};
 
 type Script = Box<dyn Fn(&Caller, &Call) -> Result<Answer, ClientError> + Send + Sync>;
@@ -114,6 +114,7 @@ fn job(id: u64) -> Job {
         array_task: None,
         expected_start_ms: None,
         usage: None,
+        attempts: Vec::new(),
     }
 }
 
@@ -142,6 +143,12 @@ fn cluster() -> Script {
             next: Some(2),
         })),
         Call::ControlJob { .. } => Ok(Answer::Done),
+        Call::ListHistory { .. } => Ok(Answer::History(xce_client::history::HistoryPage {
+            jobs: vec![job(3)],
+            next: 3,
+            behind: 2,
+            scanned: 40,
+        })),
         _ => Ok(Answer::Done),
     })
 }
@@ -287,6 +294,71 @@ async fn jobs_are_read_listed_and_controlled() {
     assert!(calls
         .iter()
         .any(|(_, c)| matches!(c, Call::ControlJob { id: 2, .. })));
+}
+
+#[tokio::test]
+async fn history_is_listed_with_the_filters_of_xce_history() {
+    use xce_client::history::TimeField;
+    let app = app(false, cluster());
+    let (status, _, body) = send(
+        &app.router,
+        get("/v1/history?user=alice&account=physics&state=exited&result=failed,timeout&array=4&id=2-9&time_of=start&since=2026-12-01T00:00:00Z&cursor=1&limit=50"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (
+            body["jobs"][0]["id"].as_u64(),
+            body["next_cursor"].as_str(),
+            body["behind"].as_u64(),
+            body["scanned"].as_u64()
+        ),
+        (Some(3), Some("3"), Some(2), Some(40))
+    );
+    {
+        let calls = app.backend.calls.lock().unwrap();
+        let filter = calls
+            .iter()
+            .find_map(|(_, c)| match c {
+                Call::ListHistory {
+                    filter,
+                    after: 1,
+                    limit: 50,
+                } => Some(filter.clone()),
+                _ => None,
+            })
+            .expect("a history call");
+        assert_eq!(
+            (
+                filter.user.as_deref(),
+                filter.account.as_deref(),
+                filter.array,
+                filter.first_id,
+                filter.last_id
+            ),
+            (Some("alice"), Some("physics"), Some(4), Some(2), Some(9))
+        );
+        assert_eq!(filter.states, vec![JobState::Exited]);
+        assert_eq!(filter.results, vec![JobResult::Failed, JobResult::Timeout]);
+        assert_eq!(
+            (filter.time, filter.since_ms),
+            (TimeField::Start, Some(1_796_083_200_000))
+        );
+        assert_eq!(filter.until_ms, None);
+    }
+    for (query, names) in [
+        ("id=1-x", "is not ID or FIRST-LAST"),
+        ("time_of=lunch", "time_of"),
+        ("limit=5000", "limit: at most 1000"),
+        ("until=someday", "until"),
+    ] {
+        let (status, _, err) = send(&app.router, get(&format!("/v1/history?{query}"))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {err}");
+        assert!(
+            err["error"]["message"].as_str().unwrap().contains(names),
+            "{query}: {err}"
+        );
+    }
 }
 
 #[tokio::test]

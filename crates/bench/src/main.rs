@@ -9,6 +9,7 @@ mod cli;
 mod cluster;
 mod cpu;
 mod failover;
+mod finished;
 mod jobs;
 mod replay;
 mod scale;

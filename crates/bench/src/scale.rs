@@ -32,10 +32,10 @@ use crate::metric;
 pub struct ScaleArgs {
     /// Jobs to load.
     #[arg(long, default_value_t = 1_000_000)]
-    jobs: usize,
+    pub(crate) jobs: usize,
     /// Controllers in the cluster.
     #[arg(long, default_value_t = 3)]
-    controllers: usize,
+    pub(crate) controllers: usize,
     /// Concurrent client connections submitting.
     #[arg(long, default_value_t = 32)]
     clients: usize,
@@ -45,16 +45,20 @@ pub struct ScaleArgs {
     /// `raft.snapshot_logs` given to the controllers: build a snapshot after this many log
     /// entries since the last one.
     #[arg(long, default_value_t = 1000)]
-    snapshot_logs: u64,
+    pub(crate) snapshot_logs: u64,
     /// Give up when loading takes longer than this many seconds.
     #[arg(long, default_value_t = 1800)]
-    load_timeout_s: u64,
+    pub(crate) load_timeout_s: u64,
     /// Load at this cluster version (held by the controllers' `hold_version`), so that the
     /// data dirs are written in that store format, and restart without the hold: the restart
     /// then reads (migrates) the older format, and the version is raised after it. Its time
     /// is `scale_restart_ready_s` as before; how long the raise took is printed beside it.
     #[arg(long)]
     load_at_version: Option<u32>,
+    /// Run the jobs to their end on two workers and let them retire to history instead:
+    /// prints `scale_rss_mb_after_retire` and `history_query_p99_ms`.
+    #[arg(long)]
+    finished: bool,
 }
 
 /// The controllers' log filter: warnings, plus openraft's lines on snapshots and on what a
@@ -74,6 +78,9 @@ const MIB: f64 = 1024.0 * 1024.0;
 pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
     ensure!(args.jobs > 0, "--jobs must be at least 1");
     ensure!(args.snapshot_logs > 0, "--snapshot-logs must be at least 1");
+    if args.finished {
+        return crate::finished::run(&args).await;
+    }
     let config = format!("raft:\n  snapshot_logs: {}\n", args.snapshot_logs);
     let held = match args.load_at_version {
         Some(v) => format!("{config}hold_version: {v}\n"),
@@ -346,14 +353,14 @@ pub async fn run(args: ScaleArgs) -> anyhow::Result<()> {
 
 /// One already-applied submit: re-sending it adds a log entry and no job.
 #[derive(Debug, Clone, Copy)]
-struct Replay {
+pub(crate) struct Replay {
     token: RequestToken,
     id: JobId,
 }
 
 /// Submits `args.jobs` jobs from `clients x inflight` callers; returns how long it took and
 /// one of the applied submits.
-async fn load(
+pub(crate) async fn load(
     cluster: &BenchCluster,
     args: &ScaleArgs,
     spec: &JobSpec,
@@ -645,7 +652,7 @@ impl Sampler {
     }
 }
 
-fn controller_pids(cluster: &BenchCluster) -> anyhow::Result<Vec<u32>> {
+pub(crate) fn controller_pids(cluster: &BenchCluster) -> anyhow::Result<Vec<u32>> {
     cluster
         .local
         .controllers
@@ -677,7 +684,7 @@ pub(crate) fn proc_mib(pid: u32, field: &str) -> Option<f64> {
 }
 
 /// Each pid's VmRSS in MiB (0 for a process that is gone).
-fn rss_all(pids: &[u32]) -> Vec<f64> {
+pub(crate) fn rss_all(pids: &[u32]) -> Vec<f64> {
     pids.iter()
         .map(|p| proc_mib(*p, "VmRSS").unwrap_or(0.0))
         .collect()
@@ -699,7 +706,7 @@ fn smaps_rollup(pid: u32) -> Option<String> {
     Some(fields.join(", "))
 }
 
-fn fmt_mib(values: &[f64]) -> String {
+pub(crate) fn fmt_mib(values: &[f64]) -> String {
     values
         .iter()
         .map(|v| format!("{v:.0}"))

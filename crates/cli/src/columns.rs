@@ -163,6 +163,47 @@ pub const COLUMNS: &[Column] = &[
         value: |j| or_dash(j.exit_code),
     },
     Column {
+        name: "elapsed",
+        header: "ELAPSED",
+        width: 12,
+        // Whole seconds between the times shown, as JSON's `elapsed_s` (Slurm's Elapsed).
+        value: |j| match (j.start_time_ms, j.end_time_ms) {
+            (Some(start), Some(end)) => {
+                let secs = (end / 1000).saturating_sub(start / 1000);
+                xce_client::time_limit::format(u32::try_from(secs).unwrap_or(u32::MAX))
+            }
+            _ => "-".to_string(),
+        },
+    },
+    Column {
+        name: "cpu_time",
+        header: "CPU_TIME",
+        width: 12,
+        // User and system CPU, as Slurm's TotalCPU.
+        value: |j| {
+            j.usage.map_or_else(
+                || "-".to_string(),
+                |u| {
+                    format!(
+                        "{:.1}s",
+                        u.cpu_user_ms.saturating_add(u.cpu_sys_ms) as f64 / 1000.0
+                    )
+                },
+            )
+        },
+    },
+    Column {
+        name: "max_rss_mb",
+        header: "MAX_RSS_MB",
+        width: 11,
+        value: |j| {
+            j.usage.map_or_else(
+                || "-".to_string(),
+                |u| format!("{:.1}", u.max_rss_kb as f64 / 1024.0),
+            )
+        },
+    },
+    Column {
         name: "pend_code",
         header: "PEND_CODE",
         width: 15,
@@ -194,6 +235,9 @@ pub const DEFAULT: &str = "id,state,queue,user,host,command";
 
 /// What `xce jobs --start` shows: pending jobs and their reserved starts.
 pub const START: &str = "id,user,queue,expected_start,pend_code,reason";
+
+/// What `xce history` shows without `--format`.
+pub const HISTORY: &str = "id,name,user,account,queue,state,result,exit_code,start,end,elapsed";
 
 /// Every column's name, for `--help` and errors.
 pub fn names() -> String {
@@ -291,6 +335,7 @@ mod tests {
             array_task: None,
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         };
         assert_eq!(row(&ok, &job), format!("{:<8} {:<16} -", 7, ""));
     }

@@ -275,7 +275,8 @@ pub struct JobsArgs {
     since: Option<String>,
     /// The text table's columns, comma-separated, as `sacct --format`: any of id, name,
     /// state, result, queue, user, host, cpus, mem_mb, time_limit, priority, submit, start,
-    /// end, expected_start, account, attempt, runs, exit_code, pend_code, reason, command.
+    /// end, expected_start, account, attempt, runs, exit_code, elapsed, cpu_time,
+    /// max_rss_mb, pend_code, reason, command.
     #[arg(long, value_name = "COLUMNS", default_value = columns::DEFAULT)]
     format: String,
     /// Pending jobs with when each is expected to start, where the scheduler reserved it a
@@ -385,6 +386,7 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
         Command::Events(args) => return events(&cli, args).await,
         Command::Token(cmd) => return crate::tokens::run(&cli, cmd).await,
         Command::Admin(cmd) => return crate::admin::run(&cli, cmd).await,
+        Command::History(args) => return crate::history::run(&cli, args).await,
         _ => {}
     }
     let (c, hint) = client(&cli);
@@ -512,6 +514,7 @@ pub async fn run(cli: Cli, submit_matches: Option<&clap::ArgMatches>) -> i32 {
         | Command::Events(_)
         | Command::Tls(_)
         | Command::Token(_)
+        | Command::History(_)
         | Command::Admin(_) => {}
     }
     remember(&c, &hint);
@@ -736,7 +739,7 @@ fn count(f: Format, field: &str, value: i64, max: i64) -> i64 {
 
 /// The `--state` values, listed in `--help` from the enum the cluster uses: never a second
 /// list to keep in step.
-fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
+pub(crate) fn job_states() -> impl clap::builder::TypedValueParser<Value = JobState> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(JobState::NAMES).try_map(|s| s.parse::<JobState>())
 }
@@ -749,7 +752,7 @@ fn open_modes() -> impl clap::builder::TypedValueParser<Value = xce_client::type
 }
 
 /// The `--result` values, from the cluster's enum likewise.
-fn job_results() -> impl clap::builder::TypedValueParser<Value = JobResult> {
+pub(crate) fn job_results() -> impl clap::builder::TypedValueParser<Value = JobResult> {
     use clap::builder::TypedValueParser;
     clap::builder::PossibleValuesParser::new(JobResult::NAMES).try_map(|s| s.parse::<JobResult>())
 }

@@ -38,6 +38,10 @@ pub struct DevArgs {
     /// made in the data dir's `tls/`; the printed environment uses the admin's.
     #[arg(long)]
     tls: bool,
+    /// A configuration file every controller reads (the keys of deploy/controller.yaml:
+    /// queues, accounts, history, ...).
+    #[arg(long, value_name = "FILE")]
+    controller_config: Option<PathBuf>,
 }
 
 /// How long daemons get to stop after SIGTERM before they are killed: longer than a worker's
@@ -87,11 +91,19 @@ async fn run_inner(args: &DevArgs, format: Format) -> anyhow::Result<()> {
         ),
         None => None,
     };
+    // Absolute: the controllers run in directories of their own.
+    let controller_config = match &args.controller_config {
+        Some(path) => Some(
+            std::fs::canonicalize(path)
+                .with_context(|| format!("--controller-config {}", path.display()))?,
+        ),
+        None => None,
+    };
     let mut cluster = DevCluster::start(ClusterSpec {
         bin_dir: sibling_bin_dir()?,
         data_dir: data_dir.clone(),
         ports,
-        config: None,
+        config: controller_config,
         log_filter: "info,openraft=warn".into(),
         workers: args.workers,
         worker_args: Vec::new(),

@@ -8,6 +8,7 @@ mod commands;
 mod dev;
 mod directives;
 mod hint;
+mod history;
 mod output;
 mod tokens;
 
@@ -53,6 +54,9 @@ pub enum Command {
     Submit(commands::SubmitArgs),
     /// List jobs.
     Jobs(commands::JobsArgs),
+    /// List finished jobs that left the live state (retired to history), as `sacct`: one line per
+    /// job, or with -o json an array of job objects.
+    History(history::HistoryArgs),
     /// Show one job.
     Job {
         /// The job, or an array's task (ID_IDX).

@@ -83,6 +83,92 @@ impl Default for LimitsConfig {
     }
 }
 
+/// When ended jobs leave the replicated state for history, and how long history keeps them
+/// (`history:`), as the file gives them: durations as `300s`, `5m`, `7d`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryFile {
+    /// How long after its end a job retires (Slurm's `MinJobAge`, 300 s).
+    pub retire_after: String,
+    /// How long history keeps a job, from its end.
+    pub retention: String,
+}
+
+impl Default for HistoryFile {
+    fn default() -> Self {
+        HistoryFile {
+            retire_after: "5m".into(),
+            retention: "365d".into(),
+        }
+    }
+}
+
+/// [`HistoryFile`], checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryRules {
+    pub retire_after_ms: u64,
+    pub retention_ms: u64,
+}
+
+impl Default for HistoryRules {
+    fn default() -> Self {
+        HistoryFile::default().rules().unwrap_or(HistoryRules {
+            retire_after_ms: 300_000,
+            retention_ms: 365 * 86_400_000,
+        })
+    }
+}
+
+impl HistoryFile {
+    /// The rules, or the key whose duration does not read.
+    pub fn rules(&self) -> Result<HistoryRules, ConfigError> {
+        let read = |key: &str, text: &str| {
+            span_ms(text).map_err(|why| ConfigError::Invalid(format!("history.{key}: {why}")))
+        };
+        let retention_ms = read("retention", &self.retention)?;
+        if retention_ms == 0 {
+            return Err(ConfigError::Invalid(
+                "history.retention: 0 would purge every job as it retires; give a duration such as 365d".into(),
+            ));
+        }
+        Ok(HistoryRules {
+            retire_after_ms: read("retire_after", &self.retire_after)?,
+            retention_ms,
+        })
+    }
+}
+
+/// A duration as the config file writes it: a number and a unit (`ms`, `s`, `m`, `h`, `d`,
+/// `w`), in milliseconds.
+pub fn span_ms(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        "w" => 7 * 86_400_000,
+        "" => {
+            return Err(format!(
+                "{text:?} has no unit: write it as 300s, 5m, 7d (units ms, s, m, h, d, w)"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "{text:?}: unknown unit {other:?} (units ms, s, m, h, d, w)"
+            ))
+        }
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 300s, 5m or 7d"))?;
+    n.checked_mul(unit_ms)
+        .ok_or_else(|| format!("{text:?} is too long"))
+}
+
 /// Rules for the jobs clients submit, as the file gives them (`jobs:`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -281,6 +367,8 @@ pub struct FileConfig {
     pub accounts: BTreeMap<String, crate::state::accounts::AccountFile>,
     /// Users' settings (`NAME: {default_account}`).
     pub users: BTreeMap<String, crate::state::accounts::UserFile>,
+    /// When ended jobs retire to history, and how long it keeps them.
+    pub history: HistoryFile,
     /// Keep the cluster at this version even once every member runs a newer build, so that
     /// a rollback to the older build stays possible (as CockroachDB's
     /// `preserve_downgrade_option`); remove it to let the primary raise the version.
@@ -337,6 +425,8 @@ pub struct Config {
     pub hosts: HostsConfig,
     pub limits: LimitsConfig,
     pub jobs: JobRules,
+    /// When ended jobs retire to history, and how long it keeps them.
+    pub history: HistoryRules,
     /// The version the cluster is held at, if any (`hold_version`).
     pub hold_version: Option<u32>,
     pub write_timeout: Duration,
@@ -437,6 +527,7 @@ impl Config {
                     rules.accounts = accounts;
                     Ok(rules)
                 })?,
+            history: file.history.rules()?,
             hold_version: file.hold_version,
             write_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(3),

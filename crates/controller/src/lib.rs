@@ -10,6 +10,7 @@
 pub const BUILD: &str = concat!("xce-controller ", env!("CARGO_PKG_VERSION"));
 
 pub mod config;
+pub mod history;
 pub mod metrics;
 pub mod network;
 pub mod node;
@@ -52,6 +53,8 @@ pub async fn run(
     store
         .state_machine
         .observe_apply(metrics.apply_seconds.clone());
+    let history = history::History::open_or_replace(&config.data_dir)?;
+    store.state_machine.keep_history(history.clone());
     let state = store.state_machine.shared();
     let reach = Arc::new(Reachability::default());
     let lease = Arc::new(Lease::new(config.primary_lease()));
@@ -95,6 +98,8 @@ pub async fn run(
         },
         network,
         metrics.clone(),
+        history,
+        config.history,
     );
     if let Some(addr) = config.metrics_listen {
         let listener = xce_daemon::metrics::bind(addr).await?;

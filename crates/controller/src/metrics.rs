@@ -102,6 +102,16 @@ fn live(node: &Node, log: &LogStore) -> Vec<Figure> {
             "1 while this node is the ready primary",
             i64::from(node.gate().is_ok()),
         ),
+        Figure::Gauge(
+            "history_behind",
+            "Retired jobs this node's history store does not hold yet",
+            node.history_behind() as i64,
+        ),
+        Figure::Gauge(
+            "history_unwritten",
+            "Retired jobs whose write to this node's history store failed, kept to write again (retiring stops while any are)",
+            node.history.unwritten() as i64,
+        ),
         Figure::Labelled(
             "jobs",
             "Jobs by state, as this node has applied them",

@@ -596,6 +596,7 @@ fn restore_jobs(u: &mut Unstructured<'_>) -> Result<Command> {
                 array_task: None,
                 expected_start_ms: None,
                 usage: None,
+                attempts: Vec::new(),
             }))
         })
         .collect::<Result<_>>()?;

@@ -164,6 +164,7 @@ fn job() -> Job {
         array_task: None,
         expected_start_ms: None,
         usage: None,
+        attempts: Vec::new(),
     }
 }
 

@@ -158,6 +158,7 @@ mod tests {
             array_task: None,
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         }
     }
 

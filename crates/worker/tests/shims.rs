@@ -144,6 +144,7 @@ fn job(id: JobId, command: &[&str]) -> Job {
         array_task: None,
         expected_start_ms: None,
         usage: None,
+        attempts: Vec::new(),
     }
 }
 

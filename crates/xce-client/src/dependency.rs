@@ -510,6 +510,62 @@ pub fn verdict(expr: &Expr, parents: &impl Parents) -> Verdict {
     }
 }
 
+/// A dependency with the terms already decided taken out (`settle`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// What is left to wait for.
+    Waits(Expr),
+    /// Met already.
+    Met,
+    /// Can never be met; why.
+    Never(String),
+}
+
+/// Takes out of `expr` the terms `decided` has a final verdict for (the terms on jobs that
+/// retired to history, which the state no longer judges): a met term leaves an all-of
+/// group and meets an any-of one; a never term fails an all-of group and leaves an any-of
+/// one. What is left is judged as the whole would have been.
+pub fn settle(expr: &Expr, decided: &impl Fn(&Term) -> Option<Verdict>) -> Settled {
+    match expr {
+        Expr::Term(t) => match decided(t) {
+            Some(Verdict::Met) => Settled::Met,
+            Some(Verdict::Never(why)) => Settled::Never(why),
+            Some(Verdict::Waiting) | None => Settled::Waits(expr.clone()),
+        },
+        Expr::All(parts) => {
+            let mut left = Vec::new();
+            for part in parts {
+                match settle(part, decided) {
+                    Settled::Never(why) => return Settled::Never(why),
+                    Settled::Met => {}
+                    Settled::Waits(e) => left.push(e),
+                }
+            }
+            match left.len() {
+                0 => Settled::Met,
+                1 => Settled::Waits(left.remove(0)),
+                _ => Settled::Waits(Expr::All(left)),
+            }
+        }
+        Expr::Any(parts) => {
+            let mut left = Vec::new();
+            let mut whys = Vec::new();
+            for part in parts {
+                match settle(part, decided) {
+                    Settled::Met => return Settled::Met,
+                    Settled::Never(why) => whys.push(why),
+                    Settled::Waits(e) => left.push(e),
+                }
+            }
+            match left.len() {
+                0 => Settled::Never(whys.join("; ")),
+                1 => Settled::Waits(left.remove(0)),
+                _ => Settled::Waits(Expr::Any(left)),
+            }
+        }
+    }
+}
+
 /// The pending reason of a job whose dependency can never be met.
 pub fn never_reason(why: &str) -> String {
     format!("never satisfied: {why}")
@@ -744,6 +800,43 @@ mod tests {
                 }
                 if got != Verdict::Waiting {
                     decided = Some(got);
+                }
+            }
+        }
+    }
+
+    proptest! {
+        /// Settling the terms on jobs that have ended (as a retired job's record decides them)
+        /// leaves a dependency judged as the whole one is, nested groups too.
+        #[test]
+        fn settling_decided_terms_keeps_the_verdict(
+            terms in prop::collection::vec((kind().prop_filter("no pairs", |k| *k != Kind::AfterCorr), 1u64..4), 1..6),
+            any_outer in any::<bool>(),
+            split in 0usize..6,
+            tasks in prop::collection::vec(prop::collection::vec(task(), 1..4), 3),
+        ) {
+            let term = |(k, id): &(Kind, u64)| Expr::Term(Term::On(*k, JobRef { id: *id, tasks: None }));
+            let (a, b) = terms.split_at(split.min(terms.len()));
+            let group = |parts: &[(Kind, u64)], any: bool| {
+                let parts: Vec<Expr> = parts.iter().map(term).collect();
+                if any { Expr::Any(parts) } else { Expr::All(parts) }
+            };
+            // A group holds a term at least, as any the syntax writes does.
+            let mut outer: Vec<Expr> = (!a.is_empty()).then(|| group(a, !any_outer)).into_iter().collect();
+            outer.extend(b.iter().map(term));
+            let e = if any_outer { Expr::Any(outer) } else { Expr::All(outer) };
+            let model = Model { jobs: (1..=3).zip(tasks).collect(), busy: false, own: None };
+            // Job 1 retired: its terms are decided where its tasks have decided them.
+            let decided = |t: &Term| match t {
+                Term::On(_, job) if job.id == 1 => Some(term_verdict(t, &model)).filter(|v| *v != Verdict::Waiting),
+                _ => None,
+            };
+            let whole = verdict(&e, &model);
+            match settle(&e, &decided) {
+                Settled::Met => prop_assert_eq!(whole, Verdict::Met, "{}", e),
+                Settled::Never(_) => prop_assert!(matches!(whole, Verdict::Never(_)), "{}: {:?}", e, whole),
+                Settled::Waits(left) => {
+                    prop_assert!(same(&verdict(&left, &model), &whole), "{} left {}", e, left);
                 }
             }
         }

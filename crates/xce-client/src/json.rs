@@ -109,7 +109,67 @@ shape! {
         /// Whole seconds from its (last) start to its end, as `start_time` and `end_time` show
         /// them (as Slurm's `Elapsed`); `null` until it ended having started.
         pub elapsed_s: Option<u64>,
+        /// Its attempts that started, oldest first (the latest 100): where, when, how each
+        /// ended and what it used (from cluster version 13).
+        pub attempts: Vec<AttemptJson>,
     }
+}
+
+shape! {
+    /// One attempt of a job that started.
+    pub struct AttemptJson {
+        pub attempt: u32,
+        pub host: String,
+        /// RFC 3339, UTC.
+        pub start_time: String,
+        /// RFC 3339, UTC; `null` while it runs.
+        pub end_time: Option<String>,
+        pub exit_code: Option<i32>,
+        pub signal: Option<i32>,
+        /// Why it ended, where no code says (its host was lost, it could not start, it was
+        /// requeued).
+        pub reason: Option<String>,
+        /// CPU time it used, user and system, in seconds; `null` when not measured.
+        pub cpu_time_s: Option<f64>,
+        /// The most memory it held resident at once, in MiB; `null` when not measured.
+        pub max_rss_mb: Option<f64>,
+    }
+}
+
+impl From<&crate::types::AttemptRun> for AttemptJson {
+    fn from(a: &crate::types::AttemptRun) -> AttemptJson {
+        let crate::types::AttemptRun {
+            attempt,
+            host,
+            start_ms,
+            end_ms,
+            exit_code,
+            signal,
+            reason,
+            usage,
+        } = a;
+        AttemptJson {
+            attempt: *attempt,
+            host: host.clone(),
+            start_time: rfc3339(*start_ms),
+            end_time: end_ms.map(rfc3339),
+            exit_code: *exit_code,
+            signal: *signal,
+            reason: reason.clone(),
+            cpu_time_s: usage.map(|u| cpu_seconds(&u)),
+            max_rss_mb: usage.map(|u| rss_mb(&u)),
+        }
+    }
+}
+
+/// User and system CPU, in seconds.
+fn cpu_seconds(u: &crate::types::Usage) -> f64 {
+    u.cpu_user_ms.saturating_add(u.cpu_sys_ms) as f64 / 1000.0
+}
+
+/// The peak resident memory, in MiB.
+fn rss_mb(u: &crate::types::Usage) -> f64 {
+    u.max_rss_kb as f64 / 1024.0
 }
 
 shape! {
@@ -152,6 +212,7 @@ impl From<&Job> for JobJson {
             array_task,
             expected_start_ms,
             usage,
+            attempts,
         } = job;
         let JobSpec {
             name,
@@ -246,8 +307,9 @@ impl From<&Job> for JobJson {
             },
             account: account.clone(),
             expected_start: expected_start_ms.map(rfc3339),
-            cpu_time_s: usage.map(|u| u.cpu_user_ms.saturating_add(u.cpu_sys_ms) as f64 / 1000.0),
-            max_rss_mb: usage.map(|u| u.max_rss_kb as f64 / 1024.0),
+            cpu_time_s: usage.map(|u| cpu_seconds(&u)),
+            max_rss_mb: usage.map(|u| rss_mb(&u)),
+            attempts: attempts.iter().map(AttemptJson::from).collect(),
             elapsed_s: match (start_time_ms, end_time_ms) {
                 (Some(start), Some(end)) => Some((end / 1000).saturating_sub(start / 1000)),
                 _ => None,

@@ -15,6 +15,7 @@ pub mod dependency;
 pub mod events;
 pub mod export;
 pub mod fit;
+pub mod history;
 pub mod holds;
 pub mod inbound;
 pub mod json;

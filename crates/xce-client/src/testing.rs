@@ -343,6 +343,7 @@ pub fn job() -> impl Strategy<Value = Job> {
             opt_ms(),
             option::of(usage()),
         ),
+        prop::collection::vec(attempt_run(), 0..3),
     )
         .prop_map(
             |(
@@ -352,6 +353,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 (exit_code, signal),
                 (submit_time_ms, start_time_ms, end_time_ms, output_dir),
                 (cancelled_by, dependency_state, array, array_task, expected_start_ms, usage),
+                attempts,
             )| Job {
                 id,
                 spec,
@@ -376,6 +378,7 @@ pub fn job() -> impl Strategy<Value = Job> {
                 array_task,
                 expected_start_ms,
                 usage,
+                attempts,
             },
         )
 }
@@ -389,6 +392,33 @@ pub fn usage() -> impl Strategy<Value = crate::types::Usage> {
             max_rss_kb,
         }
     })
+}
+
+/// Any record of an attempt that started (an end time of 0 is none on the wire).
+pub fn attempt_run() -> impl Strategy<Value = crate::types::AttemptRun> {
+    (
+        (any::<u32>(), "[a-z0-9.-]{1,12}", any::<u64>(), opt_ms()),
+        (
+            option::of(any::<i32>()),
+            option::of(any::<i32>()),
+            opt_text(),
+            option::of(usage()),
+        ),
+    )
+        .prop_map(
+            |((attempt, host, start_ms, end_ms), (exit_code, signal, reason, usage))| {
+                crate::types::AttemptRun {
+                    attempt,
+                    host,
+                    start_ms,
+                    end_ms,
+                    exit_code,
+                    signal,
+                    reason,
+                    usage,
+                }
+            },
+        )
 }
 
 /// Any pending code.

@@ -303,6 +303,9 @@ pub struct Job {
     /// largest peak of memory); `None` until an attempt that reported it ended (from cluster
     /// version 13).
     pub usage: Option<Usage>,
+    /// Its attempts that started, oldest first, at most [`MAX_ATTEMPT_RUNS`] (the latest);
+    /// from cluster version 13.
+    pub attempts: Vec<AttemptRun>,
 }
 
 /// An array's tasks, as its own record keeps them: those not yet split off (one set of index
@@ -402,6 +405,31 @@ pub struct Usage {
     /// The most memory it held resident at once, KiB (0: not measured).
     pub max_rss_kb: u64,
 }
+
+/// One attempt of a job that started (an attempt killed before it started is none): where
+/// and when it ran, how it ended and what it used, as history lists them (from cluster
+/// version 13).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AttemptRun {
+    /// Its attempt number (`Job::attempt` while it was the current one).
+    pub attempt: u32,
+    pub host: String,
+    /// When it started (its start report, or its end when no report came first), ms since
+    /// the epoch.
+    pub start_ms: u64,
+    /// When it ended; `None` while it runs.
+    pub end_ms: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// Why it ended, where no code says: its host was lost, it could not start, it was
+    /// requeued.
+    pub reason: Option<String>,
+    /// What it used, as its host measured it at its end.
+    pub usage: Option<Usage>,
+}
+
+/// The most attempt records a job keeps (the latest ones); `Job::runs` counts them all.
+pub const MAX_ATTEMPT_RUNS: usize = 100;
 
 /// What `xce update` (and hold/release) changes in a job: each field set is changed, the
 /// others are kept. A pending job takes every one; a running one only a new time limit.

@@ -5,12 +5,13 @@ use capnp::Error;
 use xce_proto::xce_capnp as w;
 use xce_proto::Status;
 
+use crate::history::{HistoryFilter, TimeField};
 use crate::types::{
-    ArrayProgress, ArrayTask, ClusterEvent, ClusterInfo, DependencyState, EventFilter, EventKind,
-    HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction, JobChanges,
-    JobEnd, JobFilter, JobOrder, JobResult, JobSignal, JobSpec, JobState, JobUsers, Limits, Member,
-    MemberRole, OpenMode, PendCode, PendReason, Placement, Queue, QueueAction, Refusal,
-    RequestToken, Resources, Role, SchedulerInfo, ScriptId, TaskOp, TokenInfo, Warning,
+    ArrayProgress, ArrayTask, AttemptRun, ClusterEvent, ClusterInfo, DependencyState, EventFilter,
+    EventKind, HeldJob, HeldPhase, Host, HostAction, HostAttributes, HostState, Job, JobAction,
+    JobChanges, JobEnd, JobFilter, JobOrder, JobResult, JobSignal, JobSpec, JobState, JobUsers,
+    Limits, Member, MemberRole, OpenMode, PendCode, PendReason, Placement, Queue, QueueAction,
+    Refusal, RequestToken, Resources, Role, SchedulerInfo, ScriptId, TaskOp, TokenInfo, Warning,
 };
 
 /// The common header of every reply, Rust side.
@@ -358,6 +359,12 @@ pub fn write_job(mut b: w::job::Builder<'_>, j: &Job) {
     if let Some(u) = &j.usage {
         write_usage(b.reborrow().init_usage(), u);
     }
+    if !j.attempts.is_empty() {
+        let mut list = b.reborrow().init_attempts(j.attempts.len() as u32);
+        for (i, a) in j.attempts.iter().enumerate() {
+            write_attempt(list.reborrow().get(i as u32), a);
+        }
+    }
     if let Some(code) = j.exit_code {
         b.set_has_exit_code(true);
         b.set_exit_code(code);
@@ -422,6 +429,11 @@ pub fn read_job(r: w::job::Reader<'_>) -> Result<Job, Error> {
         } else {
             None
         },
+        attempts: r
+            .get_attempts()?
+            .iter()
+            .map(read_attempt)
+            .collect::<Result<_, _>>()?,
         submit_time_ms: r.get_submit_time_ms(),
         start_time_ms: opt_ms(r.get_start_time_ms()),
         end_time_ms: opt_ms(r.get_end_time_ms()),
@@ -510,6 +522,86 @@ pub fn read_filter(r: w::job_filter::Reader<'_>) -> Result<JobFilter, Error> {
         name: opt_text(text(r.get_name()?)?),
         results,
         submitted_since_ms: Some(r.get_submitted_since_ms()).filter(|ms| *ms > 0),
+    })
+}
+
+/// Writes a history filter.
+pub fn write_history_filter(mut b: w::history_filter::Builder<'_>, f: &HistoryFilter) {
+    let HistoryFilter {
+        user,
+        account,
+        queue,
+        name,
+        states,
+        results,
+        array,
+        first_id,
+        last_id,
+        time,
+        since_ms,
+        until_ms,
+    } = f;
+    b.set_user(user.as_deref().unwrap_or(""));
+    b.set_account(account.as_deref().unwrap_or(""));
+    b.set_queue(queue.as_deref().unwrap_or(""));
+    b.set_name(name.as_deref().unwrap_or(""));
+    b.set_array_id(array.unwrap_or(0));
+    b.set_first_id(first_id.unwrap_or(0));
+    b.set_last_id(last_id.unwrap_or(0));
+    b.set_time(match time {
+        TimeField::Submit => w::HistoryTime::Submit,
+        TimeField::Start => w::HistoryTime::Start,
+        TimeField::End => w::HistoryTime::End,
+    });
+    b.set_since_ms(since_ms.unwrap_or(0));
+    b.set_until_ms(until_ms.unwrap_or(0));
+    let mut list = b.reborrow().init_states(states.len() as u32);
+    for (i, s) in states.iter().enumerate() {
+        list.set(i as u32, (*s).into());
+    }
+    let mut list = b.init_results(results.len() as u32);
+    for (i, r) in results.iter().enumerate() {
+        list.set(i as u32, Some(*r).to_wire());
+    }
+}
+
+/// Reads a history filter. A result this build does not know is refused: a filter that
+/// dropped it would answer jobs the caller did not ask for.
+pub fn read_history_filter(r: w::history_filter::Reader<'_>) -> Result<HistoryFilter, Error> {
+    let states = r
+        .get_states()?
+        .iter()
+        .map(|s| s.map(JobState::from).map_err(Error::from))
+        .collect::<Result<_, _>>()?;
+    let mut results = Vec::new();
+    for got in r.get_results()?.iter() {
+        match opt_enum(got) {
+            Some(result) => results.push(result),
+            None => {
+                return Err(Error::failed(
+                    "history filter: a result this controller does not know".into(),
+                ))
+            }
+        }
+    }
+    let nonzero = |v: u64| Some(v).filter(|v| *v > 0);
+    Ok(HistoryFilter {
+        user: opt_text(text(r.get_user()?)?),
+        account: opt_text(text(r.get_account()?)?),
+        queue: opt_text(text(r.get_queue()?)?),
+        name: opt_text(text(r.get_name()?)?),
+        states,
+        results,
+        array: nonzero(r.get_array_id()),
+        first_id: nonzero(r.get_first_id()),
+        last_id: nonzero(r.get_last_id()),
+        time: match r.get_time()? {
+            w::HistoryTime::Submit => TimeField::Submit,
+            w::HistoryTime::Start => TimeField::Start,
+            w::HistoryTime::End => TimeField::End,
+        },
+        since_ms: nonzero(r.get_since_ms()),
+        until_ms: nonzero(r.get_until_ms()),
     })
 }
 
@@ -756,6 +848,44 @@ pub fn read_attributes(r: w::host_attributes::Reader<'_>) -> Result<HostAttribut
         },
         spool_dir: text(r.get_spool_dir()?)?,
         job_users: read_job_users(r.get_job_users()?)?,
+    })
+}
+
+/// Writes one attempt that started.
+pub fn write_attempt(mut b: w::attempt_run::Builder<'_>, a: &AttemptRun) {
+    b.set_attempt(a.attempt);
+    b.set_host(a.host.as_str());
+    b.set_start_ms(a.start_ms);
+    b.set_end_ms(a.end_ms.unwrap_or(0));
+    if let Some(code) = a.exit_code {
+        b.set_has_exit_code(true);
+        b.set_exit_code(code);
+    }
+    if let Some(sig) = a.signal {
+        b.set_has_signal(true);
+        b.set_signal(sig);
+    }
+    b.set_reason(a.reason.as_deref().unwrap_or(""));
+    if let Some(u) = &a.usage {
+        write_usage(b.init_usage(), u);
+    }
+}
+
+/// Reads one attempt that started.
+pub fn read_attempt(r: w::attempt_run::Reader<'_>) -> Result<AttemptRun, Error> {
+    Ok(AttemptRun {
+        attempt: r.get_attempt(),
+        host: text(r.get_host()?)?,
+        start_ms: r.get_start_ms(),
+        end_ms: opt_ms(r.get_end_ms()),
+        exit_code: r.get_has_exit_code().then(|| r.get_exit_code()),
+        signal: r.get_has_signal().then(|| r.get_signal()),
+        reason: opt_text(text(r.get_reason()?)?),
+        usage: if r.has_usage() {
+            Some(read_usage(r.get_usage()?))
+        } else {
+            None
+        },
     })
 }
 
@@ -1143,6 +1273,7 @@ pub(crate) mod tests {
             }),
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         }
     }
 

@@ -201,6 +201,21 @@ struct Job {
   hasExpectedStart @23 :Bool;   # A pending job with a start reserved by backfill:
   expectedStartMs @24 :UInt64;  # when, at the latest (ms since the epoch).
   usage @25 :Usage;             # Unset: none reported yet.
+  attempts @26 :List(AttemptRun);  # Its attempts that started, oldest first.
+}
+
+# One attempt of a job that started.
+struct AttemptRun {
+  attempt @0 :UInt32;
+  host @1 :Text;
+  startMs @2 :UInt64;
+  endMs @3 :UInt64;          # 0: it runs.
+  hasExitCode @4 :Bool;
+  exitCode @5 :Int32;
+  hasSignal @6 :Bool;
+  signal @7 :Int32;
+  reason @8 :Text;           # Empty: none.
+  usage @9 :Usage;           # Unset: none measured.
 }
 
 enum JobAction {
@@ -418,6 +433,39 @@ interface Controller {
   # Task `index` of array `jobId`: its own record once split off, else the array's own (the
   # task still waits in it). `noEnt` when the array has no such task.
   getTask @33 (jobId :UInt64, index :UInt32) -> (header :ReplyHeader, job :Job);
+
+  # ---- History (cluster version 13 on) ----
+  # One page of the retired jobs passing `filter` in the answering controller's history
+  # store, in id order, with ids above `after`: at most `limit` (0: 100; at most 1,000).
+  # `next` is the `after` of the next page, 0 when this was the last; a page that read the
+  # controller's bound of records (`scanned`) holds fewer and says where to go on. `behind`:
+  # retired jobs this controller's history does not hold yet (it is catching up).
+  listHistory @34 (filter :HistoryFilter, after :UInt64, limit :UInt32)
+      -> (header :ReplyHeader, jobs :List(Job), next :UInt64, behind :UInt64, scanned :UInt64);
+}
+
+# Which retired jobs `listHistory` answers; empty fields (0 for numbers) mean "any".
+struct HistoryFilter {
+  user @0 :Text;
+  account @1 :Text;
+  queue @2 :Text;
+  name @3 :Text;
+  states @4 :List(JobState);
+  results @5 :List(JobResult);
+  # An array: its own record and its tasks'.
+  arrayId @6 :UInt64;
+  firstId @7 :UInt64;
+  lastId @8 :UInt64;
+  # The time `sinceMs` and `untilMs` bound (both included).
+  time @9 :HistoryTime;
+  sinceMs @10 :UInt64;
+  untilMs @11 :UInt64;
+}
+
+enum HistoryTime {
+  submit @0;
+  start @1;
+  end @2;
 }
 
 # What `controlTasks` does to each task.
@@ -616,6 +664,21 @@ interface Raft {
   # version once all run a newer one. A build from before this method answers with an
   # `unimplemented` exception: it runs version 6.
   buildInfo @5 () -> (version :UInt32, build :Text);
+  # Retired jobs this controller's history store holds with retirement sequence numbers from
+  # `fromSeq` on, in order, at most `limit`: what a controller whose history lacks some (it
+  # installed a snapshot past them, was added, or lost its store) pulls from a peer. Stops at
+  # the first number this store lacks too; a record purged by age comes as a tombstone.
+  historyRange @6 (fromSeq :UInt64, limit :UInt32) -> (records :List(RetiredRecord));
+}
+
+# One retired job as a history store keeps it: its sequence number, its stored record (the
+# store format, then the record; empty when purged by age, a tombstone), and its script's
+# bytes (empty for a job without one).
+struct RetiredRecord {
+  seq @0 :UInt64;
+  job @1 :Data;
+  script @2 :Data;
+  id @3 :UInt64;
 }
 
 # ---- Hosts (workers) -------------------------------------------------------------------------

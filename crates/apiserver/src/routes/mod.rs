@@ -6,6 +6,7 @@
 mod cluster;
 mod events;
 mod health;
+mod history;
 mod hosts;
 mod jobs;
 mod queues;
@@ -72,7 +73,7 @@ impl AppState {
     ),
     modifiers(&BearerScheme),
     tags(
-        (name = "jobs"), (name = "queues"), (name = "hosts"), (name = "cluster"),
+        (name = "jobs"), (name = "history"), (name = "queues"), (name = "hosts"), (name = "cluster"),
         (name = "events"), (name = "health")
     )
 )]
@@ -103,6 +104,7 @@ fn api() -> (OpenApiRouter<AppState>, OpenApiRouter<AppState>) {
         .routes(routes!(jobs::control))
         .routes(routes!(jobs::signal))
         .routes(routes!(jobs::script))
+        .routes(routes!(history::list))
         .routes(routes!(queues::list))
         .routes(routes!(queues::control))
         .routes(routes!(hosts::list))

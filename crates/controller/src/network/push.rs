@@ -489,6 +489,7 @@ mod tests {
             array_task: None,
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         };
         (job, (script_bytes > 0).then(|| vec![b'x'; script_bytes]))
     }

@@ -56,6 +56,34 @@ impl raft::Server for RaftService {
         Ok(())
     }
 
+    /// Retired jobs from this controller's history store, for a peer catching up
+    /// (`node::history_sync`).
+    async fn history_range(
+        self: Rc<Self>,
+        params: raft::HistoryRangeParams,
+        mut results: raft::HistoryRangeResults,
+    ) -> Result<(), capnp::Error> {
+        let p = params.get()?;
+        let from = p.get_from_seq();
+        let limit = (p.get_limit() as usize).min(crate::node::HISTORY_PULL_PAGE);
+        let history = self.node.history.clone();
+        let records = tokio::task::spawn_blocking(move || {
+            history.range(from, limit, crate::node::HISTORY_PULL_BYTES)
+        })
+        .await
+        .map_err(|e| capnp::Error::failed(e.to_string()))?
+        .map_err(|e| capnp::Error::failed(e.to_string()))?;
+        let mut list = results.get().init_records(records.len() as u32);
+        for (i, r) in records.iter().enumerate() {
+            let mut b = list.reborrow().get(i as u32);
+            b.set_seq(r.seq);
+            b.set_id(r.id);
+            b.set_job(&r.job);
+            b.set_script(r.script.as_deref().unwrap_or(&[]));
+        }
+        Ok(())
+    }
+
     async fn append_entries(
         self: Rc<Self>,
         params: raft::AppendEntriesParams,

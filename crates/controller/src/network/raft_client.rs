@@ -364,6 +364,43 @@ impl PeerClient {
     }
 }
 
+impl PeerClient {
+    /// Retired jobs the peer's history store holds from sequence number `from` on (see
+    /// `node::history_sync`), waiting at most `wait`.
+    pub async fn history_range(
+        &mut self,
+        from: u64,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<Vec<crate::history::RawRecord>, String> {
+        let reply: RpcResult<Vec<crate::history::RawRecord>, openraft::error::Infallible> = self
+            .rpc(wait, move |client| {
+                Box::pin(async move {
+                    let raft = client.raft_request().send().pipeline.get_raft();
+                    let mut req = raft.history_range_request();
+                    req.get().set_from_seq(from);
+                    req.get().set_limit(limit);
+                    let resp = req.send().promise.await?;
+                    let mut records = Vec::new();
+                    for r in resp.get()?.get_records()?.iter() {
+                        let script = r.get_script()?;
+                        records.push(crate::history::RawRecord {
+                            seq: r.get_seq(),
+                            id: r.get_id(),
+                            job: r.get_job()?.to_vec(),
+                            script: (!script.is_empty()).then(|| script.to_vec()),
+                        });
+                    }
+                    let reply: Result<_, RaftError<NodeId, openraft::error::Infallible>> =
+                        Ok(records);
+                    codec::to_json(&reply)
+                })
+            })
+            .await;
+        reply.map_err(|e| e.to_string())
+    }
+}
+
 /// Connects, pings and joins as a controller within `budget`, as a task of its own.
 fn connect_in_background(addr: String, budget: Duration, tls: Option<Arc<Tls>>) -> Connecting {
     let task = tokio::spawn(async move {
@@ -680,9 +717,10 @@ mod tests {
             Command::UpdateJob { .. } => "update job",
             Command::SignalJob { .. } => "signal job",
             Command::ControlTasks { .. } => "control tasks",
+            Command::RetireJobs { .. } => "retire jobs",
         }
     }
-    const KINDS: usize = 22;
+    const KINDS: usize = 23;
 
     /// The largest request of every kind that passes validation (a restore part at the
     /// byte limit `decode_part` enforces).
@@ -937,6 +975,11 @@ mod tests {
                 scripts,
             },
             Command::RaiseVersion { to: u32::MAX },
+            Command::RetireJobs {
+                ids: (0..crate::state::retire::MAX_RETIRE_BATCH as u64)
+                    .map(|i| u64::MAX - i)
+                    .collect(),
+            },
             Command::UpdateJob {
                 token: t(),
                 id: u64::MAX,

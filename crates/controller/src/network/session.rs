@@ -213,11 +213,12 @@ pub enum Method {
     JobScript,
     ControlTasks,
     GetTask,
+    ListHistory,
 }
 
 impl Method {
     /// Every method, for the table's tests.
-    pub const ALL: [Method; 34] = [
+    pub const ALL: [Method; 35] = [
         Method::Submit,
         Method::ListJobs,
         Method::JobInfo,
@@ -252,6 +253,7 @@ impl Method {
         Method::JobScript,
         Method::ControlTasks,
         Method::GetTask,
+        Method::ListHistory,
     ];
 
     /// The schema name, for messages.
@@ -291,6 +293,7 @@ impl Method {
             Method::JobScript => "jobScript",
             Method::ControlTasks => "controlTasks",
             Method::GetTask => "getTask",
+            Method::ListHistory => "listHistory",
         }
     }
 }
@@ -306,6 +309,7 @@ pub fn allowed(method: Method, role: Role) -> bool {
         Method::ListJobs
         | Method::JobInfo
         | Method::GetTask
+        | Method::ListHistory
         | Method::ListQueues
         | Method::ListHosts
         | Method::Subscribe => role != Login,
@@ -378,7 +382,7 @@ mod tests {
         let someone: &[Role] = &[
             User, Worker, Scheduler, Apiserver, Operator, Admin, Controller,
         ];
-        let expected: [(Method, &[Role]); 34] = [
+        let expected: [(Method, &[Role]); 35] = [
             (Method::Submit, &[User, Operator, Admin]),
             (Method::ListJobs, someone),
             (Method::JobInfo, someone),
@@ -413,6 +417,7 @@ mod tests {
             (Method::JobScript, &[User, Operator, Admin]),
             (Method::ControlTasks, &[User, Operator, Admin]),
             (Method::GetTask, someone),
+            (Method::ListHistory, someone),
         ];
         assert_eq!(
             expected.iter().map(|(m, _)| *m).collect::<Vec<_>>(),

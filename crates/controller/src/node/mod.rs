@@ -9,11 +9,13 @@ mod backup;
 pub mod election;
 mod gate;
 mod handover;
+mod history_sync;
 pub mod lease;
 mod liveness;
 pub mod members;
 mod proposer;
 mod readiness;
+mod retirement;
 mod versions;
 
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use xce_client::wire::ReplyHeader;
 use xce_client::Candidate;
 use xce_proto::Status;
 
+pub use self::history_sync::{HISTORY_PULL_BYTES, HISTORY_PULL_PAGE};
 pub use self::lease::Lease;
 use crate::network::raft_client::{Network, Reachability};
 use crate::state::{Command, Outcome, QueueDef};
@@ -128,6 +131,10 @@ pub struct Node {
     /// none start once `stopping` is set.
     raft_calls: std::sync::atomic::AtomicUsize,
     stopping: std::sync::atomic::AtomicBool,
+    /// This controller's history store (`history`): retired jobs, written by the apply.
+    pub history: crate::history::History,
+    /// When ended jobs retire, and how long history keeps them.
+    pub history_rules: crate::config::HistoryRules,
 }
 
 /// One call into openraft under way (see [`Node::raft_call`]).
@@ -166,6 +173,8 @@ impl Node {
         timeouts: Timeouts,
         network: Network,
         metrics: crate::metrics::Metrics,
+        history: crate::history::History,
+        history_rules: crate::config::HistoryRules,
     ) -> Arc<Node> {
         let (tx, rx) = mpsc::channel(MAX_BATCH * MAX_INFLIGHT_BATCHES);
         let (reads, reads_rx) = mpsc::channel(MAX_WAITING_READS);
@@ -196,6 +205,8 @@ impl Node {
             metrics,
             raft_calls: std::sync::atomic::AtomicUsize::new(0),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            history,
+            history_rules,
         });
         tokio::spawn(lease::run_lease(node.clone()));
         tokio::spawn(handover::run_handover(node.clone(), network.clone()));
@@ -205,7 +216,16 @@ impl Node {
         tokio::spawn(proposer::run_reads(node.clone(), reads_rx));
         tokio::spawn(liveness::run_liveness(node.clone()));
         tokio::spawn(readiness::run_readiness(node.clone(), queues));
+        tokio::spawn(retirement::run_retirement(node.clone()));
+        tokio::spawn(history_sync::run_history_sync(node.clone()));
         node
+    }
+
+    /// How many retired jobs this node's history store lacks: those retired beyond its mark.
+    pub fn history_behind(&self) -> u64 {
+        let retired = self.state.read().state.retired_seq();
+        let written = self.history.written_seq().unwrap_or(0);
+        retired.saturating_sub(written)
     }
 
     /// A job as applied on this node (no linearizability check: for the primary's own use

@@ -165,6 +165,7 @@ impl State {
             array_task: Some(task),
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         };
         let task_id = job.id;
         self.next_job_id += 1;

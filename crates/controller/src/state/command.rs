@@ -165,6 +165,9 @@ pub enum Command {
     /// Proposed by the primary once every member runs a build of version `to`: from this
     /// entry on, what the cluster writes may be in that format.
     RaiseVersion { to: u32 },
+    /// The primary retires jobs that ended long enough ago to history (`state::retire`;
+    /// from version 13). A repeat retires nothing more, so it needs no token.
+    RetireJobs { ids: Vec<JobId> },
     /// `xce update`, `xce hold`, `xce release`: changes to one job (format 8 on).
     UpdateJob {
         token: RequestToken,
@@ -221,7 +224,8 @@ impl Command {
             Command::Barrier { .. }
             | Command::SetHostAvailable { .. }
             | Command::HostLost { .. }
-            | Command::RaiseVersion { .. } => None,
+            | Command::RaiseVersion { .. }
+            | Command::RetireJobs { .. } => None,
         }
     }
 
@@ -312,6 +316,7 @@ impl Command {
                     .sum::<usize>()
             }
             Command::RaiseVersion { .. } => 16,
+            Command::RetireJobs { ids } => 16 + 9 * ids.len(),
         }
     }
 }

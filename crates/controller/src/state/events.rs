@@ -34,6 +34,13 @@ pub enum Event {
     },
     /// Something the ready primary must ask a worker's agent to do.
     Push(Push),
+    /// A job left the state for history, numbered `seq` (`retire`); with its script's
+    /// bytes, which the state may drop. The state machine writes it to the history store.
+    Retired {
+        seq: u64,
+        job: std::sync::Arc<xce_client::types::Job>,
+        script: Option<std::sync::Arc<[u8]>>,
+    },
 }
 
 /// An order for a worker, carried out by the ready primary after the change is applied.

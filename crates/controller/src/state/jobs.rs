@@ -17,7 +17,7 @@ pub const REASON_KILLED: &str = "killed";
 /// Why a job the kernel killed for its memory limit ended.
 pub const REASON_OOM: &str = "out of memory";
 /// The signal the kernel's OOM killer sends (SIGKILL), shown as the job's signal.
-const OOM_SIGNAL: i32 = 9;
+pub(super) const OOM_SIGNAL: i32 = 9;
 
 /// Ends a job `exited` with `result` and the human `reason`.
 fn end_job(job: &mut Job, at_ms: u64, result: JobResult, reason: &str) {
@@ -141,6 +141,7 @@ impl State {
             array_task: None,
             expected_start_ms: None,
             usage: None,
+            attempts: Vec::new(),
         };
         super::arrays::start(&mut job);
         self.judge_new(&mut job, at_ms);
@@ -374,6 +375,7 @@ impl State {
             job.state = JobState::Running;
             job.start_time_ms = Some(at_ms);
             super::runs::started(job, version);
+            super::attempts::started(job, host, at_ms, version);
         });
         Outcome::Done
     }
@@ -396,6 +398,8 @@ impl State {
             super::usage::add(job, usage);
             if super::runs::ended(job, version, Some(&end)) {
                 job.start_time_ms.get_or_insert(at_ms);
+                let how = super::attempts::Ended::Reported(&end, usage);
+                super::attempts::ended(job, at_ms, how, version);
             }
             match &end {
                 JobEnd::Exit(code) => job.exit_code = Some(*code),
@@ -449,7 +453,9 @@ impl State {
             .unwrap_or_default();
         let version = self.active_version;
         self.update_job(id, |job| {
-            super::runs::ended(job, version, None);
+            if super::runs::ended(job, version, None) {
+                super::attempts::ended(job, at_ms, super::attempts::Ended::Lost(why), version);
+            }
             match (intent, policy) {
                 (Some(EndIntent::Kill), _) => {
                     let reason = cancelled(job);

@@ -12,6 +12,7 @@
 
 pub mod accounts;
 mod arrays;
+mod attempts;
 mod command;
 mod dependencies;
 mod dispatch_ahead;
@@ -22,6 +23,7 @@ mod invariants;
 mod jobs;
 mod queues;
 mod restore;
+pub mod retire;
 mod runs;
 mod schedulers;
 mod scripts;
@@ -165,6 +167,8 @@ pub struct State {
     active_version: u32,
     /// Job scripts by content, each once however many jobs run it (`scripts`).
     scripts: BTreeMap<ScriptId, Arc<[u8]>>,
+    /// How many jobs have retired to history (`retire`): the last one's sequence number.
+    retired_seq: u64,
     /// Derived from `jobs`; rebuilt by [`State::from_record`], never stored.
     index: Index,
     /// Events of the command being applied; drained by every `apply`.
@@ -199,6 +203,7 @@ impl Default for State {
             // raises it as soon as every member reports a newer build.
             active_version: crate::store::OLDEST_FORMAT,
             scripts: BTreeMap::new(),
+            retired_seq: 0,
             index: Index::default(),
             emitted: Vec::new(),
             moved: Vec::new(),
@@ -316,6 +321,7 @@ impl State {
                 ..
             } => self.job_finished(at_ms, id, attempt, &host, end, usage),
             Command::RaiseVersion { to } => self.raise_version(to),
+            Command::RetireJobs { ids } => self.retire_jobs(ids),
         };
         self.settle_dependencies(at_ms);
         if let Some(token) = token {

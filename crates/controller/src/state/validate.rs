@@ -359,6 +359,12 @@ pub fn validate_command(cmd: &Command) -> Result<(), String> {
             .iter()
             .try_for_each(|q| check_size("queue", q.name.len(), MAX_NAME_BYTES)),
         Command::RaiseVersion { .. } => Ok(()),
+        Command::RetireJobs { ids } if ids.len() > super::retire::MAX_RETIRE_BATCH => Err(format!(
+            "retired jobs: {} ids, at most {} allowed",
+            ids.len(),
+            super::retire::MAX_RETIRE_BATCH
+        )),
+        Command::RetireJobs { .. } => Ok(()),
     }
 }
 

@@ -83,6 +83,8 @@ pub struct StateMachineStore {
     applied: SharedState,
     /// Where each entry's apply time goes, when someone watches it.
     apply_seconds: Option<prometheus_client::metrics::histogram::Histogram>,
+    /// Where retired jobs go (`history`), once the controller opened it.
+    history: Option<crate::history::History>,
 }
 
 impl StateMachineStore {
@@ -109,12 +111,18 @@ impl StateMachineStore {
             dir,
             applied: SharedState::new(applied),
             apply_seconds: None,
+            history: None,
         })
     }
 
     /// Records how long each entry takes to apply in `histogram`.
     pub fn observe_apply(&mut self, histogram: prometheus_client::metrics::histogram::Histogram) {
         self.apply_seconds = Some(histogram);
+    }
+
+    /// Writes every job the applied entries retire to `history`.
+    pub fn keep_history(&mut self, history: crate::history::History) {
+        self.history = Some(history);
     }
 
     /// The state the service reads.
@@ -200,23 +208,16 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachineStore {
-    type SnapshotBuilder = StateMachineStore;
-
-    async fn applied_state(
-        &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
-        let applied = self.applied.read();
-        Ok((applied.last_applied, applied.membership.clone()))
-    }
-
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchOutcome>, StorageError<NodeId>>
-    where
-        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
-        I::IntoIter: OptionalSend,
-    {
+impl StateMachineStore {
+    /// Applies entries under the state's write lock; returns their outcomes and the jobs they
+    /// retired, for the history store.
+    fn apply_entries(
+        &self,
+        entries: impl IntoIterator<Item = Entry<TypeConfig>>,
+    ) -> (Vec<BatchOutcome>, Vec<crate::history::Retired>) {
         let mut applied = self.applied.write();
         let mut out = Vec::new();
+        let mut retired = Vec::new();
         for entry in entries {
             let started = std::time::Instant::now();
             applied.last_applied = Some(entry.log_id);
@@ -229,6 +230,15 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                         .into_iter()
                         .map(|cmd| applied.state.apply_into(batch.at_ms, cmd, &mut events))
                         .collect();
+                    retired.extend(events.iter().filter_map(|e| match e {
+                        Event::Retired { seq, job, script } => Some(crate::history::Retired {
+                            seq: *seq,
+                            id: job.id,
+                            job: Some(job.clone()),
+                            script: script.clone(),
+                        }),
+                        _ => None,
+                    }));
                     if !events.is_empty() {
                         // No receiver (nobody subscribed yet) is not an error.
                         let _ = self.applied.events.send(Arc::new(Published {
@@ -247,6 +257,47 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             if let Some(h) = &self.apply_seconds {
                 h.observe(started.elapsed().as_secs_f64());
             }
+        }
+        (out, retired)
+    }
+}
+
+/// Writes retired jobs to the history store, off the async threads. A failure (a full disk)
+/// never fails the apply: the store keeps them to write with the next, and says so.
+async fn write_history(history: crate::history::History, retired: Vec<crate::history::Retired>) {
+    let jobs = retired.len();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let written = history.write(retired);
+        (written, history.unwritten())
+    })
+    .await;
+    match outcome {
+        Ok((Ok(()), _)) => tracing::debug!(jobs, "retired jobs written to history"),
+        Ok((Err(e), unwritten)) => {
+            tracing::warn!(error = %e, unwritten, "history: retired jobs not written yet; kept to write with the next")
+        }
+        Err(e) => tracing::warn!(error = %e, "history: the writing thread failed"),
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachineStore {
+    type SnapshotBuilder = StateMachineStore;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
+        let applied = self.applied.read();
+        Ok((applied.last_applied, applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchOutcome>, StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let (out, retired) = self.apply_entries(entries);
+        if let Some(history) = self.history.clone().filter(|_| !retired.is_empty()) {
+            write_history(history, retired).await;
         }
         Ok(out)
     }

@@ -12,6 +12,7 @@ use crate::wire::{self, ReplyHeader};
 mod backups;
 mod cluster;
 mod events;
+mod history;
 mod hosts;
 mod jobs;
 mod queues;
@@ -23,6 +24,7 @@ mod workers;
 pub use backups::{RestoreSnapshot, SaveSnapshot, SavedFrame};
 pub use cluster::{AddController, GetCluster, RemoveController};
 pub use events::Subscribe;
+pub use history::{list_history, HistoryListed, ListHistory};
 pub use hosts::{ControlHost, ListHosts};
 pub use jobs::{
     all_jobs, list_jobs, ControlJob, ControlTasks, Dispatch, GetJob, GetScript, GetTask, ListJobs,

@@ -98,7 +98,7 @@ fn client_event(index: u64, e: &Event) -> Option<ClusterEvent> {
             open: *open,
             active: *active,
         },
-        Event::Push(_) => return None,
+        Event::Push(_) | Event::Retired { .. } => return None,
     })
 }
 

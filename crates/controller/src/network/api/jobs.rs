@@ -7,7 +7,7 @@ use xce_proto::Status;
 use super::{header_of, ControllerService};
 use crate::node::{now_ms, outcome_reply};
 use crate::state::{time_limit, validate_spec, Command};
-use xce_client::types::TaskOp;
+use xce_client::types::{Job, TaskOp};
 
 pub(super) async fn submit(
     this: &ControllerService,
@@ -87,6 +87,12 @@ pub(super) async fn submit(
             .map(|script| (spec, script))
     });
     let checked = match checked {
+        Ok((mut spec, script)) => settle_retired(this, &mut spec)
+            .await
+            .map(|()| (spec, script)),
+        refused => refused,
+    };
+    let checked = match checked {
         // The log holds each script once: not again once the primary holds it (a script is
         // never removed, so one applied here stays in every later primary's state).
         // Read from the state as applied here, without a linearizability round: it holds
@@ -119,6 +125,72 @@ pub(super) async fn submit(
     r.set_job_id(id.unwrap_or(0));
     if let Some(job) = id.and_then(|id| this.node.applied_job_shown(id, now_ms())) {
         wire::write_job(r.init_job(), &this.as_seen(job));
+    }
+    Ok(())
+}
+
+/// Settles the terms of a dependency on jobs that retired to history, from their records
+/// (`history::parents`): the apply judges only live jobs. A dependency met already is
+/// dropped; one that can never be met is refused, naming why, as Slurm refuses one on a job
+/// that failed.
+async fn settle_retired(
+    this: &ControllerService,
+    spec: &mut xce_client::types::JobSpec,
+) -> Result<(), ReplyHeader> {
+    use xce_client::dependency::{self, Settled};
+    let Some(expr) = spec.dependency.clone() else {
+        return Ok(());
+    };
+    let gone: Vec<_> = expr
+        .job_ids()
+        .into_iter()
+        .filter(|id| this.node.applied_job(*id).is_none())
+        .collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let history = this.node.history.clone();
+    let terms: Vec<_> = expr
+        .terms()
+        .into_iter()
+        .filter(|t| matches!(t, dependency::Term::On(_, job) if gone.contains(&job.id)))
+        .cloned()
+        .collect();
+    let decided = tokio::task::spawn_blocking(move || {
+        terms
+            .into_iter()
+            .map(|t| history.decide(&t).map(|v| (t, v)))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await
+    .map_err(|e| ReplyHeader::status(Status::Internal, e.to_string()))?
+    .map_err(|e| match e {
+        crate::history::ParentError::History(e) => {
+            ReplyHeader::status(Status::Internal, e.to_string())
+        }
+        paired => ReplyHeader::status(Status::Invalid, format!("dependency {paired}")),
+    })?;
+    let verdict_of = |t: &dependency::Term| {
+        decided
+            .iter()
+            .find(|(d, _)| d == t)
+            .and_then(|(_, v)| v.clone())
+    };
+    match dependency::settle(&expr, &verdict_of) {
+        Settled::Waits(left) => spec.dependency = Some(left),
+        Settled::Met => {
+            spec.dependency = None;
+            spec.kill_on_invalid_dep = None;
+        }
+        Settled::Never(why) => {
+            return Err(ReplyHeader::status(
+                Status::Invalid,
+                format!(
+                    "dependency {expr}: {} (it retired to history)",
+                    dependency::never_reason(&why)
+                ),
+            ))
+        }
     }
     Ok(())
 }
@@ -199,10 +271,14 @@ pub(super) async fn info(
         .await
     {
         Ok(Some(job)) => Ok(job),
-        Ok(None) => Err(ReplyHeader::status(
-            Status::NoEnt,
-            format!("job {id}: no such job"),
-        )),
+        // A job no longer live may have retired: its record is in history.
+        Ok(None) => match retired_job(this, id).await {
+            Some(job) => Ok(this.as_seen(job)),
+            None => Err(ReplyHeader::status(
+                Status::NoEnt,
+                format!("job {id}: no such job"),
+            )),
+        },
         Err(h) => Err(h),
     };
     let mut r = results.get();
@@ -211,6 +287,19 @@ pub(super) async fn info(
         wire::write_job(r.init_job(), &job);
     }
     Ok(())
+}
+
+/// A retired job's record from this controller's history store, if it holds one.
+async fn retired_job(this: &ControllerService, id: xce_client::types::JobId) -> Option<Job> {
+    let history = this.node.history.clone();
+    match tokio::task::spawn_blocking(move || history.job(id)).await {
+        Ok(Ok(job)) => job,
+        Ok(Err(e)) => {
+            tracing::warn!(job = id, error = %e, "history: reading a retired job failed");
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 pub(super) async fn control(
@@ -385,33 +474,53 @@ pub(super) async fn script(
 ) -> Result<(), capnp::Error> {
     let id = params.get()?.get_job_id();
     let by = this.own_jobs_only();
-    let body = this
+    let mine = |job: &Job| {
+        if by.as_deref().is_some_and(|me| me != job.spec.user) {
+            return Err(ReplyHeader::status(
+                Status::Perm,
+                format!("job {id}: not yours; its script is its owner's to read"),
+            ));
+        }
+        job.spec.script.ok_or_else(|| {
+            ReplyHeader::status(
+                Status::NoEnt,
+                format!("job {id}: runs a command, not a script"),
+            )
+        })
+    };
+    let missing = |script| {
+        ReplyHeader::status(
+            Status::Internal,
+            format!("job {id}: its script {script} is not in this controller's state"),
+        )
+    };
+    let live = this
         .node
         .read(|s| {
-            let job = s.job(id).ok_or_else(|| {
-                ReplyHeader::status(Status::NoEnt, format!("job {id}: no such job"))
-            })?;
-            if by.as_deref().is_some_and(|me| me != job.spec.user) {
-                return Err(ReplyHeader::status(
-                    Status::Perm,
-                    format!("job {id}: not yours; its script is its owner's to read"),
-                ));
-            }
-            let script = job.spec.script.ok_or_else(|| {
-                ReplyHeader::status(
-                    Status::NoEnt,
-                    format!("job {id}: runs a command, not a script"),
-                )
-            })?;
-            s.script(&script).ok_or_else(|| {
-                ReplyHeader::status(
-                    Status::Internal,
-                    format!("job {id}: its script {script} is not in this controller's state"),
-                )
+            s.job(id).map(|job| {
+                mine(job).and_then(|script| s.script(&script).ok_or_else(|| missing(script)))
             })
         })
-        .await
-        .and_then(|r| r);
+        .await;
+    let body = match live {
+        Ok(Some(body)) => body.map(|b| b.to_vec()),
+        // A retired job's script is kept in history with it.
+        Ok(None) => match retired_job(this, id).await {
+            Some(job) => mine(&job).and_then(|script| {
+                this.node
+                    .history
+                    .script(&script)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| missing(script))
+            }),
+            None => Err(ReplyHeader::status(
+                Status::NoEnt,
+                format!("job {id}: no such job"),
+            )),
+        },
+        Err(h) => Err(h),
+    };
     let mut r = results.get();
     wire::write_header(r.reborrow().init_header(), &header_of(&body));
     if let Ok(body) = body {

@@ -9,6 +9,7 @@
 mod backups;
 mod cluster;
 mod events;
+mod history;
 mod hosts;
 mod jobs;
 mod queues;
@@ -50,7 +51,7 @@ pub struct ControllerService {
 /// listing can be megabytes, so few of those are built at once.
 fn weight(method: Method) -> usize {
     match method {
-        Method::ListJobs | Method::ListHosts | Method::ListQueues => 16,
+        Method::ListJobs | Method::ListHosts | Method::ListQueues | Method::ListHistory => 16,
         _ => 1,
     }
 }
@@ -214,4 +215,5 @@ methods! {
     job_script(JobScriptParams, JobScriptResults) => JobScript: jobs::script;
     control_tasks(ControlTasksParams, ControlTasksResults) => ControlTasks: jobs::control_tasks;
     get_task(GetTaskParams, GetTaskResults) => GetTask: jobs::get_task;
+    list_history(ListHistoryParams, ListHistoryResults) => ListHistory: history::list;
 }

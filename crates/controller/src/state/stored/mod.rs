@@ -394,6 +394,21 @@ pub struct JobRecord {
     pub expected_start_ms: Option<u64>,
     /// What its attempts used (format 13 on).
     pub usage: Option<UsageRecord>,
+    /// Its attempts that started (format 13 on).
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// One attempt of a job that started, as stored (format 13 on).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub host: String,
+    pub start_ms: u64,
+    pub end_ms: Option<u64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub reason: Option<String>,
+    pub usage: Option<UsageRecord>,
 }
 
 /// What a job's attempts used, as stored (format 13 on).
@@ -414,7 +429,10 @@ mirror_structs! {
     JobRecord <=> Job {
         id, spec, state, pend_reason, pend_code, reason, result, host, attempt, exit_code, signal,
         submit_time_ms, start_time_ms, end_time_ms, output_dir, cancelled_by, dependency_state,
-        array, array_task, runs, expected_start_ms, usage,
+        array, array_task, runs, expected_start_ms, usage, attempts,
+    }
+    AttemptRecord <=> xce_client::types::AttemptRun {
+        attempt, host, start_ms, end_ms, exit_code, signal, reason, usage,
     }
     UsageRecord <=> xce_client::types::Usage { cpu_user_ms, cpu_sys_ms, max_rss_kb }
     ArrayTaskRecord <=> xce_client::types::ArrayTask { array_id, index, count, min, max, step }
@@ -616,6 +634,10 @@ pub enum CommandRecord {
         actor: Option<String>,
         op: TaskOpRecord,
     },
+    /// Jobs retired to history (format 13 on).
+    RetireJobs {
+        ids: Vec<u64>,
+    },
 }
 
 impl From<JobEnd> for EndRecord {
@@ -666,6 +688,7 @@ mirror_variants! {
         UpdateJob { token, id, by, changes },
         SignalJob { token, id, by, signal, leader_only },
         ControlTasks { token, array, tasks, by, actor, op },
+        RetireJobs { ids },
     }
 }
 
@@ -737,6 +760,8 @@ pub struct StateRecord {
     pub active_version: u32,
     /// Job scripts by the SHA-256 of their bytes (format 8 on), each once.
     pub scripts: Vec<([u8; 32], Vec<u8>)>,
+    /// How many jobs have retired to history (format 13 on).
+    pub retired_seq: u64,
 }
 
 fn user_token_record(id: &str, t: &UserToken) -> UserTokenRecord {
@@ -794,6 +819,7 @@ impl State {
             user_tokens,
             active_version,
             scripts,
+            retired_seq,
             ..
         } = self;
         let TokenWindow {
@@ -823,6 +849,7 @@ impl State {
                 .into_iter()
                 .map(|(id, body)| (id.0, body.to_vec()))
                 .collect(),
+            retired_seq,
         }
     }
 
@@ -901,6 +928,7 @@ impl State {
                 .into_iter()
                 .map(|(id, body)| (ScriptId(id), Arc::from(body)))
                 .collect(),
+            retired_seq: rec.retired_seq,
             emitted: Vec::new(),
             moved: Vec::new(),
         }
@@ -949,7 +977,7 @@ impl Serialize for SnapshotView<'_> {
             .iter()
             .filter_map(|t| st.tokens.outcomes.get(t).map(|o| (t.0, o.clone().into())))
             .collect();
-        let mut rec = s.serialize_struct("StateRecord", 10)?;
+        let mut rec = s.serialize_struct("StateRecord", 11)?;
         rec.serialize_field("next_job_id", &st.next_job_id)?;
         let jobs = st.jobs.values().map(|j| JobRecord::from(Job::clone(j)));
         let hosts = st.hosts.iter().map(|(n, h)| host_record(n, h));
@@ -1021,6 +1049,15 @@ impl Serialize for SnapshotView<'_> {
         if format >= 8 {
             let scripts = st.scripts.iter().map(|(id, body)| (id.0, &**body));
             rec.serialize_field("scripts", &Seq::of(scripts))?;
+        }
+        if format < 13 && st.retired_seq > 0 {
+            return Err(serde::ser::Error::custom(NotInFormat {
+                what: "retired job",
+                needs: 13,
+            }));
+        }
+        if format >= 13 {
+            rec.serialize_field("retired_seq", &st.retired_seq)?;
         }
         rec.end()
     }

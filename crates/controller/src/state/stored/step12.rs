@@ -2,10 +2,12 @@
 //! when old data is read: infallible) and back (`downgrade_*`, while the cluster's active
 //! version is still 12). Format 13 adds a job's account (in its spec) and the start backfill
 //! reserved for a pending job (on the job, and in the scheduler's reasons), and what a job's
-//! attempts used (on the job, and in the end reports). The way up has none of them; the way
-//! down refuses an account by [`NotInFormat`] (the submit service fills in a default one only
-//! from version 13, and `needed_by` names it), and drops a reservation and usage: what they
-//! say a cluster of version 12 does not show, and nothing is judged by them. Lossless for everything format 12 holds:
+//! attempts used (on the job, and in the end reports), the record of its attempts that
+//! started, retirement (`RetireJobs`, and the state's count of retired jobs). The way up has
+//! none of them; the way down refuses an account by [`NotInFormat`] (the submit service fills
+//! in a default one only from version 13, and `needed_by` names it) and a retirement, and
+//! drops a reservation, usage and attempt records: what they say a cluster of version 12 does
+//! not show, and nothing is judged by them (an apply at version 12 records none). Lossless for everything format 12 holds:
 //! `downgrade(upgrade(x)) == x` (property-tested in `stored::tests`).
 
 use super::step6::NotInFormat;
@@ -164,6 +166,7 @@ pub fn upgrade_job(j: v12::JobRecord) -> JobRecord {
         runs,
         expected_start_ms: None,
         usage: None,
+        attempts: Vec::new(),
     }
 }
 
@@ -192,6 +195,7 @@ pub fn downgrade_job(j: JobRecord) -> Result<v12::JobRecord, NotInFormat> {
         runs,
         expected_start_ms: _,
         usage: _,
+        attempts: _,
     } = j;
     Ok(v12::JobRecord {
         id,
@@ -250,6 +254,7 @@ pub fn upgrade_state(s: v12::StateRecord) -> StateRecord {
         user_tokens,
         active_version,
         scripts,
+        retired_seq: 0,
     }
 }
 
@@ -266,7 +271,15 @@ pub fn downgrade_state(s: StateRecord) -> Result<v12::StateRecord, NotInFormat> 
         user_tokens,
         active_version,
         scripts,
+        retired_seq,
     } = s;
+    // Jobs retire from version 13 on: a state that retired some is of no older format.
+    if retired_seq > 0 {
+        return Err(NotInFormat {
+            what: "retired job",
+            needs: 13,
+        });
+    }
     Ok(v12::StateRecord {
         next_job_id,
         jobs: downgrade_jobs(jobs)?,
@@ -429,5 +442,6 @@ pub fn downgrade_command(c: CommandRecord) -> Result<v12::CommandRecord, NotInFo
             intents,
             scripts,
         },
+        New::RetireJobs { .. } => return Err(NotInFormat { what: "job retirement", needs: 13 }),
     ))
 }
