@@ -225,6 +225,34 @@ async fn ended_jobs_retire_to_every_controller_s_history_once() {
         )),
         "{said}"
     );
+    // An array retires with its tasks; `xce job ID_IDX` still answers for a task.
+    let out = cluster.xce_ok(&["-o", "json", "submit", "--array", "0-2", "--", "true"]);
+    let array = json_of(&out)["id"].as_u64().unwrap();
+    wait_for("the array retired", Duration::from_secs(60), || {
+        let client = client.clone();
+        async move {
+            let live = all_jobs(&client, JobFilter::default()).await.ok()?;
+            live.iter()
+                .all(|j| j.id != array && j.array_task.is_none_or(|t| t.array_id != array))
+                .then_some(())
+        }
+    })
+    .await;
+    let out = cluster.xce_ok(&["-o", "json", "job", &format!("{array}_1")]);
+    let task = json_of(&out);
+    assert_eq!(
+        (
+            task["array_job_id"].as_u64(),
+            task["array_task_id"].as_u64(),
+            task["state"].as_str()
+        ),
+        (Some(array), Some(1), Some("done")),
+        "{task}"
+    );
+    assert_eq!(
+        history_of(&cluster.peers, &["--array", &array.to_string()]).len(),
+        4
+    );
     // The text listing: one line per job, under a header.
     let out = cluster.xce_ok(&["history", "--user", "alice"]);
     let text = String::from_utf8_lossy(&out.stdout);

@@ -353,7 +353,7 @@ pub struct HistoryQuery {
     #[param(schema_with = job_results_schema)]
     pub result: Option<String>,
     /// Only an array's own record and its tasks': the array's id.
-    #[param(pattern = r"^[0-9]{0,19}$")]
+    #[param(pattern = r"^([1-9][0-9]{0,18})?$")]
     pub array: Option<String>,
     /// Only these ids: `ID` or `FIRST-LAST` (either end may be left out).
     #[param(pattern = r"^([0-9]{1,19}|[0-9]{0,19}-[0-9]{0,19})?$")]

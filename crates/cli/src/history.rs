@@ -122,8 +122,8 @@ pub async fn run(cli: &Cli, args: &HistoryArgs) -> i32 {
     if listed.scan_capped {
         eprintln!(
             "xce: stopped after reading {} history records with jobs left to look at: narrow \
-             the query with --user, --account, --array or --id, or go on with --after",
-            listed.scanned
+             the query with --user, --account, --array or --id, or go on with --after {}",
+            listed.scanned, listed.next
         );
     }
     remember(&c, &hint);

@@ -106,6 +106,8 @@ pub struct History {
     /// Records whose write failed (a full disk), kept to write first next time, so that the
     /// apply never fails for history and nothing it handed over is dropped while it runs.
     unwritten: Arc<Mutex<Vec<Retired>>>,
+    /// Their count, read without waiting on a write.
+    unwritten_count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl History {
@@ -140,6 +142,7 @@ impl History {
             db: Arc::new(db),
             path,
             unwritten: Arc::default(),
+            unwritten_count: Arc::default(),
         })
     }
 
@@ -173,26 +176,64 @@ impl History {
     /// moves the mark over every sequence number now held without a gap. A failure keeps
     /// them all for the next call.
     pub fn write(&self, retired: Vec<Retired>) -> Result<(), HistoryError> {
-        let mut pending = self.unwritten.lock().unwrap_or_else(|p| p.into_inner());
-        pending.extend(retired);
-        if pending.is_empty() {
+        self.stage(retired);
+        // What is written now is taken out of the kept list first, so that the list's lock
+        // is never held across the disk's write (reads look in the list, then the store).
+        let batch = std::mem::take(&mut *self.kept());
+        if batch.is_empty() {
             return Ok(());
         }
-        match self.write_now(&pending) {
-            Ok(()) => {
-                pending.clear();
-                Ok(())
-            }
-            Err(e) => Err(e),
+        let written = self.write_now(&batch);
+        let mut kept = self.kept();
+        if written.is_err() {
+            let newer = std::mem::replace(&mut *kept, batch);
+            kept.extend(newer);
         }
+        self.unwritten_count
+            .store(kept.len(), std::sync::atomic::Ordering::Relaxed);
+        written
     }
 
-    /// How many retired jobs an earlier write could not store yet.
+    /// Keeps retired jobs to write with the next [`History::write`]: the apply hands them
+    /// over while it still holds the state, so that a job read between its retirement and
+    /// the write is found here.
+    pub fn stage(&self, retired: Vec<Retired>) {
+        if retired.is_empty() {
+            return;
+        }
+        let mut kept = self.kept();
+        kept.extend(retired);
+        self.unwritten_count
+            .store(kept.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn kept(&self) -> std::sync::MutexGuard<'_, Vec<Retired>> {
+        self.unwritten.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A kept (not yet written) retired job, by id.
+    fn kept_job(&self, id: JobId) -> Option<Job> {
+        self.kept()
+            .iter()
+            .rev()
+            .find(|r| r.id == id)
+            .and_then(|r| r.job.as_deref().cloned())
+    }
+
+    /// The kept (not yet written) tasks of array `id`.
+    fn kept_tasks(&self, id: JobId) -> Vec<Job> {
+        self.kept()
+            .iter()
+            .filter_map(|r| r.job.as_deref())
+            .filter(|j| j.array_task.is_some_and(|t| t.array_id == id))
+            .cloned()
+            .collect()
+    }
+
+    /// How many retired jobs are kept to write (one is due, or an earlier write failed).
     pub fn unwritten(&self) -> usize {
-        self.unwritten
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.unwritten_count
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn write_now(&self, retired: &[Retired]) -> Result<(), HistoryError> {
@@ -266,6 +307,9 @@ impl History {
 
     /// One retired job, by id.
     pub fn job(&self, id: JobId) -> Result<Option<Job>, HistoryError> {
+        if let Some(job) = self.kept_job(id) {
+            return Ok(Some(job));
+        }
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let records = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
         let Some(bytes) = records.get(id).map_err(|e| self.err(e))? else {

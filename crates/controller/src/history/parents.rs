@@ -86,8 +86,36 @@ impl History {
         Ok(Some(dependency::term_verdict(term, &retired)))
     }
 
+    /// Task `index` of retired array `array`: its own record once split off, else the
+    /// array's (it ended in the array, never split off), as a live array answers; `None`
+    /// when history holds no such array, or the array has no such task.
+    pub fn task(&self, array: JobId, index: u32) -> Result<Option<Job>, HistoryError> {
+        let Some(retired) = self.retired(array)? else {
+            return Ok(None);
+        };
+        if let Some(task) = retired
+            .tasks
+            .into_iter()
+            .find(|t| t.array_task.is_some_and(|a| a.index == index))
+        {
+            return Ok(Some(task));
+        }
+        let has = retired
+            .job
+            .spec
+            .array
+            .as_ref()
+            .is_some_and(|a| a.tasks.contains(index));
+        Ok(has.then_some(retired.job))
+    }
+
     /// A retired job with its tasks, read in one transaction.
     fn retired(&self, id: JobId) -> Result<Option<Retired>, HistoryError> {
+        // Just retired, not written yet: it and its tasks retired in one apply.
+        if let Some(job) = self.kept_job(id) {
+            let tasks = self.kept_tasks(id);
+            return Ok(Some(Retired { job, tasks }));
+        }
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let records = txn.open_table(RECORDS).map_err(|e| self.err(e))?;
         let read = |id: JobId| -> Result<Option<Job>, HistoryError> {

@@ -15,6 +15,10 @@ pub const MAX_SCAN: u64 = 200_000;
 /// The most jobs one page holds.
 pub const MAX_PAGE: usize = 1_000;
 
+/// About the most bytes of records one page holds, as a page of live jobs (a job's
+/// environment may be large): far below the message limit.
+pub const MAX_PAGE_BYTES: usize = crate::state::MAX_PAGE_BYTES;
+
 impl History {
     /// One page of the jobs passing `filter` with ids above `after`, at most `limit` (at most
     /// [`MAX_PAGE`]); `behind` is left for the caller, who knows the state's count.
@@ -57,6 +61,7 @@ impl History {
                 Box::new(range.map(|r| r.map(|(k, _)| k.value()).map_err(|e| self.err(e))))
             };
         let mut last = after;
+        let mut total = 0usize;
         for id in ids {
             let id = id?;
             if page.scanned >= MAX_SCAN {
@@ -68,11 +73,13 @@ impl History {
             let Some(bytes) = records.get(id).map_err(|e| self.err(e))? else {
                 continue;
             };
+            let size = bytes.value().len();
             let job = record::decode(bytes.value())
                 .map_err(|detail| HistoryError::Record { id, detail })?;
             if filter.passes(&job) {
                 page.jobs.push(job);
-                if page.jobs.len() == limit {
+                total += size;
+                if page.jobs.len() == limit || total >= MAX_PAGE_BYTES {
                     page.next = id;
                     return Ok(page);
                 }

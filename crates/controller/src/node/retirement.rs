@@ -17,8 +17,13 @@ const PERIOD: Duration = Duration::from_secs(2);
 
 pub(super) async fn run_retirement(node: Arc<Node>) {
     let mut stalled = false;
+    // A full batch retired: more may be due at once.
+    let mut more = false;
     loop {
-        tokio::time::sleep(PERIOD).await;
+        if !more {
+            tokio::time::sleep(PERIOD).await;
+        }
+        more = false;
         if node.gate().is_err() || node.active_version() < xce_client::version::ACCOUNTING {
             continue;
         }
@@ -48,7 +53,10 @@ pub(super) async fn run_retirement(node: Arc<Node>) {
         }
         let count = ids.len();
         match node.write(Command::RetireJobs { ids }).await {
-            Ok(_) => info!(jobs = count, "retired ended jobs to history"),
+            Ok(_) => {
+                info!(jobs = count, "retired ended jobs to history");
+                more = count == MAX_RETIRE_BATCH;
+            }
             Err(h) => warn!(reason = %h.message, "retiring jobs to history failed; trying again"),
         }
     }

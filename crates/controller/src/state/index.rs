@@ -20,6 +20,9 @@ pub(super) struct Slot {
     placed_name: Option<(String, String)>,
     /// The jobs it waits for while its dependency is `waiting`.
     waits_on: Vec<JobId>,
+    /// The jobs its dependency names while it has not ended (a met one may be judged again:
+    /// an `aftercorr` array task by task, a `singleton` term): they may not retire.
+    names: Vec<JobId>,
     /// Its user and name while it is pending with a `singleton` term.
     singleton: Option<(String, String)>,
     /// The array it is a task of, and its index there.
@@ -53,6 +56,10 @@ impl Slot {
             placed,
             waits_on: dependency
                 .filter(|_| waiting)
+                .map(|d| d.job_ids())
+                .unwrap_or_default(),
+            names: dependency
+                .filter(|_| !job.state.is_final())
                 .map(|d| d.job_ids())
                 .unwrap_or_default(),
             singleton: dependency
@@ -103,6 +110,8 @@ pub(super) struct Index {
     placed_names: HashMap<(String, String), u32>,
     /// Waiting jobs by each job they wait for.
     dependents: HashMap<JobId, BTreeSet<JobId>>,
+    /// Unended jobs by each job their dependency names (`Slot::names`).
+    named_by: HashMap<JobId, BTreeSet<JobId>>,
     /// Pending jobs with a `singleton` term, by user and name.
     singletons: HashMap<(String, String), BTreeSet<JobId>>,
     /// Each array's tasks split off into jobs of their own, by index (one record per index:
@@ -150,6 +159,9 @@ impl Index {
         }
         for parent in &slot.waits_on {
             self.dependents.entry(*parent).or_default().insert(id);
+        }
+        for parent in &slot.names {
+            self.named_by.entry(*parent).or_default().insert(id);
         }
         if let Some(name) = &slot.singleton {
             self.singletons.entry(name.clone()).or_default().insert(id);
@@ -199,6 +211,14 @@ impl Index {
                 set.remove(&id);
                 if set.is_empty() {
                     self.dependents.remove(parent);
+                }
+            }
+        }
+        for parent in &slot.names {
+            if let Some(set) = self.named_by.get_mut(parent) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.named_by.remove(parent);
                 }
             }
         }
@@ -283,6 +303,11 @@ impl Index {
             .get(&(user.to_string(), name.to_string()))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// Whether an unended job's dependency names `parent`.
+    pub(super) fn is_named(&self, parent: JobId) -> bool {
+        self.named_by.get(&parent).is_some_and(|s| !s.is_empty())
     }
 
     /// The waiting jobs that wait for `parent`.

@@ -128,6 +128,9 @@ impl State {
         // The version is the cluster's, not the backup's: what its members run. A backup's
         // would lower it, or raise it past a member of an older build.
         restored.active_version = self.active_version;
+        // The retired jobs are the backed-up cluster's history, which a backup does not
+        // carry: this cluster's history starts empty, numbered from its own.
+        restored.retired_seq = self.retired_seq;
         let epoch = [&self.scheduler, &restored.scheduler]
             .into_iter()
             .flatten()

@@ -25,11 +25,12 @@ impl State {
         self.retired_seq
     }
 
-    /// Jobs that may retire now and ended at or before `ended_by_ms`, in id order, at most
-    /// `max`: what the primary proposes.
+    /// Jobs that may retire now and ended at or before `ended_by_ms`, in id order, retiring
+    /// at most `max` records with their arrays' tasks (an array over that goes alone): what
+    /// the primary proposes.
     pub fn retire_candidates(&self, ended_by_ms: u64, max: usize) -> Vec<JobId> {
         use xce_client::types::JobState;
-        let mut out: Vec<JobId> = [JobState::Done, JobState::Exited]
+        let mut ready: Vec<JobId> = [JobState::Done, JobState::Exited]
             .into_iter()
             .flat_map(|s| self.index.in_state(s).iter().copied())
             .filter(|id| {
@@ -38,21 +39,33 @@ impl State {
                 })
             })
             .collect();
-        out.sort_unstable();
-        out.truncate(max);
+        ready.sort_unstable();
+        let mut out = Vec::new();
+        let mut records = 0;
+        for id in ready {
+            let weight = 1 + self.index.tasks_of(id).len();
+            if !out.is_empty() && records + weight > max {
+                break;
+            }
+            out.push(id);
+            records += weight;
+        }
         out
     }
 
-    /// Whether a job may leave the state now: it ended, no pending job waits on it, and it
-    /// is no task (a task goes with its array) or an array with a task still live.
+    /// Whether a job may leave the state now: it ended, no unended job's dependency names
+    /// it (one met already may be judged again: an `aftercorr` array task by task, a
+    /// `singleton` term), and it is no task (a task goes with its array) nor an array with a
+    /// task still live.
     fn may_retire(&self, job: &Job) -> bool {
         job.state.is_final()
             && job.array_task.is_none()
-            && self.index.dependents_of(job.id).is_empty()
-            && self.index.tasks_of(job.id).iter().all(|t| {
-                self.jobs.get(t).is_some_and(|t| t.state.is_final())
-                    && self.index.dependents_of(*t).is_empty()
-            })
+            && !self.index.is_named(job.id)
+            && self
+                .index
+                .tasks_of(job.id)
+                .iter()
+                .all(|t| self.jobs.get(t).is_some_and(|t| t.state.is_final()))
     }
 
     /// Applies `RetireJobs`: each job that may retire (and its array's tasks) leaves the
@@ -166,7 +179,33 @@ mod tests {
         assert!(s.job(1).is_some(), "3 still waits on 1");
         finish(&mut s, 62, 2, 1, JobEnd::Exit(0));
         assert_eq!(s.job(3).map(|j| j.state), Some(JobState::Pending));
-        assert_eq!(s.retire_candidates(u64::MAX, 10), vec![1, 2]);
+        assert_eq!(
+            s.retire_candidates(u64::MAX, 10),
+            Vec::<JobId>::new(),
+            "3 still names them"
+        );
+        // Once 3 has run and ended, all three may go.
+        s.apply(63, dispatch_cmd(63, 3, "w1"));
+        finish(&mut s, 64, 3, 1, JobEnd::Exit(0));
+        assert_eq!(s.retire_candidates(u64::MAX, 10), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn a_job_stays_while_an_unended_job_names_it_even_once_met() {
+        let mut s = running(1);
+        let child = JobSpec {
+            dependency: Some("afterok:1,singleton".parse().expect("dependency")),
+            ..spec(&["true"])
+        };
+        assert_eq!(submit(&mut s, 60, child), Outcome::Submitted(2));
+        finish(&mut s, 61, 1, 1, JobEnd::Exit(0));
+        assert_eq!(
+            s.job(2).and_then(|j| j.dependency_state),
+            Some(xce_client::types::DependencyState::Satisfied)
+        );
+        assert_eq!(s.retire_candidates(u64::MAX, 10), Vec::<JobId>::new());
+        s.apply(62, Command::RetireJobs { ids: vec![1] });
+        assert!(s.job(1).is_some(), "2 pends, and its dependency names 1");
     }
 
     #[test]

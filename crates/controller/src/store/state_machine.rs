@@ -209,12 +209,13 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
 }
 
 impl StateMachineStore {
-    /// Applies entries under the state's write lock; returns their outcomes and the jobs they
-    /// retired, for the history store.
+    /// Applies entries under the state's write lock, handing the jobs they retired to the
+    /// history store before the lock is released; returns their outcomes and how many
+    /// retired.
     fn apply_entries(
         &self,
         entries: impl IntoIterator<Item = Entry<TypeConfig>>,
-    ) -> (Vec<BatchOutcome>, Vec<crate::history::Retired>) {
+    ) -> (Vec<BatchOutcome>, usize) {
         let mut applied = self.applied.write();
         let mut out = Vec::new();
         let mut retired = Vec::new();
@@ -258,16 +259,22 @@ impl StateMachineStore {
                 h.observe(started.elapsed().as_secs_f64());
             }
         }
-        (out, retired)
+        // Handed to the history store before the state is released, so that a read of a
+        // job that just retired finds it there.
+        let count = retired.len();
+        if let Some(history) = &self.history {
+            history.stage(retired);
+        }
+        (out, count)
     }
 }
 
 /// Writes retired jobs to the history store, off the async threads. A failure (a full disk)
 /// never fails the apply: the store keeps them to write with the next, and says so.
-async fn write_history(history: crate::history::History, retired: Vec<crate::history::Retired>) {
-    let jobs = retired.len();
+async fn write_history(history: crate::history::History, jobs: usize) {
     let outcome = tokio::task::spawn_blocking(move || {
-        let written = history.write(retired);
+        // What the apply staged.
+        let written = history.write(Vec::new());
         (written, history.unwritten())
     })
     .await;
@@ -296,7 +303,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I::IntoIter: OptionalSend,
     {
         let (out, retired) = self.apply_entries(entries);
-        if let Some(history) = self.history.clone().filter(|_| !retired.is_empty()) {
+        if let Some(history) = self.history.clone().filter(|_| retired > 0) {
             write_history(history, retired).await;
         }
         Ok(out)

@@ -57,6 +57,8 @@ pub struct HistoryListed {
     pub scanned: u64,
     /// Stopped at `max_scan` records read with jobs left to look at: the listing is partial.
     pub scan_capped: bool,
+    /// Where a further listing goes on from (`after`): the last id read.
+    pub next: JobId,
 }
 
 /// The retired jobs passing `filter` after `after`, page by page, up to `max` jobs; reading
@@ -89,6 +91,7 @@ pub async fn list_history<T: crate::transport::Transport>(
             break;
         }
         after = page.next;
+        listed.next = after;
         if listed.scanned >= max_scan && listed.jobs < max {
             listed.scan_capped = true;
             break;

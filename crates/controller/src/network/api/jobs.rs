@@ -612,6 +612,14 @@ pub(super) async fn get_task(
         .await
     {
         Ok(Ok(job)) => Ok(job),
+        // An array no longer live may have retired with its tasks.
+        Ok(Err(message)) if this.node.applied_job(array).is_none() => {
+            let history = this.node.history.clone();
+            match tokio::task::spawn_blocking(move || history.task(array, index)).await {
+                Ok(Ok(Some(job))) => Ok(this.as_seen(job)),
+                _ => Err(ReplyHeader::status(Status::NoEnt, message)),
+            }
+        }
         Ok(Err(message)) => Err(ReplyHeader::status(Status::NoEnt, message)),
         Err(h) => Err(h),
     };
