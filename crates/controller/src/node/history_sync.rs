@@ -110,13 +110,14 @@ async fn pull_from(node: &Node, id: NodeId, peer: &mut PeerClient) -> bool {
             Ok(Ok(mark)) => mark,
             _ => return false,
         };
-        if mark >= node.state.read().state.retired_seq() {
+        let retired = node.state.read().state.retired_seq();
+        if mark >= retired {
             return true;
         }
-        let records = match peer
-            .history_range(mark + 1, HISTORY_PULL_PAGE as u32, ANSWER_WITHIN)
-            .await
-        {
+        // Only what this controller's state has retired: a peer ahead of it holds jobs its
+        // state still shows live, which its history would then list twice.
+        let want = (retired - mark).min(HISTORY_PULL_PAGE as u64) as u32;
+        let records = match peer.history_range(mark + 1, want, ANSWER_WITHIN).await {
             Ok(records) if !records.is_empty() => records,
             Ok(_) => return false,
             Err(e) => {
