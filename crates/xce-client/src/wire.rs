@@ -490,11 +490,19 @@ pub fn write_filter(mut b: w::job_filter::Builder<'_>, f: &JobFilter) {
     b.set_user(user.as_deref().unwrap_or(""));
     b.set_name(name.as_deref().unwrap_or(""));
     b.set_submitted_since_ms(submitted_since_ms.unwrap_or(0));
-    let mut list = b.reborrow().init_states(states.len() as u32);
+    write_states(b.reborrow().init_states(states.len() as u32), states);
+    write_results(b.init_results(results.len() as u32), results);
+}
+
+/// Writes a filter's states.
+fn write_states(mut list: capnp::enum_list::Builder<'_, w::JobState>, states: &[JobState]) {
     for (i, s) in states.iter().enumerate() {
         list.set(i as u32, (*s).into());
     }
-    let mut list = b.init_results(results.len() as u32);
+}
+
+/// Writes a filter's results.
+fn write_results(mut list: capnp::enum_list::Builder<'_, w::JobResult>, results: &[JobResult]) {
     for (i, r) in results.iter().enumerate() {
         list.set(i as u32, Some(*r).to_wire());
     }
@@ -555,14 +563,8 @@ pub fn write_history_filter(mut b: w::history_filter::Builder<'_>, f: &HistoryFi
     });
     b.set_since_ms(since_ms.unwrap_or(0));
     b.set_until_ms(until_ms.unwrap_or(0));
-    let mut list = b.reborrow().init_states(states.len() as u32);
-    for (i, s) in states.iter().enumerate() {
-        list.set(i as u32, (*s).into());
-    }
-    let mut list = b.init_results(results.len() as u32);
-    for (i, r) in results.iter().enumerate() {
-        list.set(i as u32, Some(*r).to_wire());
-    }
+    write_states(b.reborrow().init_states(states.len() as u32), states);
+    write_results(b.init_results(results.len() as u32), results);
 }
 
 /// Reads a history filter. A result this build does not know is refused: a filter that

@@ -6,8 +6,9 @@ use axum::Json;
 use xce_client::history::{id_bounds, HistoryFilter, TimeField};
 use xce_client::json::{ErrorJson, JobJson};
 use xce_client::types::{JobResult, JobState};
-use xce_client::when::{self, now_ms};
+use xce_client::when;
 
+use super::params::{cursor, names, time};
 use super::AppState;
 use crate::backend::{Answer, Call, Caller};
 use crate::error::ApiError;
@@ -16,32 +17,6 @@ use crate::shapes::{HistoryPageJson, HistoryQuery};
 
 /// The most jobs one page holds.
 const MAX_LIMIT: u32 = 1000;
-
-/// A comma-separated list of names, each read by `parse`; `key` names the parameter.
-fn names<T>(
-    key: &str,
-    text: Option<&str>,
-    parse: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, ApiError> {
-    match text.filter(|s| !s.is_empty()) {
-        None => Ok(Vec::new()),
-        Some(list) => list
-            .split(',')
-            .map(|s| parse(s.trim()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| ApiError::invalid(format!("{key}: {e}"))),
-    }
-}
-
-/// A time parameter in the forms of `xce history --since`.
-fn time(key: &str, text: Option<&str>, day: when::TimeOfDay) -> Result<Option<u64>, ApiError> {
-    match text.filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(t) => when::parse(t, now_ms(), day)
-            .map(Some)
-            .map_err(|e| ApiError::invalid(format!("{key}: {e}"))),
-    }
-}
 
 /// The filter the query gives, or the parameter that does not read.
 fn filter_of(q: HistoryQuery) -> Result<HistoryFilter, ApiError> {
@@ -102,14 +77,7 @@ pub async fn list(
     caller: Caller,
     Query(q): Query<HistoryQuery>,
 ) -> Result<Json<HistoryPageJson>, ApiError> {
-    let after = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
-        None => 0,
-        Some(c) => c
-            .parse::<u64>()
-            .ok()
-            .filter(|_| c.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| ApiError::invalid("cursor: not one this API gave"))?,
-    };
+    let after = cursor(q.cursor.as_deref())?;
     let limit = q.limit.unwrap_or(0);
     if limit > MAX_LIMIT {
         return Err(ApiError::invalid(format!("limit: at most {MAX_LIMIT}")));

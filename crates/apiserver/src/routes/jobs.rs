@@ -12,6 +12,7 @@ use xce_client::types::{
 };
 use xce_client::when::{self, now_ms};
 
+use super::params::{cursor, names, time};
 use super::AppState;
 use crate::backend::{Answer, Call, Caller};
 use crate::error::ApiError;
@@ -255,41 +256,18 @@ pub async fn list(
     Query(q): Query<ListJobsQuery>,
 ) -> Result<Json<JobPageJson>, ApiError> {
     // An empty parameter is one not given.
-    let states = match q.state.as_deref().filter(|s| !s.is_empty()) {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|s| s.trim().parse::<JobState>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| ApiError::invalid(format!("state: {e}")))?,
-    };
-    let after = match q.cursor.as_deref().filter(|c| !c.is_empty()) {
-        None => 0,
-        Some(c) => c
-            .parse::<u64>()
-            .ok()
-            .filter(|_| c.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or_else(|| ApiError::invalid("cursor: not one this API gave"))?,
-    };
+    let states = names("state", q.state.as_deref(), |s| {
+        s.parse::<JobState>().map_err(|e| e.to_string())
+    })?;
+    let after = cursor(q.cursor.as_deref())?;
     let limit = q.limit.unwrap_or(0);
     if limit > MAX_LIMIT {
         return Err(ApiError::invalid(format!("limit: at most {MAX_LIMIT}")));
     }
-    let results = match q.result.as_deref().filter(|s| !s.is_empty()) {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|s| s.trim().parse::<JobResult>())
-            .collect::<Result<_, _>>()
-            .map_err(|e| ApiError::invalid(format!("result: {e}")))?,
-    };
-    let since = match q.since.as_deref().filter(|s| !s.is_empty()) {
-        None => None,
-        Some(text) => Some(
-            when::parse(text, now_ms(), when::TimeOfDay::Last)
-                .map_err(|e| ApiError::invalid(format!("since: {e}")))?,
-        ),
-    };
+    let results = names("result", q.result.as_deref(), |s| {
+        s.parse::<JobResult>().map_err(|e| e.to_string())
+    })?;
+    let since = time("since", q.since.as_deref(), when::TimeOfDay::Last)?;
     let filter = JobFilter {
         queue: q.queue.filter(|s| !s.is_empty()),
         states,

@@ -9,6 +9,7 @@ mod health;
 mod history;
 mod hosts;
 mod jobs;
+mod params;
 mod queues;
 mod web;
 
